@@ -1,0 +1,226 @@
+// Command netctl-vm is the front end of netctl's real-kernel test VM
+// (package test/vm).
+//
+//	netctl-vm prepare [-kernel all|6.12|6.1]      fetch kernels, build initramfs images (idempotent)
+//	netctl-vm run [-kernel 6.12] [-timeout 5m] [-smp 1] -- CMD [ARG...]
+//	                                               run CMD in the guest (host / at /host) and exit with its status
+//	netctl-vm exec BINARY [ARG...]                 go test -exec wrapper: run a test binary in the guest
+//
+// The kernel is $NETCTL_VM_KERNEL (default 6.12) unless -kernel says
+// otherwise. Harness failures exit 124 (timeout), 125 (guest panic or no
+// status), 126 (QEMU failed) or 127 (setup failed), each with a message that
+// says which.
+package main
+
+import (
+	"context"
+	"debug/elf"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/netctl/netctl/test/vm"
+)
+
+const (
+	exitTimeout = 124
+	exitGuest   = 125
+	exitQEMU    = 126
+	exitSetup   = 127
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if len(os.Args) < 2 {
+		usage()
+	}
+	var code int
+	switch os.Args[1] {
+	case "prepare":
+		code = prepare(ctx, os.Args[2:])
+	case "run":
+		code = run(ctx, os.Args[2:])
+	case "exec":
+		code = execTest(ctx, os.Args[2:])
+	default:
+		usage()
+	}
+	os.Exit(code)
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, `usage:
+  netctl-vm prepare [-kernel all|6.12|6.1]
+  netctl-vm run [-kernel K] [-timeout D] [-smp N] -- CMD [ARG...]
+  netctl-vm exec BINARY [ARG...]     (go test -exec)`)
+	os.Exit(2)
+}
+
+func defaultKernel() string {
+	if k := os.Getenv("NETCTL_VM_KERNEL"); k != "" {
+		return k
+	}
+	return "6.12"
+}
+
+func fail(err error) int {
+	fmt.Fprintln(os.Stderr, "netctl-vm:", strings.TrimPrefix(err.Error(), "vm: "))
+	var te *vm.TimeoutError
+	var pe *vm.PanicError
+	var ne *vm.NoStatusError
+	var qe *vm.QEMUError
+	switch {
+	case errors.As(err, &te):
+		return exitTimeout
+	case errors.As(err, &pe), errors.As(err, &ne):
+		return exitGuest
+	case errors.As(err, &qe):
+		return exitQEMU
+	}
+	return exitSetup
+}
+
+func image(ctx context.Context, name string) (*vm.Image, error) {
+	k, err := vm.LookupKernel(name)
+	if err != nil {
+		return nil, err
+	}
+	cache, err := vm.DefaultCacheDir()
+	if err != nil {
+		return nil, err
+	}
+	return vm.Prepare(ctx, cache, k, os.Stderr)
+}
+
+func prepare(ctx context.Context, args []string) int {
+	fs := flag.NewFlagSet("prepare", flag.ExitOnError)
+	kernel := fs.String("kernel", "all", "kernels to prepare: all, or a comma-separated list of "+strings.Join(vm.KernelNames(), ", "))
+	fs.Parse(args)
+	ks, err := vm.SelectKernels(*kernel)
+	if err != nil {
+		return fail(err)
+	}
+	cache, err := vm.DefaultCacheDir()
+	if err != nil {
+		return fail(err)
+	}
+	for _, k := range ks {
+		img, err := vm.Prepare(ctx, cache, k, os.Stderr)
+		if err != nil {
+			return fail(err)
+		}
+		fmt.Println(img.Summary())
+	}
+	return 0
+}
+
+func run(ctx context.Context, args []string) int {
+	fs := flag.NewFlagSet("run", flag.ExitOnError)
+	kernel := fs.String("kernel", defaultKernel(), "kernel to boot")
+	timeout := fs.Duration("timeout", 5*time.Minute, "kill the VM after this long")
+	smp := fs.Int("smp", 1, "vCPUs")
+	fs.Parse(args)
+	if fs.NArg() == 0 {
+		usage()
+	}
+	img, err := image(ctx, *kernel)
+	if err != nil {
+		return fail(err)
+	}
+	var q []string
+	for _, a := range fs.Args() {
+		q = append(q, vm.ShellQuote(a))
+	}
+	res, err := img.Run(ctx, vm.RunOptions{Script: strings.Join(q, " "), Timeout: *timeout, SMP: *smp})
+	if err != nil {
+		return fail(err)
+	}
+	fmt.Fprintf(os.Stderr, "netctl-vm: kernel %s: exit %d after %.1fs\n", img.Name, res.ExitCode, res.Wall.Seconds())
+	return res.ExitCode
+}
+
+// execTest runs a compiled test binary in the guest, as go test -exec does:
+// the binary's directory is shared read-write (test logs, coverage), the
+// working directory is the package directory under /host, and
+// -test.*=/abs/path arguments are rewritten to /host/abs/path.
+func execTest(ctx context.Context, args []string) int {
+	if len(args) == 0 {
+		usage()
+	}
+	bin, err := filepath.Abs(args[0])
+	if err != nil {
+		return fail(err)
+	}
+	if err := checkStatic(bin); err != nil {
+		return fail(err)
+	}
+	img, err := image(ctx, defaultKernel())
+	if err != nil {
+		return fail(err)
+	}
+	cwd, _ := os.Getwd()
+	bdir := filepath.Dir(bin)
+	timeout := 10 * time.Minute
+	var q []string
+	q = append(q, vm.ShellQuote("/host"+bin))
+	for _, a := range args[1:] {
+		if name, val, ok := strings.Cut(a, "="); ok && strings.HasPrefix(name, "-test.") && strings.HasPrefix(val, "/") {
+			a = name + "=/host" + val
+		}
+		if v, ok := strings.CutPrefix(a, "-test.timeout="); ok {
+			if d, err := time.ParseDuration(v); err == nil && d > 0 {
+				timeout = d + time.Minute
+			}
+		}
+		q = append(q, vm.ShellQuote(a))
+	}
+	if v := os.Getenv("NETCTL_VM_TIMEOUT"); v != "" {
+		if d, err := time.ParseDuration(v); err == nil {
+			timeout = d
+		}
+	}
+	env := map[string]string{}
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "NETCTL_") && k != "NETCTL_VM_KERNEL" || k == "GOTRACEBACK" || k == "CI" {
+			env[k] = v
+		}
+	}
+	if d := os.Getenv("GOCOVERDIR"); d != "" {
+		env["GOCOVERDIR"] = "/host" + d
+	}
+	script := fmt.Sprintf("cd %s || exit 121\nexec %s", vm.ShellQuote("/host"+cwd), strings.Join(q, " "))
+	res, err := img.Run(ctx, vm.RunOptions{
+		Script:  script,
+		Env:     env,
+		Timeout: timeout,
+		Shares:  []vm.Share{{HostPath: bdir, GuestPath: "/host" + bdir}},
+	})
+	if err != nil {
+		return fail(err)
+	}
+	return res.ExitCode
+}
+
+// checkStatic refuses a dynamically linked binary: the guest has no C
+// library, so it could not start.
+func checkStatic(bin string) error {
+	f, err := elf.Open(bin)
+	if err != nil {
+		return fmt.Errorf("%s: %w", bin, err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return fmt.Errorf("%s is dynamically linked and the VM has no C library: build it with CGO_ENABLED=0", bin)
+		}
+	}
+	return nil
+}

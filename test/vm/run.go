@@ -1,0 +1,262 @@
+package vm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Share is a host directory mounted in the guest over 9p before the
+// command runs.
+type Share struct {
+	HostPath  string
+	GuestPath string // where to mount it in the guest
+	ReadOnly  bool
+}
+
+// RunOptions say what to run in the VM and how.
+type RunOptions struct {
+	// Script is a POSIX shell script (busybox sh) run as root in the
+	// guest, in /tmp; the host's / is at /host.
+	Script  string
+	Env     map[string]string // exported before Script runs
+	Timeout time.Duration     // default 5 minutes
+	SMP     int               // vCPUs, default 1
+	MemMB   int               // default 1024
+	CPU     string            // QEMU -cpu, default "max,erms=off"
+	Shares  []Share
+	Stdout  io.Writer // the command's output, streamed; default os.Stdout
+	// QEMUArgs are appended to QEMU's command line (tests only).
+	QEMUArgs []string
+}
+
+// Result of a run that reported an exit status.
+type Result struct {
+	ExitCode int
+	Wall     time.Duration
+	Console  string // the guest kernel's console log
+}
+
+var panicLine = regexp.MustCompile(`Kernel panic - not syncing:[^\n]*`)
+
+// Run boots img, runs opts.Script and returns its exit status. The error
+// is non-nil only when the harness could not get a status: *TimeoutError,
+// *PanicError, *QEMUError, *NoStatusError, or a setup error.
+func (img *Image) Run(ctx context.Context, opts RunOptions) (*Result, error) {
+	if opts.Timeout == 0 {
+		opts.Timeout = 5 * time.Minute
+	}
+	if opts.SMP == 0 {
+		opts.SMP = 1
+	}
+	if opts.MemMB == 0 {
+		opts.MemMB = 1024
+	}
+	if opts.CPU == "" {
+		opts.CPU = "max,erms=off"
+	}
+	if opts.Stdout == nil {
+		opts.Stdout = os.Stdout
+	}
+	runs := filepath.Join(img.Cache, "runs")
+	if err := os.MkdirAll(runs, 0o755); err != nil {
+		return nil, err
+	}
+	out, err := os.MkdirTemp(runs, "run-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(out)
+	if err := os.WriteFile(filepath.Join(out, "cmd"), []byte(img.script(opts)), 0o644); err != nil {
+		return nil, err
+	}
+	accel, err := img.accel(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res, err := img.boot(ctx, out, accel, opts)
+	return res, err
+}
+
+// script is the file the guest init runs: environment, mounts, command.
+func (img *Image) script(opts RunOptions) string {
+	var b strings.Builder
+	env := map[string]string{
+		"NETCTL_VM_KERNEL":  img.Name,
+		"NETCTL_VM_CAPS":    img.Kernel.CapsString(),
+		"NETCTL_VM_MISSING": strings.Join(img.Missing, ","),
+	}
+	for k, v := range opts.Env {
+		env[k] = v
+	}
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "export %s=%s\n", k, shellQuote(env[k]))
+	}
+	for i, s := range opts.Shares {
+		o := "trans=virtio,version=9p2000.L,msize=512000"
+		if s.ReadOnly {
+			o += ",ro"
+		}
+		fmt.Fprintf(&b, "mkdir -p %[1]s 2>/dev/null; mount -t 9p -o %[2]s share%[3]d %[1]s || { echo \"netctl-vm: cannot mount %[4]s at %[1]s\"; exit 121; }\n",
+			shellQuote(s.GuestPath), o, i, shellQuote(s.HostPath))
+	}
+	b.WriteString(opts.Script)
+	b.WriteString("\n")
+	return b.String()
+}
+
+func (img *Image) qemuArgs(out, accel string, opts RunOptions) []string {
+	args := []string{
+		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+		"-accel", accel, "-machine", "pc", "-cpu", opts.CPU,
+		"-m", strconv.Itoa(opts.MemMB), "-smp", strconv.Itoa(opts.SMP),
+		"-kernel", img.Vmlinuz, "-initrd", img.Initrd,
+		"-append", "console=ttyS0 quiet panic=-1 oops=panic mitigations=off",
+		"-serial", "file:" + filepath.Join(out, "console.log"),
+		"-virtfs", "local,path=/,mount_tag=hostroot,security_model=passthrough,readonly=on,multidevs=remap",
+		"-virtfs", "local,path=" + out + ",mount_tag=results,security_model=passthrough",
+		"-device", "virtio-serial-pci",
+		"-chardev", "file,id=out,path=" + filepath.Join(out, "out.log"),
+		"-device", "virtserialport,chardev=out,name=netctl.out",
+		"-device", "isa-debug-exit,iobase=0xf4,iosize=0x04",
+	}
+	for i, s := range opts.Shares {
+		v := fmt.Sprintf("local,path=%s,mount_tag=share%d,security_model=passthrough,multidevs=remap", s.HostPath, i)
+		if s.ReadOnly {
+			v += ",readonly=on"
+		}
+		args = append(args, "-virtfs", v)
+	}
+	return append(args, opts.QEMUArgs...)
+}
+
+func (img *Image) boot(ctx context.Context, out, accel string, opts RunOptions) (*Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
+	defer cancel()
+	cmd := exec.Command("qemu-system-x86_64", img.qemuArgs(out, accel, opts)...)
+	var stderr bytes.Buffer
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, &stderr, &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	t0 := time.Now()
+	if err := cmd.Start(); err != nil {
+		if errors.Is(err, exec.ErrNotFound) {
+			return nil, &QEMUError{Status: -1, Stderr: "qemu-system-x86_64 not found: run make vm-deps"}
+		}
+		return nil, fmt.Errorf("vm: start qemu: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	streamDone := make(chan struct{})
+	stopStream := make(chan struct{})
+	go func() { streamFile(filepath.Join(out, "out.log"), opts.Stdout, stopStream); close(streamDone) }()
+
+	var waitErr error
+	timedOut := false
+	select {
+	case waitErr = <-done:
+	case <-ctx.Done():
+		cmd.Process.Kill()
+		waitErr = <-done
+		timedOut = true
+	}
+	close(stopStream)
+	<-streamDone
+	wall := time.Since(t0)
+	console, _ := os.ReadFile(filepath.Join(out, "console.log"))
+	res := &Result{Wall: wall, Console: string(console)}
+	if timedOut {
+		if ctx.Err() == context.DeadlineExceeded {
+			return res, &TimeoutError{After: opts.Timeout, Console: res.Console}
+		}
+		return res, ctx.Err()
+	}
+	status := 0
+	if ee, ok := waitErr.(*exec.ExitError); ok {
+		status = ee.ExitCode()
+	} else if waitErr != nil {
+		return res, fmt.Errorf("vm: wait for qemu: %w", waitErr)
+	}
+	rcFile, rcErr := os.ReadFile(filepath.Join(out, "rc"))
+	code, err := decodeStatus(status, string(rcFile), rcErr == nil, res.Console, stderr.String())
+	res.ExitCode = code
+	return res, err
+}
+
+// decodeStatus turns QEMU's exit status, the guest's rc file and the
+// console into the command's exit code or a harness error. isa-debug-exit
+// makes QEMU exit with (rc<<1)|1; QEMU's own failures also exit 1, so an
+// odd status counts as the guest's only when the guest wrote its rc file.
+func decodeStatus(status int, rcFile string, haveRC bool, console, stderr string) (int, error) {
+	if m := panicLine.FindString(console); m != "" {
+		return -1, &PanicError{Message: strings.TrimSpace(m), Console: console}
+	}
+	if status&1 == 1 && haveRC {
+		rc, err := strconv.Atoi(strings.TrimSpace(rcFile))
+		if err != nil {
+			return -1, fmt.Errorf("vm: guest wrote a bad rc file %q", rcFile)
+		}
+		return rc, nil
+	}
+	if status != 0 && !haveRC {
+		return -1, &QEMUError{Status: status, Stderr: stderr}
+	}
+	return -1, &NoStatusError{Status: status, Console: console}
+}
+
+// streamFile copies what QEMU appends to path to w until stop is closed,
+// then copies the rest.
+func streamFile(path string, w io.Writer, stop <-chan struct{}) {
+	var f *os.File
+	buf := make([]byte, 64<<10)
+	for {
+		stopped := false
+		select {
+		case <-stop:
+			stopped = true
+		case <-time.After(50 * time.Millisecond):
+		}
+		if f == nil {
+			f, _ = os.Open(path)
+		}
+		if f != nil {
+			for {
+				n, err := f.Read(buf)
+				if n > 0 {
+					w.Write(buf[:n])
+				}
+				if err != nil || n == 0 {
+					break
+				}
+			}
+		}
+		if stopped {
+			if f != nil {
+				f.Close()
+			}
+			return
+		}
+	}
+}
+
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// ShellQuote quotes s for the guest's shell.
+func ShellQuote(s string) string { return shellQuote(s) }
