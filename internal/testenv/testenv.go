@@ -1,0 +1,108 @@
+// Package testenv tells netctl's tests which layer they run in and what
+// the kernel there is known to have.
+//
+// Four layers: pure tests run anywhere; host tests (Host) need root and run
+// in a throwaway network namespace; VM tests (VM) run only in the test VM
+// (make test-vm), where the harness exports the kernel's name and its known
+// capabilities. A VM test whose kernel is known to have a capability must
+// fail, not skip, when it is missing: use Kernel.Has to decide what to
+// expect, never the presence of a device node.
+package testenv
+
+import (
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// Kernel is the VM kernel a test runs on.
+type Kernel struct {
+	Name    string          // "6.12", "6.1"
+	caps    map[string]bool // capabilities the kernel is known to have
+	Missing []string        // modules this kernel does not have at all
+}
+
+// Has reports whether the kernel is known to have capability c (see the
+// Cap* constants of test/vm: "vhost_net", "vduse", "tun_uso", ...).
+func (k *Kernel) Has(c string) bool { return k.caps[c] }
+
+// InVM reports whether this process runs in netctl's test VM.
+func InVM() bool { return os.Getenv("NETCTL_VM_KERNEL") != "" }
+
+// VM skips the test unless it runs in the test VM, and returns the kernel.
+func VM(t testing.TB) *Kernel {
+	t.Helper()
+	name := os.Getenv("NETCTL_VM_KERNEL")
+	if name == "" {
+		t.Skip("needs the test VM's kernel: run make test-vm")
+	}
+	k := &Kernel{Name: name, caps: map[string]bool{}}
+	for _, c := range strings.Split(os.Getenv("NETCTL_VM_CAPS"), ",") {
+		if c != "" {
+			k.caps[c] = true
+		}
+	}
+	if m := os.Getenv("NETCTL_VM_MISSING"); m != "" {
+		k.Missing = strings.Split(m, ",")
+	}
+	return k
+}
+
+// Host makes the calling test a host test: it needs root (CAP_NET_ADMIN)
+// and runs the rest of the test in a new, empty network namespace with lo
+// up, so nothing it creates touches the machine's interfaces. Without root
+// the test is skipped, unless NETCTL_TEST_HOST=1 (make test-host), where it
+// fails.
+//
+// The test goroutine stays locked to its OS thread; when the test returns,
+// the Go runtime ends that thread and the namespace (with every link the
+// test left in it) goes away.
+func Host(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		if os.Getenv("NETCTL_TEST_HOST") == "1" {
+			t.Fatal("host tests need root (CAP_NET_ADMIN): run make test-host as root")
+		}
+		t.Skip("needs root: run make test-host as root")
+	}
+	runtime.LockOSThread() // never unlocked: the thread dies with the test
+	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+		t.Fatalf("unshare(CLONE_NEWNET): %v", err)
+	}
+	if err := linkUp("lo"); err != nil {
+		t.Fatalf("bring lo up: %v", err)
+	}
+}
+
+// linkUp sets IFF_UP on an interface through an ioctl on a socket in the
+// current (new) namespace.
+func linkUp(name string) error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq(name)
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return err
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
+}
+
+// OpenFDs counts this process's open file descriptors (/proc/self/fd),
+// for tests that check nothing leaked.
+func OpenFDs(t testing.TB) int {
+	t.Helper()
+	es, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(es) - 1 // the directory's own fd
+}

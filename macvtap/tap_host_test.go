@@ -1,0 +1,68 @@
+package macvtap
+
+import (
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/netctl/netctl/internal/linux"
+	"github.com/netctl/netctl/internal/testenv"
+)
+
+func TestHostTapVnetHdr12(t *testing.T) {
+	testenv.Host(t)
+	fds := testenv.OpenFDs(t)
+	tap, err := CreateTap(TapConfig{Name: "nctl%d", VnetHdr: true, VnetHdrSize: 12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(tap.Name(), "nctl") || tap.Name() == "nctl%d" {
+		t.Errorf("name %q: the template was not filled in", tap.Name())
+	}
+	flags, err := tap.Flags()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := uint16(linux.IFF_TAP | linux.IFF_NO_PI | linux.IFF_VNET_HDR)
+	if flags&want != want || flags&linux.IFF_TUN != 0 {
+		t.Errorf("flags %#x, want %#x set and IFF_TUN clear", flags, want)
+	}
+	if n, err := tap.VnetHdrSize(); err != nil || n != 12 {
+		t.Errorf("header size %d, %v; want 12", n, err)
+	}
+	if _, err := net.InterfaceByName(tap.Name()); err != nil {
+		t.Errorf("the tap is not a link in the test's namespace: %v", err)
+	}
+	if err := tap.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := net.InterfaceByName(tap.Name()); err == nil {
+		t.Errorf("%s still exists after Close", tap.Name())
+	}
+	if n := testenv.OpenFDs(t); n != fds {
+		t.Errorf("%d fds open after Close, %d before", n, fds)
+	}
+}
+
+func TestHostTapBadInputCreatesNothing(t *testing.T) {
+	testenv.Host(t)
+	fds := testenv.OpenFDs(t)
+	for _, c := range []struct {
+		cfg  TapConfig
+		want string
+	}{
+		{TapConfig{Name: "nctlbad", VnetHdr: true, VnetHdrSize: 11}, "use 10 (legacy), 12"},
+		{TapConfig{Name: "nctlbad", VnetHdrSize: 12}, "needs VnetHdr"},
+		{TapConfig{Name: "a-name-far-too-long-for-linux"}, "longer than 15 bytes"},
+	} {
+		if _, err := CreateTap(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: got %v, want an error containing %q", c.cfg, err, c.want)
+		}
+	}
+	if _, err := net.InterfaceByName("nctlbad"); err == nil {
+		t.Error("a failed CreateTap left a link behind")
+	}
+	if n := testenv.OpenFDs(t); n != fds {
+		t.Errorf("%d fds open after failed creates, %d before", n, fds)
+	}
+}

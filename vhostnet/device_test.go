@@ -1,0 +1,44 @@
+package vhostnet
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestOpenErrorsSayWhatToDo(t *testing.T) {
+	for _, c := range []struct {
+		errno unix.Errno
+		want  string
+		avail bool
+	}{
+		{unix.ENOENT, "modprobe vhost_net", true},
+		{unix.EACCES, "run as root", true},
+		{unix.EPERM, "run as root", true},
+		{unix.EMFILE, "open /dev/vhost-net", false},
+	} {
+		err := openError(c.errno)
+		if !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %q lacks %q", c.errno, err, c.want)
+		}
+		if !errors.Is(err, c.errno) || errors.Is(err, ErrNotAvailable) != c.avail {
+			t.Errorf("%v: %v does not wrap the errno (or ErrNotAvailable=%v)", c.errno, err, c.avail)
+		}
+	}
+	if !errors.Is(openError(unix.EACCES), os.ErrPermission) {
+		t.Error("EACCES is not os.ErrPermission")
+	}
+}
+
+func TestClosedDevice(t *testing.T) {
+	d := &Device{fd: -1}
+	if _, err := d.Features(); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("Features on a closed device: %v", err)
+	}
+	if err := d.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}

@@ -1,0 +1,151 @@
+// Package virtio holds the typed virtio feature set shared by netctl's
+// packages: the bits of include/uapi/linux/virtio_net.h, virtio_config.h
+// and virtio_ring.h, plus the two vhost-specific bits that share the word.
+// A Features value prints its bits by name ("VERSION_1|EVENT_IDX|bit 58").
+package virtio
+
+import (
+	"math/bits"
+	"strconv"
+	"strings"
+
+	"github.com/netctl/netctl/internal/linux"
+)
+
+// Features is a 64-bit virtio feature word.
+type Features uint64
+
+// Bit returns the feature word with only bit n set.
+func Bit(n uint) Features { return 1 << n }
+
+// Named feature bits.
+const (
+	NetCsum              = Features(1) << linux.VIRTIO_NET_F_CSUM
+	NetGuestCsum         = Features(1) << linux.VIRTIO_NET_F_GUEST_CSUM
+	NetCtrlGuestOffloads = Features(1) << linux.VIRTIO_NET_F_CTRL_GUEST_OFFLOADS
+	NetMTU               = Features(1) << linux.VIRTIO_NET_F_MTU
+	NetMAC               = Features(1) << linux.VIRTIO_NET_F_MAC
+	NetGSO               = Features(1) << linux.VIRTIO_NET_F_GSO
+	NetGuestTSO4         = Features(1) << linux.VIRTIO_NET_F_GUEST_TSO4
+	NetGuestTSO6         = Features(1) << linux.VIRTIO_NET_F_GUEST_TSO6
+	NetGuestECN          = Features(1) << linux.VIRTIO_NET_F_GUEST_ECN
+	NetGuestUFO          = Features(1) << linux.VIRTIO_NET_F_GUEST_UFO
+	NetHostTSO4          = Features(1) << linux.VIRTIO_NET_F_HOST_TSO4
+	NetHostTSO6          = Features(1) << linux.VIRTIO_NET_F_HOST_TSO6
+	NetHostECN           = Features(1) << linux.VIRTIO_NET_F_HOST_ECN
+	NetHostUFO           = Features(1) << linux.VIRTIO_NET_F_HOST_UFO
+	NetMrgRxbuf          = Features(1) << linux.VIRTIO_NET_F_MRG_RXBUF
+	NetStatus            = Features(1) << linux.VIRTIO_NET_F_STATUS
+	NetCtrlVQ            = Features(1) << linux.VIRTIO_NET_F_CTRL_VQ
+	NetCtrlRx            = Features(1) << linux.VIRTIO_NET_F_CTRL_RX
+	NetCtrlVLAN          = Features(1) << linux.VIRTIO_NET_F_CTRL_VLAN
+	NetCtrlRxExtra       = Features(1) << linux.VIRTIO_NET_F_CTRL_RX_EXTRA
+	NetGuestAnnounce     = Features(1) << linux.VIRTIO_NET_F_GUEST_ANNOUNCE
+	NetMQ                = Features(1) << linux.VIRTIO_NET_F_MQ
+	NetCtrlMACAddr       = Features(1) << linux.VIRTIO_NET_F_CTRL_MAC_ADDR
+	NetDeviceStats       = Features(1) << linux.VIRTIO_NET_F_DEVICE_STATS
+	NetVQNotfCoal        = Features(1) << linux.VIRTIO_NET_F_VQ_NOTF_COAL
+	NetNotfCoal          = Features(1) << linux.VIRTIO_NET_F_NOTF_COAL
+	NetGuestUSO4         = Features(1) << linux.VIRTIO_NET_F_GUEST_USO4 // Linux 6.2
+	NetGuestUSO6         = Features(1) << linux.VIRTIO_NET_F_GUEST_USO6 // Linux 6.2
+	NetHostUSO           = Features(1) << linux.VIRTIO_NET_F_HOST_USO   // Linux 6.2
+	NetHashReport        = Features(1) << linux.VIRTIO_NET_F_HASH_REPORT
+	NetGuestHdrLen       = Features(1) << linux.VIRTIO_NET_F_GUEST_HDRLEN
+	NetRSS               = Features(1) << linux.VIRTIO_NET_F_RSS
+	NetRSCExt            = Features(1) << linux.VIRTIO_NET_F_RSC_EXT
+	NetStandby           = Features(1) << linux.VIRTIO_NET_F_STANDBY
+	NetSpeedDuplex       = Features(1) << linux.VIRTIO_NET_F_SPEED_DUPLEX
+
+	NotifyOnEmpty     = Features(1) << linux.VIRTIO_F_NOTIFY_ON_EMPTY
+	LogAll            = Features(1) << linux.VHOST_F_LOG_ALL // vhost: dirty-page logging
+	AnyLayout         = Features(1) << linux.VIRTIO_F_ANY_LAYOUT
+	VhostNetVirtioHdr = AnyLayout // vhost-net: vhost adds/strips the header (same bit 27)
+	IndirectDesc      = Features(1) << linux.VIRTIO_RING_F_INDIRECT_DESC
+	EventIdx          = Features(1) << linux.VIRTIO_RING_F_EVENT_IDX
+	Version1          = Features(1) << linux.VIRTIO_F_VERSION_1
+	AccessPlatform    = Features(1) << linux.VIRTIO_F_ACCESS_PLATFORM
+	RingPacked        = Features(1) << linux.VIRTIO_F_RING_PACKED
+	InOrder           = Features(1) << linux.VIRTIO_F_IN_ORDER
+	OrderPlatform     = Features(1) << linux.VIRTIO_F_ORDER_PLATFORM
+	SRIOV             = Features(1) << linux.VIRTIO_F_SR_IOV
+	NotificationData  = Features(1) << linux.VIRTIO_F_NOTIFICATION_DATA
+	NotifConfigData   = Features(1) << linux.VIRTIO_F_NOTIF_CONFIG_DATA
+	RingReset         = Features(1) << linux.VIRTIO_F_RING_RESET
+	AdminVQ           = Features(1) << linux.VIRTIO_F_ADMIN_VQ
+)
+
+// names of the bits, as the kernel headers spell them without prefixes
+// (VIRTIO_NET_F_, VIRTIO_F_, VIRTIO_RING_F_, VHOST_F_).
+var names = [64]string{
+	0: "CSUM", 1: "GUEST_CSUM", 2: "CTRL_GUEST_OFFLOADS", 3: "MTU", 5: "MAC", 6: "GSO",
+	7: "GUEST_TSO4", 8: "GUEST_TSO6", 9: "GUEST_ECN", 10: "GUEST_UFO", 11: "HOST_TSO4",
+	12: "HOST_TSO6", 13: "HOST_ECN", 14: "HOST_UFO", 15: "MRG_RXBUF", 16: "STATUS",
+	17: "CTRL_VQ", 18: "CTRL_RX", 19: "CTRL_VLAN", 20: "CTRL_RX_EXTRA", 21: "GUEST_ANNOUNCE",
+	22: "MQ", 23: "CTRL_MAC_ADDR", 24: "NOTIFY_ON_EMPTY", 26: "LOG_ALL", 27: "ANY_LAYOUT",
+	28: "INDIRECT_DESC", 29: "EVENT_IDX", 32: "VERSION_1", 33: "ACCESS_PLATFORM",
+	34: "RING_PACKED", 35: "IN_ORDER", 36: "ORDER_PLATFORM", 37: "SR_IOV",
+	38: "NOTIFICATION_DATA", 39: "NOTIF_CONFIG_DATA", 40: "RING_RESET", 41: "ADMIN_VQ",
+	50: "DEVICE_STATS", 52: "VQ_NOTF_COAL", 53: "NOTF_COAL", 54: "GUEST_USO4",
+	55: "GUEST_USO6", 56: "HOST_USO", 57: "HASH_REPORT", 59: "GUEST_HDRLEN", 60: "RSS",
+	61: "RSC_EXT", 62: "STANDBY", 63: "SPEED_DUPLEX",
+}
+
+// BitName returns the name of bit n ("GUEST_USO4"), or "bit N".
+func BitName(n uint) string {
+	if n < 64 && names[n] != "" {
+		return names[n]
+	}
+	return "bit " + strconv.Itoa(int(n))
+}
+
+// Has reports whether every bit of x is set in f.
+func (f Features) Has(x Features) bool { return f&x == x }
+
+// Bits lists the set bit numbers, lowest first.
+func (f Features) Bits() []uint {
+	var bs []uint
+	for v := uint64(f); v != 0; v &= v - 1 {
+		bs = append(bs, uint(bits.TrailingZeros64(v)))
+	}
+	return bs
+}
+
+// Names lists the names of the set bits, lowest first.
+func (f Features) Names() []string {
+	var ns []string
+	for _, b := range f.Bits() {
+		ns = append(ns, BitName(b))
+	}
+	return ns
+}
+
+// String prints the set bits by name, lowest first: "MRG_RXBUF|VERSION_1".
+// The empty set prints as "0".
+func (f Features) String() string {
+	if f == 0 {
+		return "0"
+	}
+	return strings.Join(f.Names(), "|")
+}
+
+// ParseFeature returns the bit named name (case-insensitive, with or
+// without a VIRTIO_NET_F_/VIRTIO_F_/VIRTIO_RING_F_/VHOST_F_ prefix, or
+// "bit N").
+func ParseFeature(name string) (Features, bool) {
+	n := strings.ToUpper(strings.TrimSpace(name))
+	for _, p := range []string{"VIRTIO_NET_F_", "VIRTIO_RING_F_", "VIRTIO_F_", "VHOST_F_"} {
+		n = strings.TrimPrefix(n, p)
+	}
+	if rest, ok := strings.CutPrefix(n, "BIT "); ok {
+		if b, err := strconv.Atoi(rest); err == nil && b >= 0 && b < 64 {
+			return Bit(uint(b)), true
+		}
+		return 0, false
+	}
+	for i, s := range names {
+		if s != "" && s == n {
+			return Bit(uint(i)), true
+		}
+	}
+	return 0, false
+}
