@@ -1,0 +1,63 @@
+# netctl: see README.md. Every target runs on a fresh Debian 12 machine as
+# root; the VM targets install what they need (test/host-deps.sh) and fetch
+# the test kernels into .cache/vm.
+SHELL := /bin/bash
+export PATH := /usr/local/go/bin:$(PATH)
+GO ?= go
+KERNEL ?= all
+BIN := $(CURDIR)/bin
+export VMEXEC := $(BIN)/netctl-vm
+# Packages with tests that must run in the VM (files named *_vm_test.go).
+VM_PKGS = $(sort $(patsubst %/,%,$(dir $(shell find . -name '*_vm_test.go' -not -path './.cache/*'))))
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+.PHONY: all build test test-unit test-host test-harness test-vm vm-deps vm-prepare lint demo clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN)/netctl ./cmd/netctl
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/netctl-vm ./test/cmd/netctl-vm
+
+## test: every layer: unit, host (root, throwaway netns), VM harness self-test, VM on both kernels.
+test: test-unit test-host test-harness test-vm
+
+## test-unit: pure and fake-backed tests, no root, no VM.
+test-unit:
+	$(GO) test -count=1 -skip '^(TestHost|TestVM|TestHarness)' ./...
+
+## test-host: root tests on this machine's kernel, each in its own network namespace.
+test-host:
+	NETCTL_TEST_HOST=1 $(GO) test -count=1 -run '^TestHost' ./...
+
+vm-deps:
+	@bash test/host-deps.sh
+
+vm-prepare: vm-deps build
+	$(VMEXEC) prepare -kernel $(KERNEL)
+
+## test-harness: the VM harness's own tests (exit codes, panic, hang, QEMU failure).
+test-harness: vm-prepare
+	NETCTL_VM_SELFTEST=1 $(GO) test -count=1 -run '^TestHarness' -v ./test/vm
+
+## test-vm: TestVM* tests in the VM; KERNEL=6.12, 6.1 or all.
+test-vm: vm-prepare
+	bash test/run-vm-tests.sh $(KERNEL) $(VM_PKGS)
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	@if $(GO) run $(STATICCHECK) -version >/dev/null 2>&1; then $(GO) run $(STATICCHECK) ./...; \
+	 else echo "lint: staticcheck not available from the module proxy; skipped"; fi
+
+## demo: the vhost-net demo arrives with the vhostnet issue; for now it boots the
+## 6.12 VM and shows a real /dev/vhost-net answering netctl.
+demo: KERNEL := 6.12
+demo: vm-prepare
+	@echo "netctl demo: the full demo (netctl selftest --queues 2: a vhost-net NIC carrying packets)"
+	@echo "is not built yet. For now: boot Debian's 6.12 kernel in a VM and open /dev/vhost-net there."
+	CGO_ENABLED=0 NETCTL_VM_KERNEL=6.12 $(GO) test -count=1 -exec "$(VMEXEC) exec" -run '^TestVMOpenOwnerFeatures$$' -v ./vhostnet
+
+clean:
+	rm -rf $(BIN)
+	@echo "the VM cache .cache/vm is kept; rm -rf .cache to refetch kernels"

@@ -1,0 +1,24 @@
+#!/bin/bash
+# Installs what netctl's VM test layer needs on a Debian 12 machine, from
+# Debian's own archive, and nothing that is already there:
+#   qemu-system-x86  boots the test kernels (TCG, or KVM where QEMU can use it)
+#   xz-utils         decompresses trixie's kernel modules (.ko.xz)
+#   cpio             only to cross-check the initramfs writer in a unit test
+#   iproute2         ip, used by tests and the demo
+# The kernels and busybox themselves are fetched into .cache/vm by
+# "netctl-vm prepare" (apt-get download; the machine's sources stay as they are).
+set -euo pipefail
+need=()
+command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
+command -v xz >/dev/null || need+=(xz-utils)
+command -v cpio >/dev/null || need+=(cpio)
+command -v ip >/dev/null || need+=(iproute2)
+command -v dpkg-deb >/dev/null || { echo "host-deps: dpkg-deb missing: this is not a Debian machine" >&2; exit 1; }
+[ ${#need[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+  echo "host-deps: need root to install ${need[*]} (apt-get install)" >&2
+  exit 1
+fi
+echo "host-deps: installing ${need[*]}"
+apt-get update -q >/dev/null
+DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${need[@]}" >/dev/null
