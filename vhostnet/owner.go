@@ -1,0 +1,96 @@
+package vhostnet
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/netctl/netctl/internal/linux"
+	"github.com/netctl/netctl/virtio"
+)
+
+// ErrNotSupported is wrapped by errors for calls this kernel lacks.
+var ErrNotSupported = errors.New("not supported by this kernel")
+
+// SetFeatures acknowledges features (VHOST_SET_FEATURES). Bits the device
+// does not offer are refused here, by name, before the kernel's bare
+// EOPNOTSUPP. Do not pass the guest's ANY_LAYOUT on: bit 27 is also
+// VHOST_NET_F_VIRTIO_NET_HDR and makes vhost add and strip the header.
+func (d *Device) SetFeatures(f virtio.Features) error {
+	offered, err := d.Features()
+	if err != nil {
+		return err
+	}
+	if extra := f &^ offered; extra != 0 {
+		return fmt.Errorf("vhost-net: features %v are not offered by this kernel's vhost-net (it offers %v): mask the guest's features first", extra, offered)
+	}
+	return d.ioctl(linux.VHOST_SET_FEATURES, func(fd int) error {
+		return linux.SetU64(fd, linux.VHOST_SET_FEATURES, uint64(f))
+	})
+}
+
+// BackendFeatures returns VHOST_GET_BACKEND_FEATURES (IOTLB_MSG_V2 for
+// vhost-net).
+func (d *Device) BackendFeatures() (uint64, error) {
+	var v uint64
+	err := d.ioctl(linux.VHOST_GET_BACKEND_FEATURES, func(fd int) (err error) {
+		v, err = linux.GetU64(fd, linux.VHOST_GET_BACKEND_FEATURES)
+		return err
+	})
+	return v, err
+}
+
+// ResetOwner stops the device, detaches both backends, resets the rings and
+// drops the owner (VHOST_RESET_OWNER); SetOwner may then be called again.
+func (d *Device) ResetOwner() error {
+	return d.ioctl(linux.VHOST_RESET_OWNER, func(fd int) error {
+		return linux.IoctlValue(fd, linux.VHOST_RESET_OWNER, 0)
+	})
+}
+
+// SetForkFromOwner chooses how vhost's worker is created
+// (VHOST_SET_FORK_FROM_OWNER): task=true makes it a task forked from the
+// owner (it inherits cgroups and counts against RLIMIT_NPROC), false a
+// kernel thread. It must come before SetOwner. Kernels without
+// CONFIG_VHOST_ENABLE_FORK_OWNER_CONTROL (upstream 6.17, backported to
+// some stable trees such as 6.12.117) return an error wrapping
+// ErrNotSupported.
+func (d *Device) SetForkFromOwner(task bool) error {
+	// The argument is a u8, but a kernel without the ioctl reads a u32 vq
+	// index from it (vhost_vring_ioctl): pass 4 defined bytes.
+	var v [4]uint8
+	if task {
+		v[0] = linux.VHOST_FORK_OWNER_TASK
+	}
+	err := d.ioctl(linux.VHOST_SET_FORK_FROM_OWNER, func(fd int) error {
+		return linux.Ioctl(fd, linux.VHOST_SET_FORK_FROM_OWNER, unsafe.Pointer(&v[0]))
+	})
+	return forkErr(err)
+}
+
+// ForkFromOwner reports whether the worker is forked from the owner (true)
+// or a kernel thread (false).
+func (d *Device) ForkFromOwner() (bool, error) {
+	var v [4]uint8
+	err := d.ioctl(linux.VHOST_GET_FORK_FROM_OWNER, func(fd int) error {
+		return linux.Ioctl(fd, linux.VHOST_GET_FORK_FROM_OWNER, unsafe.Pointer(&v[0]))
+	})
+	return v[0] == linux.VHOST_FORK_OWNER_TASK, forkErr(err)
+}
+
+func forkErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	// A kernel without the ioctl hands it to the generic vhost code, which
+	// answers EPERM before SetOwner and ENOTTY after; the real ioctl
+	// returns neither.
+	case errors.Is(err, unix.ENOTTY), errors.Is(err, unix.EPERM):
+		return fmt.Errorf("%w: %w: fork-from-owner control needs CONFIG_VHOST_ENABLE_FORK_OWNER_CONTROL (Linux 6.17, or a stable kernel with the backport)", err, ErrNotSupported)
+	case errors.Is(err, unix.EBUSY):
+		return fmt.Errorf("%w: set fork-from-owner before SetOwner", err)
+	}
+	return err
+}

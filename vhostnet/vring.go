@@ -1,0 +1,152 @@
+package vhostnet
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/netctl/netctl/internal/linux"
+)
+
+// Virtqueue indexes of a vhost-net device: one fd drives one queue pair.
+const (
+	RX = linux.VHOST_NET_VQ_RX // 0: host to guest
+	TX = linux.VHOST_NET_VQ_TX // 1: guest to host
+)
+
+// MaxVringNum is the largest ring size vhost accepts (a power of two).
+const MaxVringNum = 32768
+
+// VringAddr holds a split virtqueue's addresses. Desc, Avail and Used are
+// virtual addresses in the owner process (not guest-physical); Log is the
+// guest-physical address of the used ring for dirty logging.
+type VringAddr struct {
+	Desc, Avail, Used uint64
+	Log               uint64
+	LogUsed           bool // VHOST_VRING_F_LOG: log writes to the used ring
+}
+
+func (d *Device) vringState(req linux.Request, idx, num uint32) (uint32, error) {
+	s := linux.VhostVringState{Index: idx, Num: num}
+	err := d.ioctl(req, func(fd int) error { return linux.Ioctl(fd, req, unsafe.Pointer(&s)) })
+	if err != nil {
+		return 0, fmt.Errorf("vq %d: %w", idx, err)
+	}
+	return s.Num, nil
+}
+
+func (d *Device) vringFile(req linux.Request, idx uint32, fd int) error {
+	f := linux.VhostVringFile{Index: idx, FD: int32(fd)}
+	err := d.ioctl(req, func(dfd int) error { return linux.Ioctl(dfd, req, unsafe.Pointer(&f)) })
+	if err != nil {
+		return fmt.Errorf("vq %d: %w", idx, err)
+	}
+	return nil
+}
+
+// SetVringNum sets the ring size of virtqueue idx (VHOST_SET_VRING_NUM):
+// a power of two from 1 to 32768, set before a backend is attached.
+func (d *Device) SetVringNum(idx, num uint32) error {
+	if num == 0 || num > MaxVringNum || num&(num-1) != 0 {
+		return fmt.Errorf("vhost-net: vq %d: ring size %d: use a power of two from 1 to %d", idx, num, MaxVringNum)
+	}
+	_, err := d.vringState(linux.VHOST_SET_VRING_NUM, idx, num)
+	return busyHint(err)
+}
+
+// SetVringBase sets where vhost starts reading the avail ring
+// (VHOST_SET_VRING_BASE; last_avail_idx).
+func (d *Device) SetVringBase(idx uint32, base uint16) error {
+	_, err := d.vringState(linux.VHOST_SET_VRING_BASE, idx, uint32(base))
+	return busyHint(err)
+}
+
+// VringBase returns the next avail index vhost would read
+// (VHOST_GET_VRING_BASE). It does not stop the ring: detach the backend
+// first, as QEMU does, to read a stable value.
+func (d *Device) VringBase(idx uint32) (uint16, error) {
+	v, err := d.vringState(linux.VHOST_GET_VRING_BASE, idx, 0)
+	return uint16(v), err
+}
+
+// SetVringAddr sets the ring addresses (VHOST_SET_VRING_ADDR). Avail must
+// be 2-aligned, Used and Log 4-aligned.
+func (d *Device) SetVringAddr(idx uint32, a VringAddr) error {
+	if a.Avail%2 != 0 || a.Used%4 != 0 || a.Log%4 != 0 {
+		return fmt.Errorf("vhost-net: vq %d: ring addresses misaligned (avail %#x must be 2-aligned, used %#x and log %#x 4-aligned)",
+			idx, a.Avail, a.Used, a.Log)
+	}
+	ra := linux.VhostVringAddr{Index: idx, DescUserAddr: a.Desc, AvailUserAddr: a.Avail, UsedUserAddr: a.Used, LogGuestAddr: a.Log}
+	if a.LogUsed {
+		ra.Flags = 1 << linux.VHOST_VRING_F_LOG
+	}
+	err := d.ioctl(linux.VHOST_SET_VRING_ADDR, func(fd int) error {
+		return linux.Ioctl(fd, linux.VHOST_SET_VRING_ADDR, unsafe.Pointer(&ra))
+	})
+	if err != nil {
+		return fmt.Errorf("vq %d: %w", idx, err)
+	}
+	return nil
+}
+
+// SetVringKick sets the eventfd the driver writes to kick vq idx; -1 unbinds.
+func (d *Device) SetVringKick(idx uint32, eventfd int) error {
+	return d.vringFile(linux.VHOST_SET_VRING_KICK, idx, eventfd)
+}
+
+// SetVringCall sets the eventfd vhost signals after using buffers of vq
+// idx; -1 unbinds (the driver then polls the used ring).
+func (d *Device) SetVringCall(idx uint32, eventfd int) error {
+	return d.vringFile(linux.VHOST_SET_VRING_CALL, idx, eventfd)
+}
+
+// SetVringErr sets the eventfd vhost signals on a ring error; -1 unbinds.
+func (d *Device) SetVringErr(idx uint32, eventfd int) error {
+	return d.vringFile(linux.VHOST_SET_VRING_ERR, idx, eventfd)
+}
+
+// SetBusyLoopTimeout sets how long (µs) vhost busy-polls vq idx before
+// sleeping (VHOST_SET_VRING_BUSYLOOP_TIMEOUT); 0 turns polling off.
+func (d *Device) SetBusyLoopTimeout(idx, usec uint32) error {
+	_, err := d.vringState(linux.VHOST_SET_VRING_BUSYLOOP_TIMEOUT, idx, usec)
+	return err
+}
+
+// BusyLoopTimeout reads the busy-poll timeout of vq idx back.
+func (d *Device) BusyLoopTimeout(idx uint32) (uint32, error) {
+	return d.vringState(linux.VHOST_GET_VRING_BUSYLOOP_TIMEOUT, idx, 0)
+}
+
+// SetBackend attaches a backend socket to vq idx (VHOST_NET_SET_BACKEND):
+// a tap or macvtap queue fd, or an AF_PACKET SOCK_RAW socket. The ring must
+// be set up (num, addresses) first, or the kernel answers EFAULT. The
+// Device does not take ownership of fd.
+func (d *Device) SetBackend(idx uint32, fd int) error {
+	err := d.vringFile(linux.VHOST_NET_SET_BACKEND, idx, fd)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, unix.ENOTSOCK):
+		return fmt.Errorf("%w: fd %d is not a tap, macvtap or packet socket", err, fd)
+	case errors.Is(err, unix.EFAULT):
+		return fmt.Errorf("%w: set up the ring (num, addresses and, with LOG_ALL, a log base) before attaching a backend", err)
+	case errors.Is(err, unix.EPFNOSUPPORT), errors.Is(err, unix.ESOCKTNOSUPPORT):
+		return fmt.Errorf("%w: a socket backend must be AF_PACKET, SOCK_RAW", err)
+	}
+	return err
+}
+
+// DetachBackend detaches vq idx from its backend (fd -1). Detach before
+// reading VringBase to stop the ring.
+func (d *Device) DetachBackend(idx uint32) error {
+	return d.vringFile(linux.VHOST_NET_SET_BACKEND, idx, linux.VHOST_FILE_UNBIND)
+}
+
+func busyHint(err error) error {
+	if errors.Is(err, unix.EBUSY) {
+		return fmt.Errorf("%w: detach the backend first", err)
+	}
+	return err
+}
