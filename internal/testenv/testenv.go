@@ -106,3 +106,11 @@ func OpenFDs(t testing.TB) int {
 	}
 	return len(es) - 1 // the directory's own fd
 }
+
+// LinkUp brings an interface of the test's namespace up.
+func LinkUp(t testing.TB, name string) {
+	t.Helper()
+	if err := linkUp(name); err != nil {
+		t.Fatalf("bring %s up: %v", name, err)
+	}
+}
