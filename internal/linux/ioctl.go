@@ -61,17 +61,8 @@ func Ioctl(fd int, req Request, arg unsafe.Pointer) error {
 // IoctlValue issues an ioctl whose argument is a plain value, not a pointer
 // (TUNSETOFFLOAD, TUNSETPERSIST, VHOST_SET_OWNER with 0, ...).
 func IoctlValue(fd int, req Request, arg uintptr) error {
-	for {
-		_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), uintptr(req), arg)
-		switch e {
-		case 0:
-			return nil
-		case unix.EINTR:
-			continue
-		default:
-			return &Error{Request: req, Errno: e}
-		}
-	}
+	_, err := IoctlRet(fd, req, arg)
+	return err
 }
 
 // IoctlRet issues an ioctl that returns a value (such as a new fd) instead
