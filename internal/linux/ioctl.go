@@ -1,7 +1,6 @@
 package linux
 
 import (
-	"errors"
 	"fmt"
 	"unsafe"
 
@@ -104,6 +103,3 @@ func GetU32(fd int, req Request) (uint32, error) {
 func SetI32(fd int, req Request, v int32) error {
 	return Ioctl(fd, req, unsafe.Pointer(&v))
 }
-
-// IsErrno reports whether err is (or wraps) the given errno.
-func IsErrno(err error, errno unix.Errno) bool { return errors.Is(err, errno) }
