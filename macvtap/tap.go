@@ -25,18 +25,22 @@ type TapConfig struct {
 	// VnetHdrSize is the header size: 10 (legacy), 12 (VERSION_1 or
 	// MRG_RXBUF) or 20 (with hash report). Zero keeps the kernel's 10.
 	VnetHdrSize int
+	// Queues is the number of queues to open (IFF_MULTI_QUEUE when more
+	// than one; at most 256). Zero means one.
+	Queues int
 }
 
-// Tap is an open tap device (one queue). Safe for concurrent use.
+// Tap is an open tap device with one fd per queue. Safe for concurrent use.
 type Tap struct {
-	mu   sync.Mutex // guards fd
+	mu   sync.Mutex // guards fds
 	name string
-	fd   int
+	fds  []int // nil once closed
 }
 
 // CreateTap creates (or attaches to) a tap with IFF_TAP|IFF_NO_PI and, if
-// asked, IFF_VNET_HDR with the given header size. On any failure nothing is
-// left open. Equivalent: ip tuntap add mode tap vnet_hdr.
+// asked, IFF_VNET_HDR with the given header size, opening Queues queues. On
+// any failure every fd it opened is closed, so a new tap goes away again.
+// Equivalent: ip tuntap add mode tap vnet_hdr [multi_queue].
 func CreateTap(cfg TapConfig) (*Tap, error) {
 	switch cfg.VnetHdrSize {
 	case 0, linux.VIRTIO_NET_HDR_LEN, linux.VIRTIO_NET_HDR_MRG_RXBUF_LEN, linux.VIRTIO_NET_HDR_V1_HASH_LEN:
@@ -49,36 +53,54 @@ func CreateTap(cfg TapConfig) (*Tap, error) {
 	if len(cfg.Name) >= unix.IFNAMSIZ {
 		return nil, fmt.Errorf("tap: name %q is longer than %d bytes", cfg.Name, unix.IFNAMSIZ-1)
 	}
-	fd, err := unix.Open(TunPath, unix.O_RDWR|unix.O_CLOEXEC, 0)
-	if err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return nil, fmt.Errorf("tap: %s: %w: load the tun module (modprobe tun)", TunPath, err)
-		}
-		return nil, fmt.Errorf("tap: open %s: %w", TunPath, err)
+	queues := cfg.Queues
+	if queues == 0 {
+		queues = 1
 	}
-	t := &Tap{fd: fd}
+	if queues < 0 || queues > linux.MAX_TAP_QUEUES {
+		return nil, fmt.Errorf("tap: %d queues: a tap has 1 to %d", cfg.Queues, linux.MAX_TAP_QUEUES)
+	}
+	flags := uint16(linux.IFF_TAP | linux.IFF_NO_PI)
+	if cfg.VnetHdr {
+		flags |= linux.IFF_VNET_HDR
+	}
+	if queues > 1 {
+		flags |= linux.IFF_MULTI_QUEUE
+	}
+	t := &Tap{name: cfg.Name}
 	ok := false
 	defer func() {
 		if !ok {
-			unix.Close(fd)
+			for _, fd := range t.fds {
+				unix.Close(fd)
+			}
 		}
 	}()
-	var ifr linux.Ifreq
-	copy(ifr.Name[:], cfg.Name)
-	ifr.Flags = linux.IFF_TAP | linux.IFF_NO_PI
-	if cfg.VnetHdr {
-		ifr.Flags |= linux.IFF_VNET_HDR
-	}
-	if err := linux.Ioctl(fd, linux.TUNSETIFF, unsafe.Pointer(&ifr)); err != nil {
-		if errors.Is(err, unix.EPERM) {
-			return nil, fmt.Errorf("tap: creating %q needs CAP_NET_ADMIN: run as root: %w", cfg.Name, err)
+	for q := 0; q < queues; q++ {
+		fd, err := unix.Open(TunPath, unix.O_RDWR|unix.O_CLOEXEC, 0)
+		if err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				return nil, fmt.Errorf("tap: %s: %w: load the tun module (modprobe tun)", TunPath, err)
+			}
+			return nil, fmt.Errorf("tap: open %s: %w", TunPath, err)
 		}
-		return nil, fmt.Errorf("tap: %q: %w", cfg.Name, err)
+		t.fds = append(t.fds, fd)
+		var ifr linux.Ifreq
+		copy(ifr.Name[:], t.name)
+		ifr.Flags = flags
+		if err := linux.Ioctl(fd, linux.TUNSETIFF, unsafe.Pointer(&ifr)); err != nil {
+			if errors.Is(err, unix.EPERM) {
+				return nil, fmt.Errorf("tap: creating %q needs CAP_NET_ADMIN: run as root: %w", cfg.Name, err)
+			}
+			return nil, fmt.Errorf("tap: %q queue %d: %w", t.name, q, err)
+		}
+		t.name = unix.ByteSliceToString(ifr.Name[:]) // queues 1.. attach to the name queue 0 got
 	}
-	t.name = unix.ByteSliceToString(ifr.Name[:])
 	if cfg.VnetHdrSize != 0 {
-		if err := linux.SetI32(fd, linux.TUNSETVNETHDRSZ, int32(cfg.VnetHdrSize)); err != nil {
-			return nil, fmt.Errorf("tap %s: header size %d: %w", t.name, cfg.VnetHdrSize, err)
+		for q, fd := range t.fds {
+			if err := linux.SetI32(fd, linux.TUNSETVNETHDRSZ, int32(cfg.VnetHdrSize)); err != nil {
+				return nil, fmt.Errorf("tap %s queue %d: header size %d: %w", t.name, q, cfg.VnetHdrSize, err)
+			}
 		}
 	}
 	ok = true
@@ -88,23 +110,45 @@ func CreateTap(cfg TapConfig) (*Tap, error) {
 // Name is the interface name the kernel gave the tap.
 func (t *Tap) Name() string { return t.name }
 
-// FD returns the queue's fd, still owned by the Tap.
-func (t *Tap) FD() int {
+// FD returns queue 0's fd, still owned by the Tap.
+func (t *Tap) FD() int { return t.QueueFD(0) }
+
+// QueueFD returns queue q's fd (-1 when closed), still owned by the Tap.
+func (t *Tap) QueueFD(q int) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.fd
+	if q < 0 || q >= len(t.fds) {
+		return -1
+	}
+	return t.fds[q]
+}
+
+// Queues is the number of open queues.
+func (t *Tap) Queues() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.fds)
 }
 
 func (t *Tap) get(req linux.Request, f func(fd int) error) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.fd < 0 {
+	if len(t.fds) == 0 {
 		return fmt.Errorf("tap %s: %v: file already closed", t.name, req)
 	}
-	if err := f(t.fd); err != nil {
+	if err := f(t.fds[0]); err != nil {
 		return fmt.Errorf("tap %s: %w", t.name, err)
 	}
 	return nil
+}
+
+// SetOffload sets what the reader of the tap accepts (TUNSETOFFLOAD, for
+// the whole device): TUN_F_* flags, each needing TUN_F_CSUM; USO4 and USO6
+// go together and need Linux 6.2.
+func (t *Tap) SetOffload(flags uint32) error {
+	return t.get(linux.TUNSETOFFLOAD, func(fd int) error {
+		return linux.IoctlValue(fd, linux.TUNSETOFFLOAD, uintptr(flags))
+	})
 }
 
 // VnetHdrSize reads the virtio-net header size back (TUNGETVNETHDRSZ).
@@ -127,15 +171,17 @@ func (t *Tap) Flags() (uint16, error) {
 	return ifr.Flags, err
 }
 
-// Close closes the queue; a non-persistent tap goes away with it.
+// Close closes every queue; a non-persistent tap goes away with the last.
 // Closing twice is not an error.
 func (t *Tap) Close() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.fd < 0 {
-		return nil
+	var err error
+	for _, fd := range t.fds {
+		if cerr := unix.Close(fd); err == nil {
+			err = cerr
+		}
 	}
-	err := unix.Close(t.fd)
-	t.fd = -1
+	t.fds = nil
 	return err
 }

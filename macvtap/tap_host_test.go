@@ -66,3 +66,31 @@ func TestHostTapBadInputCreatesNothing(t *testing.T) {
 		t.Errorf("%d fds open after failed creates, %d before", n, fds)
 	}
 }
+
+func TestHostTapMultiQueue(t *testing.T) {
+	testenv.Host(t)
+	fds := testenv.OpenFDs(t)
+	tap, err := CreateTap(TapConfig{Name: "nctlmq", VnetHdr: true, VnetHdrSize: 12, Queues: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tap.Queues() != 4 {
+		t.Errorf("%d queues", tap.Queues())
+	}
+	if flags, err := tap.Flags(); err != nil || flags&linux.IFF_MULTI_QUEUE == 0 {
+		t.Errorf("flags %#x, %v: want IFF_MULTI_QUEUE", flags, err)
+	}
+	if err := tap.SetOffload(linux.TUN_F_CSUM | linux.TUN_F_TSO4 | linux.TUN_F_TSO6); err != nil {
+		t.Error(err)
+	}
+	if err := tap.SetOffload(linux.TUN_F_TSO4); err == nil {
+		t.Error("TSO4 without CSUM was accepted")
+	}
+	tap.Close()
+	if _, err := CreateTap(TapConfig{Queues: 257}); err == nil || !strings.Contains(err.Error(), "1 to 256") {
+		t.Errorf("257 queues: %v", err)
+	}
+	if n := testenv.OpenFDs(t); n != fds {
+		t.Errorf("%d fds open after Close, %d before", n, fds)
+	}
+}
