@@ -2,165 +2,278 @@ package vhostnet
 
 import (
 	"bytes"
-	"encoding/binary"
-	"net"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/netctl/netctl/internal/testenv"
-	"github.com/netctl/netctl/macvtap"
+	"github.com/netctl/netctl/internal/linux"
 	"github.com/netctl/netctl/vhostnet/guest"
 	"github.com/netctl/netctl/virtio"
 )
 
-const testEtherType = 0x88b5 // IEEE local experimental
-
-func htons(v uint16) uint16 { return v<<8 | v>>8 }
-
-// testFrame is an Ethernet broadcast frame of the test ethertype with a
-// numbered byte pattern.
-func testFrame(seq byte, n int) []byte {
-	f := make([]byte, 14+n)
-	copy(f, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0, 0, 0, 0, 1})
-	binary.BigEndian.PutUint16(f[12:], testEtherType)
-	for i := 14; i < len(f); i++ {
-		f[i] = seq + byte(i*7)
-	}
-	return f
-}
-
-// packetSocket is an AF_PACKET socket bound to the interface: the host
-// side of the tap.
-func packetSocket(t *testing.T, ifindex int) int {
-	t.Helper()
-	s, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_ALL)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Close(s) })
-	if err := unix.Bind(s, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifindex}); err != nil {
-		t.Fatal(err)
-	}
-	tv := unix.NsecToTimeval(int64(200 * time.Millisecond))
-	unix.SetsockoptTimeval(s, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
-	return s
-}
-
-// TestVMPacketsBothWays sets up one vhost-net queue pair over a tap with a
-// 12-byte virtio-net header, sends a frame from the userspace driver's TX
-// ring to the host and one from the host into the RX ring, and compares
-// them byte for byte.
+// TestVMPacketsBothWays: a frame from the driver's TX ring reaches the host
+// and a frame from the host reaches the RX ring, byte for byte.
 func TestVMPacketsBothWays(t *testing.T) {
-	testenv.VM(t)
-	testenv.Host(t)
+	r := newRig(t, rigConfig{features: virtio.Version1})
+	want := ipFrame(17, guestIP, hostIP, 4000, 5000, pattern(1000, 1), false)
+	r.guestSend(0, guest.NetHdr{}, want)
+	if got := r.hostRecv(5*time.Second, isTest(guestIP)); !bytes.Equal(got, want) {
+		t.Fatalf("host received %d bytes, want the %d-byte frame the guest sent", len(got), len(want))
+	}
+	for i := 0; i < 16; i++ {
+		r.rx[0].AddIn()
+	}
+	want = ipFrame(17, hostIP, guestIP, 5000, 4000, pattern(1200, 2), false)
+	r.hostSend(want)
+	el, err := r.rx[0].Used(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(el.Data) < 12 || !bytes.Equal(el.Data[12:], want) {
+		t.Fatalf("guest received %d bytes, want a 12-byte header and the %d-byte frame", len(el.Data), len(want))
+	}
+	if h, _ := guest.ParseNetHdr(el.Data, 12); h.Flags != 0 || h.GSOType != 0 {
+		t.Errorf("header %+v on a plain frame, want no flags and no GSO", h)
+	}
+}
 
-	tap, err := macvtap.CreateTap(macvtap.TapConfig{Name: "vhdp%d", VnetHdr: true, VnetHdrSize: 12})
-	if err != nil {
-		t.Fatal(err)
+// TestVMTSOFrameTX: a 64 KiB TCP frame sent with GSO_TCPV4 and a partial
+// checksum reaches the host intact, as one GSO frame or as segments.
+func TestVMTSOFrameTX(t *testing.T) {
+	r := newRig(t, rigConfig{features: virtio.Version1, tx: guest.QueueConfig{BufSize: 4096, Slots: 1024, Indirect: true}})
+	payload := pattern(65535-40, 3)
+	frame := ipFrame(6, guestIP, hostIP, 40000, 5201, payload, true)
+	hdr := guest.NetHdr{Flags: linux.VIRTIO_NET_HDR_F_NEEDS_CSUM, GSOType: linux.VIRTIO_NET_HDR_GSO_TCPV4,
+		HdrLen: 54, GSOSize: 1448, CsumStart: 34, CsumOffset: 16}
+	r.guestSend(0, hdr, frame)
+	var got []byte
+	frames := 0
+	for len(got) < len(payload) {
+		f := r.hostRecv(5*time.Second, isTest(guestIP))
+		if f == nil {
+			break
+		}
+		frames++
+		got = append(got, f[54:]...)
+		if frames == 1 && len(f) == len(frame) && !bytes.Equal(f[:34], frame[:34]) {
+			t.Errorf("GSO frame headers differ:\n got % x\nwant % x", f[:54], frame[:54])
+		}
 	}
-	defer tap.Close()
-	testenv.LinkUp(t, tap.Name())
-	ifi, err := net.InterfaceByName(tap.Name())
-	if err != nil {
-		t.Fatal(err)
+	if !bytes.Equal(got, payload) {
+		t.Fatalf("host got %d payload bytes in %d frames, want %d", len(got), frames, len(payload))
 	}
-	sock := packetSocket(t, ifi.Index)
+	t.Logf("a %d-byte TSO frame arrived as %d frame(s)", len(frame), frames)
+}
 
-	mem, err := guest.NewMemory(4 << 20)
+// TestVMMergeableRXSpreadsLargeFrame: with MRG_RXBUF and a tap that takes
+// TSO4 (GUEST_TSO4), a 64 KiB GSO frame from the host fills several 4 KiB
+// buffers, and num_buffers says how many.
+func TestVMMergeableRXSpreadsLargeFrame(t *testing.T) {
+	r := newRig(t, rigConfig{features: virtio.Version1 | virtio.NetMrgRxbuf,
+		rx: guest.QueueConfig{BufSize: 4096}, tapOffload: linux.TUN_F_CSUM | linux.TUN_F_TSO4})
+	for r.rx[0].Free() > 0 {
+		r.rx[0].PushIn(4096)
+	}
+	r.rx[0].Kick1()
+	// The host side sends through a PACKET_VNET_HDR socket so its frame
+	// stays one GSO skb all the way to the tap.
+	s, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer mem.Close()
-	rx, err := guest.NewQueue(mem, 256, 2048)
+	defer unix.Close(s)
+	if err := unix.SetsockoptInt(s, unix.SOL_PACKET, unix.PACKET_VNET_HDR, 1); err != nil {
+		t.Fatal(err)
+	}
+	payload := pattern(60000, 4)
+	frame := ipFrame(6, hostIP, guestIP, 5201, 40000, payload, true)
+	vh := guest.NetHdr{Flags: linux.VIRTIO_NET_HDR_F_NEEDS_CSUM, GSOType: linux.VIRTIO_NET_HDR_GSO_TCPV4,
+		HdrLen: 54, GSOSize: 1448, CsumStart: 34, CsumOffset: 16}
+	if err := unix.Sendto(s, append(vh.Append(nil, 10), frame...), 0, &unix.SockaddrLinklayer{Ifindex: r.ifindex,
+		Protocol: htons(0x0800), Halen: 6, Addr: [8]byte{2, 0, 0, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	h, got, err := r.rx[0].RecvMergeable(5 * time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rx.Close()
-	tx, err := guest.NewQueue(mem, 256, 2048)
-	if err != nil {
-		t.Fatal(err)
+	if !bytes.Equal(got, frame) {
+		t.Fatalf("guest got %d bytes, want the %d-byte frame", len(got), len(frame))
 	}
-	defer tx.Close()
+	if want := (len(frame) + 12 + 4095) / 4096; int(h.NumBuffers) != want {
+		t.Errorf("num_buffers %d, want %d (12+%d bytes in 4096-byte buffers)", h.NumBuffers, want, len(frame))
+	}
+	if h.GSOType != linux.VIRTIO_NET_HDR_GSO_TCPV4 || h.GSOSize != 1448 {
+		t.Errorf("header %+v: want GSO_TCPV4 with gso_size 1448", h)
+	}
+}
 
-	d, err := Open()
-	if err != nil {
-		t.Fatal(err)
+// TestVMFourQueuePairs: a multiqueue tap with 4 queues, one vhost-net
+// device each; every queue carries traffic both ways.
+func TestVMFourQueuePairs(t *testing.T) {
+	r := newRig(t, rigConfig{queues: 4, features: virtio.Version1})
+	for q := 0; q < 4; q++ {
+		want := ipFrame(17, guestIP, hostIP, uint16(4000+q), 5000, pattern(100, byte(q)), false)
+		r.guestSend(q, guest.NetHdr{}, want)
+		if got := r.hostRecv(5*time.Second, isTest(guestIP)); !bytes.Equal(got, want) {
+			t.Fatalf("queue %d: host got %d bytes, want its %d-byte frame", q, len(got), len(want))
+		}
+		for i := 0; i < 64; i++ {
+			r.rx[q].PushIn(2048)
+		}
+		r.rx[q].Kick1()
 	}
-	defer d.Close()
-	if err := d.SetOwner(); err != nil {
-		t.Fatal(err)
+	// The host sends 64 flows; tun spreads them over the queues by hash.
+	for i := 0; i < 64; i++ {
+		r.hostSend(ipFrame(17, hostIP, guestIP, 5000, uint16(6000+i*17), pattern(64, byte(i)), false))
 	}
-	if err := d.SetMemTable([]MemoryRegion{{GuestPhysAddr: 0, Size: uint64(len(mem.Buf)), UserAddr: mem.VA(0)}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.SetFeatures(virtio.Version1); err != nil {
-		t.Fatal(err)
-	}
-	for i, q := range []*guest.Queue{rx, tx} {
-		vq := uint32(i)
-		desc, avail, used := q.Addrs()
-		for _, err := range []error{
-			d.SetVringNum(vq, uint32(q.Num)),
-			d.SetVringBase(vq, 0),
-			d.SetVringAddr(vq, VringAddr{Desc: desc, Avail: avail, Used: used}),
-			d.SetVringKick(vq, q.Kick),
-			d.SetVringCall(vq, q.Call),
-			d.SetBackend(vq, tap.FD()),
-		} {
-			if err != nil {
-				t.Fatalf("vq %d: %v", vq, err)
+	per := make([]int, 4)
+	deadline := time.Now().Add(5 * time.Second)
+	for total := 0; total < 64 && time.Now().Before(deadline); {
+		for q := 0; q < 4; q++ {
+			if _, ok, err := r.rx[q].Poll(); err != nil {
+				t.Fatal(err)
+			} else if ok {
+				per[q]++
+				total++
 			}
 		}
 	}
+	t.Logf("RX frames per queue: %v", per)
+	for q, n := range per {
+		if n == 0 {
+			t.Errorf("queue %d received nothing (per queue: %v)", q, per)
+		}
+	}
+}
 
-	// guest -> host
-	want := testFrame(1, 1000)
-	if err := tx.AddOut(append(make([]byte, 12), want...)); err != nil {
+// TestVMEventIdxSuppressesInterrupts: with EVENT_IDX, vhost signals the
+// call eventfd only once the used index passes used_event, and after
+// draining TX it publishes avail_event, the index after which it wants the
+// next kick.
+func TestVMEventIdxSuppressesInterrupts(t *testing.T) {
+	r := newRig(t, rigConfig{features: virtio.Version1 | virtio.EventIdx,
+		rx: guest.QueueConfig{EventIdx: true}, tx: guest.QueueConfig{EventIdx: true}})
+	rx := r.rx[0]
+	for i := 0; i < 32; i++ {
+		rx.PushIn(2048)
+	}
+	rx.Kick1()
+	send := func(n int) {
+		for i := 0; i < n; i++ {
+			r.hostSend(ipFrame(17, hostIP, guestIP, 5000, 4000, pattern(100, byte(i)), false))
+		}
+	}
+	waitUsed := func(n uint16) {
+		for deadline := time.Now().Add(5 * time.Second); rx.DeviceUsedIdx() < n && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if u := rx.DeviceUsedIdx(); u != n {
+			t.Fatalf("device used %d buffers, want %d", u, n)
+		}
+	}
+	// vhost always signals its first use after the backend is attached
+	// (signalled_used is not valid yet).
+	send(1)
+	waitUsed(1)
+	if !rx.WaitInterrupt(5 * time.Second) {
+		t.Fatal("no interrupt for the first used buffer")
+	}
+	rx.SetUsedEvent(5) // interrupt once entry 5 is used, i.e. at used index 6
+	send(3)
+	waitUsed(4)
+	time.Sleep(100 * time.Millisecond)
+	if n := rx.TakeInterrupts(); n != 0 {
+		t.Errorf("%d interrupts at used index 4 with used_event 5, want none", n)
+	}
+	send(2)
+	waitUsed(6)
+	if !rx.WaitInterrupt(5 * time.Second) {
+		t.Errorf("no interrupt once the used index passed used_event")
+	}
+
+	tx := r.tx[0]
+	for i := 0; i < 3; i++ {
+		f := ipFrame(17, guestIP, hostIP, 4000, 5000, pattern(100, byte(i)), false)
+		r.guestSend(0, guest.NetHdr{}, f)
+		if got := r.hostRecv(5*time.Second, isTest(guestIP)); !bytes.Equal(got, f) {
+			t.Fatalf("TX frame %d did not arrive", i)
+		}
+	}
+	for deadline := time.Now().Add(2 * time.Second); tx.AvailEvent() != 3 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if ae := tx.AvailEvent(); ae != 3 {
+		t.Errorf("TX avail_event %d after vhost drained 3 frames, want 3", ae)
+	}
+	t.Logf("TX: %d kicks, %d suppressed; RX: %d interrupts", tx.Kicks, tx.KicksSuppressed, rx.Interrupts)
+}
+
+// TestVMDirtyLog: with LOG_ALL and a log base, vhost sets the log bit of
+// every guest page it writes: the RX buffer and the used ring.
+func TestVMDirtyLog(t *testing.T) {
+	r := newRig(t, rigConfig{features: virtio.Version1 | virtio.LogAll, logAll: true})
+	rx := r.rx[0]
+	rx.AddIn()
+	r.hostSend(ipFrame(17, hostIP, guestIP, 5000, 4000, pattern(500, 9), false))
+	if _, err := rx.Used(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.Used(5 * time.Second); err != nil {
-		t.Fatalf("TX buffer not used: %v", err)
-	}
-	buf := make([]byte, 4096)
-	got := []byte(nil)
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
-		n, _, err := unix.Recvfrom(sock, buf, 0)
-		if err == nil && n >= 14 && binary.BigEndian.Uint16(buf[12:]) == testEtherType {
-			got = append([]byte(nil), buf[:n]...)
-			break
+	bit := func(gpa uint64) bool { p := gpa / 4096; return r.logBuf[p/8]&(1<<(p%8)) != 0 }
+	// The first buffer posted is slot 0.
+	for name, gpa := range map[string]uint64{"RX buffer": rx.BufGPA(0), "used ring": rx.UsedGPA()} {
+		if !bit(gpa) {
+			t.Errorf("no dirty bit for the %s page (gpa %#x)", name, gpa)
 		}
 	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("host received %d bytes, want the %d-byte frame the guest sent", len(got), len(want))
+	set := 0
+	for _, b := range r.logBuf {
+		for ; b != 0; b &= b - 1 {
+			set++
+		}
 	}
+	if set < 2 {
+		t.Errorf("%d dirty pages logged, want at least the buffer's and the used ring's", set)
+	}
+}
 
-	// host -> guest
-	for i := 0; i < 16; i++ {
-		if err := rx.AddIn(); err != nil {
-			t.Fatal(err)
+// TestVMStopRestartKeepsPosition: Stop detaches the backends and reads each
+// ring's position; Start resumes there, and traffic continues.
+func TestVMStopRestartKeepsPosition(t *testing.T) {
+	r := newRig(t, rigConfig{features: virtio.Version1})
+	send := func(seq int) {
+		f := ipFrame(17, guestIP, hostIP, 4000, uint16(5000+seq), pattern(200, byte(seq)), false)
+		r.guestSend(0, guest.NetHdr{}, f)
+		if got := r.hostRecv(5*time.Second, isTest(guestIP)); !bytes.Equal(got, f) {
+			t.Fatalf("frame %d did not arrive", seq)
 		}
 	}
-	want = testFrame(2, 1200)
-	if err := unix.Sendto(sock, want, 0, &unix.SockaddrLinklayer{Ifindex: ifi.Index, Halen: 6,
-		Addr: [8]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}}); err != nil {
+	for i := 0; i < 3; i++ {
+		send(i)
+	}
+	if err := r.nic.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	got = nil
-	for deadline := time.Now().Add(5 * time.Second); got == nil && time.Now().Before(deadline); {
-		b, err := rx.Used(time.Until(deadline))
-		if err != nil {
-			break
-		}
-		if len(b) >= 12+14 && binary.BigEndian.Uint16(b[12+12:]) == testEtherType {
-			got = b
-		}
+	if b := r.nic.Bases()[0]; b[1] != 3 || b[0] != 0 {
+		t.Errorf("bases after 3 TX frames: RX %d TX %d, want 0 and 3", b[0], b[1])
 	}
-	if len(got) < 12 || !bytes.Equal(got[12:], want) {
-		t.Fatalf("guest received %d bytes, want a 12-byte header and the %d-byte frame", len(got), len(want))
+	// While stopped, a frame made available is not sent.
+	f := ipFrame(17, guestIP, hostIP, 4000, 5999, pattern(200, 99), false)
+	r.guestSend(0, guest.NetHdr{}, f)
+	if got := r.hostRecv(300*time.Millisecond, isTest(guestIP)); got != nil {
+		t.Fatal("a frame went out while the NIC was stopped")
 	}
-	if got[0] != 0 || got[1] != 0 {
-		t.Errorf("virtio-net header flags %#x gso_type %#x on a plain frame, want 0, 0", got[0], got[1])
+	if err := r.nic.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r.tx[0].Notify()
+	if got := r.hostRecv(5*time.Second, isTest(guestIP)); !bytes.Equal(got, f) {
+		t.Fatal("the frame queued while stopped did not go out after Start")
+	}
+	send(4)
+	r.nic.Stop()
+	if b := r.nic.Bases()[0]; b[1] < 5 {
+		t.Errorf("TX base after restart and more traffic: %d, want at least 5", b[1])
 	}
 }

@@ -1,0 +1,257 @@
+package vhostnet
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/netctl/netctl/virtio"
+)
+
+// Vring is one virtqueue's setup: size, start index, addresses, eventfds.
+// Eventfds are not owned by the NIC; -1 leaves one unset.
+type Vring struct {
+	Num  uint32
+	Base uint16
+	Addr VringAddr
+	Kick int
+	Call int
+	Err  int
+}
+
+// QueuePair is one queue pair of a NIC: its RX and TX rings and the backend
+// fd (a tap or macvtap queue, or a packet socket), which the NIC does not
+// own.
+type QueuePair struct {
+	RX, TX  Vring
+	Backend int
+}
+
+// NICConfig describes a multiqueue virtio-net data path: one vhost-net
+// device per queue pair, all sharing the features and memory table.
+type NICConfig struct {
+	// Features acknowledged to vhost: the guest's features masked to
+	// what vhost-net offers (VERSION_1, MRG_RXBUF, EVENT_IDX, ...).
+	Features virtio.Features
+	Memory   []MemoryRegion
+	Queues   []QueuePair
+	// BusyLoopTimeout in µs for every ring (0: off).
+	BusyLoopTimeout uint32
+	// LogBase is the dirty log's address, needed with LOG_ALL.
+	LogBase uint64
+}
+
+// NIC is a running multiqueue vhost-net data path. It owns its vhost-net
+// fds. Safe for concurrent use.
+type NIC struct {
+	mu      sync.Mutex // guards all below
+	cfg     NICConfig
+	devs    []*Device
+	bases   [][2]uint16 // per queue pair: RX, TX bases read at Stop
+	running bool
+}
+
+// injectFailure, when set by a test, fails the named setup step.
+var injectFailure func(step string) error
+
+func step(name string, f func() error) error {
+	if injectFailure != nil {
+		if err := injectFailure(name); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	if err := f(); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}
+
+// NewNIC opens one /dev/vhost-net per queue pair, sets owner, features,
+// memory table and rings, and attaches the backends, so the data path runs
+// when it returns. If any step fails, everything done so far is undone
+// (backends detached, fds closed) and the error names the step.
+func NewNIC(cfg NICConfig) (*NIC, error) {
+	if len(cfg.Queues) == 0 {
+		return nil, errors.New("vhost-net: a NIC needs at least one queue pair")
+	}
+	if cfg.Features.Has(virtio.LogAll) && cfg.LogBase == 0 {
+		return nil, errors.New("vhost-net: LOG_ALL needs a log base")
+	}
+	n := &NIC{cfg: cfg}
+	ok := false
+	defer func() {
+		if !ok {
+			n.closeLocked()
+		}
+	}()
+	for qp := range cfg.Queues {
+		var d *Device
+		if err := step(fmt.Sprintf("queue pair %d: open", qp), func() (err error) { d, err = Open(); return err }); err != nil {
+			return nil, err
+		}
+		n.devs = append(n.devs, d)
+		if err := n.setup(qp, d); err != nil {
+			return nil, err
+		}
+	}
+	n.bases = make([][2]uint16, len(cfg.Queues))
+	for qp, q := range cfg.Queues {
+		n.bases[qp] = [2]uint16{q.RX.Base, q.TX.Base}
+	}
+	if err := n.attachLocked(); err != nil {
+		return nil, err
+	}
+	ok = true
+	return n, nil
+}
+
+func (n *NIC) setup(qp int, d *Device) error {
+	c := n.cfg
+	pfx := fmt.Sprintf("queue pair %d: ", qp)
+	steps := []struct {
+		name string
+		f    func() error
+	}{
+		{"set owner", d.SetOwner},
+		{"set features", func() error { return d.SetFeatures(c.Features) }},
+		{"set memory table", func() error { return d.SetMemTable(c.Memory) }},
+	}
+	if c.LogBase != 0 {
+		steps = append(steps, struct {
+			name string
+			f    func() error
+		}{"set log base", func() error { return d.SetLogBase(c.LogBase) }})
+	}
+	for _, s := range steps {
+		if err := step(pfx+s.name, s.f); err != nil {
+			return err
+		}
+	}
+	for vq, r := range []Vring{c.Queues[qp].RX, c.Queues[qp].TX} {
+		idx := uint32(vq)
+		vsteps := []struct {
+			name string
+			f    func() error
+		}{
+			{"set vring num", func() error { return d.SetVringNum(idx, r.Num) }},
+			{"set vring base", func() error { return d.SetVringBase(idx, r.Base) }},
+			{"set vring addr", func() error { return d.SetVringAddr(idx, r.Addr) }},
+			{"set vring kick", func() error { return d.SetVringKick(idx, r.Kick) }},
+			{"set vring call", func() error { return d.SetVringCall(idx, r.Call) }},
+			{"set vring err", func() error { return d.SetVringErr(idx, r.Err) }},
+		}
+		if c.BusyLoopTimeout != 0 {
+			vsteps = append(vsteps, struct {
+				name string
+				f    func() error
+			}{"set busy-loop timeout", func() error { return d.SetBusyLoopTimeout(idx, c.BusyLoopTimeout) }})
+		}
+		for _, s := range vsteps {
+			if err := step(fmt.Sprintf("%svq %d: %s", pfx, vq, s.name), s.f); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// attachLocked sets the recorded bases and attaches every backend.
+func (n *NIC) attachLocked() error {
+	for qp, d := range n.devs {
+		for vq := uint32(0); vq < 2; vq++ {
+			base := n.bases[qp][vq]
+			if err := step(fmt.Sprintf("queue pair %d: vq %d: set vring base", qp, vq), func() error { return d.SetVringBase(vq, base) }); err != nil {
+				n.detachLocked()
+				return err
+			}
+			if err := step(fmt.Sprintf("queue pair %d: vq %d: attach backend", qp, vq), func() error { return d.SetBackend(vq, n.cfg.Queues[qp].Backend) }); err != nil {
+				n.detachLocked()
+				return err
+			}
+		}
+	}
+	n.running = true
+	return nil
+}
+
+// detachLocked detaches every backend and records where each ring stopped.
+func (n *NIC) detachLocked() error {
+	var first error
+	for qp, d := range n.devs {
+		for vq := uint32(0); vq < 2; vq++ {
+			if err := d.DetachBackend(vq); err != nil && first == nil {
+				first = fmt.Errorf("queue pair %d: vq %d: detach: %w", qp, vq, err)
+			}
+			if n.bases != nil {
+				if b, err := d.VringBase(vq); err == nil {
+					n.bases[qp][vq] = b
+				} else if first == nil {
+					first = fmt.Errorf("queue pair %d: vq %d: get vring base: %w", qp, vq, err)
+				}
+			}
+		}
+	}
+	n.running = false
+	return first
+}
+
+// Stop detaches every backend (the kernel stops moving packets) and records
+// each ring's position (VHOST_GET_VRING_BASE) for Start.
+func (n *NIC) Stop() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.running {
+		return nil
+	}
+	return n.detachLocked()
+}
+
+// Start attaches the backends again, each ring resuming where Stop left it.
+func (n *NIC) Start() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.running {
+		return nil
+	}
+	if len(n.devs) == 0 {
+		return errors.New("vhost-net: NIC is closed")
+	}
+	return n.attachLocked()
+}
+
+// Bases returns, per queue pair, the RX and TX avail indexes recorded at the
+// last Stop (or the configured ones before any Stop).
+func (n *NIC) Bases() [][2]uint16 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([][2]uint16(nil), n.bases...)
+}
+
+// Device returns queue pair qp's vhost-net device, still owned by the NIC.
+func (n *NIC) Device(qp int) *Device {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.devs[qp]
+}
+
+// Close stops the data path and closes every vhost-net fd. Closing twice is
+// not an error.
+func (n *NIC) Close() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.closeLocked()
+}
+
+func (n *NIC) closeLocked() error {
+	var first error
+	if n.running {
+		first = n.detachLocked()
+	}
+	for _, d := range n.devs {
+		if err := d.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	n.devs = nil
+	return first
+}
