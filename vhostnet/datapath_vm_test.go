@@ -16,15 +16,15 @@ import (
 // and a frame from the host reaches the RX ring, byte for byte.
 func TestVMPacketsBothWays(t *testing.T) {
 	r := newRig(t, rigConfig{features: virtio.Version1})
-	want := ipFrame(17, guestIP, hostIP, 4000, 5000, pattern(1000, 1), false)
+	want := guest.IPv4Frame(17, guest.GuestIP, guest.HostIP, 4000, 5000, guest.Pattern(1000, 1), false)
 	r.guestSend(0, guest.NetHdr{}, want)
-	if got := r.hostRecv(5*time.Second, isTest(guestIP)); !bytes.Equal(got, want) {
+	if got := r.hostRecv(5*time.Second, isTest(guest.GuestIP)); !bytes.Equal(got, want) {
 		t.Fatalf("host received %d bytes, want the %d-byte frame the guest sent", len(got), len(want))
 	}
 	for i := 0; i < 16; i++ {
 		r.rx[0].AddIn()
 	}
-	want = ipFrame(17, hostIP, guestIP, 5000, 4000, pattern(1200, 2), false)
+	want = guest.IPv4Frame(17, guest.HostIP, guest.GuestIP, 5000, 4000, guest.Pattern(1200, 2), false)
 	r.hostSend(want)
 	el, err := r.rx[0].Used(5 * time.Second)
 	if err != nil {
@@ -42,15 +42,15 @@ func TestVMPacketsBothWays(t *testing.T) {
 // checksum reaches the host intact, as one GSO frame or as segments.
 func TestVMTSOFrameTX(t *testing.T) {
 	r := newRig(t, rigConfig{features: virtio.Version1, tx: guest.QueueConfig{BufSize: 4096, Slots: 1024, Indirect: true}})
-	payload := pattern(65535-40, 3)
-	frame := ipFrame(6, guestIP, hostIP, 40000, 5201, payload, true)
+	payload := guest.Pattern(65535-40, 3)
+	frame := guest.IPv4Frame(6, guest.GuestIP, guest.HostIP, 40000, 5201, payload, true)
 	hdr := guest.NetHdr{Flags: linux.VIRTIO_NET_HDR_F_NEEDS_CSUM, GSOType: linux.VIRTIO_NET_HDR_GSO_TCPV4,
 		HdrLen: 54, GSOSize: 1448, CsumStart: 34, CsumOffset: 16}
 	r.guestSend(0, hdr, frame)
 	var got []byte
 	frames := 0
 	for len(got) < len(payload) {
-		f := r.hostRecv(5*time.Second, isTest(guestIP))
+		f := r.hostRecv(5*time.Second, isTest(guest.GuestIP))
 		if f == nil {
 			break
 		}
@@ -86,8 +86,8 @@ func TestVMMergeableRXSpreadsLargeFrame(t *testing.T) {
 	if err := unix.SetsockoptInt(s, unix.SOL_PACKET, unix.PACKET_VNET_HDR, 1); err != nil {
 		t.Fatal(err)
 	}
-	payload := pattern(60000, 4)
-	frame := ipFrame(6, hostIP, guestIP, 5201, 40000, payload, true)
+	payload := guest.Pattern(60000, 4)
+	frame := guest.IPv4Frame(6, guest.HostIP, guest.GuestIP, 5201, 40000, payload, true)
 	vh := guest.NetHdr{Flags: linux.VIRTIO_NET_HDR_F_NEEDS_CSUM, GSOType: linux.VIRTIO_NET_HDR_GSO_TCPV4,
 		HdrLen: 54, GSOSize: 1448, CsumStart: 34, CsumOffset: 16}
 	if err := unix.Sendto(s, append(vh.Append(nil, 10), frame...), 0, &unix.SockaddrLinklayer{Ifindex: r.ifindex,
@@ -114,9 +114,9 @@ func TestVMMergeableRXSpreadsLargeFrame(t *testing.T) {
 func TestVMFourQueuePairs(t *testing.T) {
 	r := newRig(t, rigConfig{queues: 4, features: virtio.Version1})
 	for q := 0; q < 4; q++ {
-		want := ipFrame(17, guestIP, hostIP, uint16(4000+q), 5000, pattern(100, byte(q)), false)
+		want := guest.IPv4Frame(17, guest.GuestIP, guest.HostIP, uint16(4000+q), 5000, guest.Pattern(100, byte(q)), false)
 		r.guestSend(q, guest.NetHdr{}, want)
-		if got := r.hostRecv(5*time.Second, isTest(guestIP)); !bytes.Equal(got, want) {
+		if got := r.hostRecv(5*time.Second, isTest(guest.GuestIP)); !bytes.Equal(got, want) {
 			t.Fatalf("queue %d: host got %d bytes, want its %d-byte frame", q, len(got), len(want))
 		}
 		for i := 0; i < 64; i++ {
@@ -126,7 +126,7 @@ func TestVMFourQueuePairs(t *testing.T) {
 	}
 	// The host sends 64 flows; tun spreads them over the queues by hash.
 	for i := 0; i < 64; i++ {
-		r.hostSend(ipFrame(17, hostIP, guestIP, 5000, uint16(6000+i*17), pattern(64, byte(i)), false))
+		r.hostSend(guest.IPv4Frame(17, guest.HostIP, guest.GuestIP, 5000, uint16(6000+i*17), guest.Pattern(64, byte(i)), false))
 	}
 	per := make([]int, 4)
 	deadline := time.Now().Add(5 * time.Second)
@@ -162,7 +162,7 @@ func TestVMEventIdxSuppressesInterrupts(t *testing.T) {
 	rx.Kick1()
 	send := func(n int) {
 		for i := 0; i < n; i++ {
-			r.hostSend(ipFrame(17, hostIP, guestIP, 5000, 4000, pattern(100, byte(i)), false))
+			r.hostSend(guest.IPv4Frame(17, guest.HostIP, guest.GuestIP, 5000, 4000, guest.Pattern(100, byte(i)), false))
 		}
 	}
 	waitUsed := func(n uint16) {
@@ -195,9 +195,9 @@ func TestVMEventIdxSuppressesInterrupts(t *testing.T) {
 
 	tx := r.tx[0]
 	for i := 0; i < 3; i++ {
-		f := ipFrame(17, guestIP, hostIP, 4000, 5000, pattern(100, byte(i)), false)
+		f := guest.IPv4Frame(17, guest.GuestIP, guest.HostIP, 4000, 5000, guest.Pattern(100, byte(i)), false)
 		r.guestSend(0, guest.NetHdr{}, f)
-		if got := r.hostRecv(5*time.Second, isTest(guestIP)); !bytes.Equal(got, f) {
+		if got := r.hostRecv(5*time.Second, isTest(guest.GuestIP)); !bytes.Equal(got, f) {
 			t.Fatalf("TX frame %d did not arrive", i)
 		}
 	}
@@ -216,7 +216,7 @@ func TestVMDirtyLog(t *testing.T) {
 	r := newRig(t, rigConfig{features: virtio.Version1 | virtio.LogAll, logAll: true})
 	rx := r.rx[0]
 	rx.AddIn()
-	r.hostSend(ipFrame(17, hostIP, guestIP, 5000, 4000, pattern(500, 9), false))
+	r.hostSend(guest.IPv4Frame(17, guest.HostIP, guest.GuestIP, 5000, 4000, guest.Pattern(500, 9), false))
 	if _, err := rx.Used(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -243,9 +243,9 @@ func TestVMDirtyLog(t *testing.T) {
 func TestVMStopRestartKeepsPosition(t *testing.T) {
 	r := newRig(t, rigConfig{features: virtio.Version1})
 	send := func(seq int) {
-		f := ipFrame(17, guestIP, hostIP, 4000, uint16(5000+seq), pattern(200, byte(seq)), false)
+		f := guest.IPv4Frame(17, guest.GuestIP, guest.HostIP, 4000, uint16(5000+seq), guest.Pattern(200, byte(seq)), false)
 		r.guestSend(0, guest.NetHdr{}, f)
-		if got := r.hostRecv(5*time.Second, isTest(guestIP)); !bytes.Equal(got, f) {
+		if got := r.hostRecv(5*time.Second, isTest(guest.GuestIP)); !bytes.Equal(got, f) {
 			t.Fatalf("frame %d did not arrive", seq)
 		}
 	}
@@ -259,16 +259,16 @@ func TestVMStopRestartKeepsPosition(t *testing.T) {
 		t.Errorf("bases after 3 TX frames: RX %d TX %d, want 0 and 3", b[0], b[1])
 	}
 	// While stopped, a frame made available is not sent.
-	f := ipFrame(17, guestIP, hostIP, 4000, 5999, pattern(200, 99), false)
+	f := guest.IPv4Frame(17, guest.GuestIP, guest.HostIP, 4000, 5999, guest.Pattern(200, 99), false)
 	r.guestSend(0, guest.NetHdr{}, f)
-	if got := r.hostRecv(300*time.Millisecond, isTest(guestIP)); got != nil {
+	if got := r.hostRecv(300*time.Millisecond, isTest(guest.GuestIP)); got != nil {
 		t.Fatal("a frame went out while the NIC was stopped")
 	}
 	if err := r.nic.Start(); err != nil {
 		t.Fatal(err)
 	}
 	r.tx[0].Notify()
-	if got := r.hostRecv(5*time.Second, isTest(guestIP)); !bytes.Equal(got, f) {
+	if got := r.hostRecv(5*time.Second, isTest(guest.GuestIP)); !bytes.Equal(got, f) {
 		t.Fatal("the frame queued while stopped did not go out after Start")
 	}
 	send(4)

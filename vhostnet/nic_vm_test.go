@@ -58,9 +58,9 @@ func TestVMSetupFailureLeavesNoFD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := ipFrame(17, guestIP, hostIP, 4000, 5000, pattern(300, 7), false)
+	want := guest.IPv4Frame(17, guest.GuestIP, guest.HostIP, 4000, 5000, guest.Pattern(300, 7), false)
 	r.guestSend(1, guest.NetHdr{}, want)
-	if got := r.hostRecv(5*time.Second, isTest(guestIP)); string(got) != string(want) {
+	if got := r.hostRecv(5*time.Second, isTest(guest.GuestIP)); string(got) != string(want) {
 		t.Fatal("no traffic through a NIC built after the injected failures")
 	}
 	t.Logf("%d setup steps, each failed once", len(steps))
@@ -81,7 +81,7 @@ func TestVMDetachUnderTraffic(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		f := ipFrame(17, hostIP, guestIP, 5000, 4000, pattern(600, 5), false)
+		f := guest.IPv4Frame(17, guest.HostIP, guest.GuestIP, 5000, 4000, guest.Pattern(600, 5), false)
 		for i := 0; i < 20000; i++ {
 			select {
 			case <-stop:

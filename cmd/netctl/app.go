@@ -12,6 +12,7 @@ func newApp() *cli.App {
 			"backends with the right virtio-net header and offloads, and explains every feature bit.",
 		HideHelpCommand: true,
 		Commands: []*cli.Command{
+			selftestCommand(),
 			versionCommand(),
 		},
 	}

@@ -1,17 +1,24 @@
-package vhostnet
+package guest
 
 import (
 	"encoding/binary"
 )
 
-// Test frames: Ethernet + IPv4 + TCP or UDP between 10.99.0.1 and
-// 10.99.0.2 (addresses that exist only inside the test's namespace).
+// Frames for tests and selftest: Ethernet + IPv4 + TCP or UDP between the
+// guest (10.99.0.1) and the host side (10.99.0.2). The addresses exist only
+// inside the private network namespace the traffic runs in.
 
 var (
-	guestMAC = []byte{0x02, 0, 0, 0, 0, 0x01}
-	hostMAC  = []byte{0x02, 0, 0, 0, 0, 0x02}
-	guestIP  = []byte{10, 99, 0, 1}
-	hostIP   = []byte{10, 99, 0, 2}
+	GuestMAC = []byte{0x02, 0, 0, 0, 0, 0x01}
+	HostMAC  = []byte{0x02, 0, 0, 0, 0, 0x02}
+	GuestIP  = []byte{10, 99, 0, 1}
+	HostIP   = []byte{10, 99, 0, 2}
+)
+
+// IP protocol numbers for IPv4Frame.
+const (
+	ProtoTCP = 6
+	ProtoUDP = 17
 )
 
 func csumFold(sum uint32) uint16 {
@@ -31,21 +38,22 @@ func csumAdd(sum uint32, b []byte) uint32 {
 	return sum
 }
 
-// ipFrame builds eth/IPv4/L4 with payload. With partial, the L4 checksum
+// IPv4Frame builds eth/IPv4/L4 with payload: from the guest when src is
+// GuestIP, else from the host. With partial, the L4 checksum
 // holds only the pseudo-header sum, as a sender with checksum offload
 // leaves it (VIRTIO_NET_HDR_F_NEEDS_CSUM).
-func ipFrame(proto byte, src, dst []byte, sport, dport uint16, payload []byte, partial bool) []byte {
+func IPv4Frame(proto byte, src, dst []byte, sport, dport uint16, payload []byte, partial bool) []byte {
 	l4len := 8
 	if proto == 6 {
 		l4len = 20
 	}
 	f := make([]byte, 14+20+l4len+len(payload))
-	if src[3] == 1 {
-		copy(f[0:], hostMAC)
-		copy(f[6:], guestMAC)
+	if src[3] == GuestIP[3] {
+		copy(f[0:], HostMAC)
+		copy(f[6:], GuestMAC)
 	} else {
-		copy(f[0:], guestMAC)
-		copy(f[6:], hostMAC)
+		copy(f[0:], GuestMAC)
+		copy(f[6:], HostMAC)
 	}
 	binary.BigEndian.PutUint16(f[12:], 0x0800)
 	ip := f[14:34]
@@ -78,7 +86,8 @@ func ipFrame(proto byte, src, dst []byte, sport, dport uint16, payload []byte, p
 	return f
 }
 
-func pattern(n int, seed byte) []byte {
+// Pattern is n bytes of a repeatable pattern seeded by seed.
+func Pattern(n int, seed byte) []byte {
 	b := make([]byte, n)
 	for i := range b {
 		b[i] = seed + byte(i*7+i>>8)
