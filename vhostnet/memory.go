@@ -40,10 +40,6 @@ func MaxMemRegions() (int, error) {
 // SetMemTable replaces the memory table (VHOST_SET_MEM_TABLE). More regions
 // than the vhost module allows is an error that says how to raise it.
 func (d *Device) SetMemTable(regions []MemoryRegion) error {
-	if max, err := MaxMemRegions(); err == nil && len(regions) > max {
-		return fmt.Errorf("vhost-net: %d memory regions, but the vhost module allows %d: "+
-			"merge regions, or reload vhost with 'modprobe vhost max_mem_regions=%d'", len(regions), max, len(regions))
-	}
 	for i, r := range regions {
 		if r.Size == 0 {
 			return fmt.Errorf("vhost-net: memory region %d has size 0", i)
@@ -62,6 +58,10 @@ func (d *Device) SetMemTable(regions []MemoryRegion) error {
 		return linux.Ioctl(fd, linux.VHOST_SET_MEM_TABLE, unsafe.Pointer(&buf[0]))
 	})
 	if errors.Is(err, unix.E2BIG) {
+		if max, merr := MaxMemRegions(); merr == nil {
+			return fmt.Errorf("vhost-net: %d memory regions, but the vhost module allows %d: "+
+				"merge regions, or reload vhost with 'modprobe vhost max_mem_regions=%d': %w", len(regions), max, len(regions), err)
+		}
 		return fmt.Errorf("%w: more regions than vhost's max_mem_regions", err)
 	}
 	return err

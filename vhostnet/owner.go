@@ -14,21 +14,20 @@ import (
 // ErrNotSupported is wrapped by errors for calls this kernel lacks.
 var ErrNotSupported = errors.New("not supported by this kernel")
 
-// SetFeatures acknowledges features (VHOST_SET_FEATURES). Bits the device
-// does not offer are refused here, by name, before the kernel's bare
-// EOPNOTSUPP. Do not pass the guest's ANY_LAYOUT on: bit 27 is also
+// SetFeatures acknowledges features (VHOST_SET_FEATURES). When the kernel
+// refuses bits it does not offer (a bare EOPNOTSUPP), the error names them. Do not pass the guest's ANY_LAYOUT on: bit 27 is also
 // VHOST_NET_F_VIRTIO_NET_HDR and makes vhost add and strip the header.
 func (d *Device) SetFeatures(f virtio.Features) error {
-	offered, err := d.Features()
-	if err != nil {
-		return err
-	}
-	if extra := f &^ offered; extra != 0 {
-		return fmt.Errorf("vhost-net: features %v are not offered by this kernel's vhost-net (it offers %v): mask the guest's features first", extra, offered)
-	}
-	return d.ioctl(linux.VHOST_SET_FEATURES, func(fd int) error {
+	err := d.ioctl(linux.VHOST_SET_FEATURES, func(fd int) error {
 		return linux.SetU64(fd, linux.VHOST_SET_FEATURES, uint64(f))
 	})
+	if errors.Is(err, unix.EOPNOTSUPP) {
+		if offered, gerr := d.Features(); gerr == nil && f&^offered != 0 {
+			return fmt.Errorf("vhost-net: features %v are not offered by this kernel's vhost-net (it offers %v): mask the guest's features first: %w",
+				f&^offered, offered, err)
+		}
+	}
+	return err
 }
 
 // BackendFeatures returns VHOST_GET_BACKEND_FEATURES (IOTLB_MSG_V2 for
