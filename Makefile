@@ -11,7 +11,7 @@ export VMEXEC := $(BIN)/netctl-vm
 VM_PKGS = $(sort $(patsubst %/,%,$(dir $(shell find . -name '*_vm_test.go' -not -path './.cache/*'))))
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build test test-unit test-host test-harness test-vm vm-deps vm-prepare lint demo clean
+.PHONY: all build test test-unit test-host test-harness test-vm vm-deps vm-prepare lint demo bench clean
 
 all: build
 
@@ -57,6 +57,13 @@ demo: vm-prepare
 	@echo "netctl demo: booting Debian's 6.12 kernel in a VM (host / is /host there) to run:"
 	@echo "  netctl selftest --queues 2"
 	$(VMEXEC) run -kernel 6.12 -- /host$(BIN)/netctl selftest --queues 2
+
+## bench: vhost-net benchmarks in the 6.12 VM, JSON lines appended to bench/results.jsonl.
+bench: KERNEL := 6.12
+bench: vm-prepare
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/vhostnet-bench ./test/bench/vhostnet
+	gcc -O2 -static -o $(BIN)/setup-c test/bench/csetup/setup.c
+	BIN=$(BIN) bash test/bench/run.sh
 
 clean:
 	rm -rf $(BIN)

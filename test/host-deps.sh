@@ -5,6 +5,7 @@
 #   xz-utils         decompresses trixie's kernel modules (.ko.xz)
 #   cpio             only to cross-check the initramfs writer in a unit test
 #   iproute2         ip, used by tests and the demo
+#   gcc, libc6-dev   the C side of make bench's setup comparison (static binary)
 # The kernels and busybox themselves are fetched into .cache/vm by
 # "netctl-vm prepare" (apt-get download; the machine's sources stay as they are).
 set -euo pipefail
@@ -13,6 +14,8 @@ command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
 command -v xz >/dev/null || need+=(xz-utils)
 command -v cpio >/dev/null || need+=(cpio)
 command -v ip >/dev/null || need+=(iproute2)
+command -v gcc >/dev/null || need+=(gcc)
+[ -f /usr/include/linux/vhost.h ] && [ -f /usr/lib/x86_64-linux-gnu/libc.a ] || need+=(libc6-dev linux-libc-dev)
 command -v dpkg-deb >/dev/null || { echo "host-deps: dpkg-deb missing: this is not a Debian machine" >&2; exit 1; }
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then

@@ -98,7 +98,7 @@ func NewNIC(cfg NICConfig) (*NIC, error) {
 	for qp, q := range cfg.Queues {
 		n.bases[qp] = [2]uint16{q.RX.Base, q.TX.Base}
 	}
-	if err := n.attachLocked(); err != nil {
+	if err := n.attachLocked(false); err != nil {
 		return nil, err
 	}
 	ok = true
@@ -155,14 +155,17 @@ func (n *NIC) setup(qp int, d *Device) error {
 	return nil
 }
 
-// attachLocked sets the recorded bases and attaches every backend.
-func (n *NIC) attachLocked() error {
+// attachLocked attaches every backend, first setting the bases recorded
+// at Stop when setBases.
+func (n *NIC) attachLocked(setBases bool) error {
 	for qp, d := range n.devs {
 		for vq := uint32(0); vq < 2; vq++ {
 			base := n.bases[qp][vq]
-			if err := step(fmt.Sprintf("queue pair %d: vq %d: set vring base", qp, vq), func() error { return d.SetVringBase(vq, base) }); err != nil {
-				n.detachLocked()
-				return err
+			if setBases {
+				if err := step(fmt.Sprintf("queue pair %d: vq %d: set vring base", qp, vq), func() error { return d.SetVringBase(vq, base) }); err != nil {
+					n.detachLocked()
+					return err
+				}
 			}
 			if err := step(fmt.Sprintf("queue pair %d: vq %d: attach backend", qp, vq), func() error { return d.SetBackend(vq, n.cfg.Queues[qp].Backend) }); err != nil {
 				n.detachLocked()
@@ -216,7 +219,7 @@ func (n *NIC) Start() error {
 	if len(n.devs) == 0 {
 		return errors.New("vhost-net: NIC is closed")
 	}
-	return n.attachLocked()
+	return n.attachLocked(true)
 }
 
 // Bases returns, per queue pair, the RX and TX avail indexes recorded at the

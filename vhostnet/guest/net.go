@@ -49,6 +49,31 @@ func ParseNetHdr(b []byte, size int) (NetHdr, error) {
 	return h, nil
 }
 
+// RecvMergeableLen is RecvMergeable without copying the frame: it returns
+// the header and the frame's length.
+func (q *Queue) RecvMergeableLen(timeout time.Duration) (NetHdr, int, error) {
+	el, err := q.usedPrefix(timeout, 12)
+	if err != nil {
+		return NetHdr{}, 0, err
+	}
+	h, err := ParseNetHdr(el.Data, 12)
+	if err != nil {
+		return NetHdr{}, 0, err
+	}
+	if h.NumBuffers == 0 {
+		return h, 0, fmt.Errorf("mergeable RX buffer with num_buffers 0")
+	}
+	n := int(el.Len) - 12
+	for i := 1; i < int(h.NumBuffers); i++ {
+		el, err := q.usedPrefix(timeout, 0)
+		if err != nil {
+			return h, n, fmt.Errorf("buffer %d of %d: %w", i+1, h.NumBuffers, err)
+		}
+		n += int(el.Len)
+	}
+	return h, n, nil
+}
+
 // RecvMergeable takes one packet from a receive queue with MRG_RXBUF: the
 // first used buffer's 12-byte header says how many buffers (NumBuffers)
 // the packet spans; it collects them and returns the header and the frame.

@@ -36,9 +36,10 @@ type Elem struct {
 }
 
 type inflight struct {
-	descs []uint16 // direct descriptors of the chain
+	descs []uint16 // direct descriptors of the chain, head first
 	slots []int
 	write bool
+	busy  bool
 }
 
 // Queue is a split virtqueue driven from this process: descriptor table,
@@ -178,11 +179,17 @@ func (q *Queue) push(data []byte, size int, write bool) (uint16, error) {
 	if len(q.freeDesc) < ndesc || len(q.freeSlot) < nseg {
 		return 0, ErrFull
 	}
-	slots := q.freeSlot[len(q.freeSlot)-nseg:]
+	// Per-head bookkeeping reuses its slices: no allocation per buffer.
+	head := q.freeDesc[len(q.freeDesc)-1]
+	h := &q.heads[head]
+	h.descs = append(h.descs[:0], q.freeDesc[len(q.freeDesc)-ndesc:]...)
+	h.slots = append(h.slots[:0], q.freeSlot[len(q.freeSlot)-nseg:]...)
+	h.write, h.busy = write, true
 	q.freeSlot = q.freeSlot[:len(q.freeSlot)-nseg]
-	descs := append([]uint16(nil), q.freeDesc[len(q.freeDesc)-ndesc:]...)
 	q.freeDesc = q.freeDesc[:len(q.freeDesc)-ndesc]
-	head := descs[0]
+	descs, slots := h.descs, h.slots
+	// descs[0] must be the head: the free list pops from the end.
+	descs[0], descs[len(descs)-1] = descs[len(descs)-1], descs[0]
 	var flags uint16
 	if write {
 		flags = linux.VRING_DESC_F_WRITE
@@ -209,7 +216,6 @@ func (q *Queue) push(data []byte, size int, write bool) (uint16, error) {
 		}
 		q.putDesc(segOff(i), uint64(boff), uint32(n), f, next)
 	}
-	q.heads[head] = inflight{descs: descs, slots: append([]int(nil), slots...), write: write}
 	binary.LittleEndian.PutUint16(q.mem.Buf[q.avail+4+2*int(q.availIdx%q.cfg.Num):], head)
 	q.availIdx++
 	// {flags, idx} as one little-endian 32-bit word: the (sequentially
@@ -310,8 +316,16 @@ func (q *Queue) AvailEvent() uint16 {
 	return uint16(atomic.LoadUint32(q.word(q.used + 4 + 8*int(q.cfg.Num))))
 }
 
-// Poll returns the next used chain if the device has used one.
-func (q *Queue) Poll() (Elem, bool, error) {
+// Poll returns the next used chain if the device has used one, with a copy
+// of the bytes the device wrote.
+func (q *Queue) Poll() (Elem, bool, error) { return q.poll(-1) }
+
+// PollPrefix is Poll copying at most max bytes of what the device wrote
+// (Len still says how much it wrote): for a receiver that only needs the
+// virtio-net header, as a real guest hands the pages on without copying.
+func (q *Queue) PollPrefix(max int) (Elem, bool, error) { return q.poll(max) }
+
+func (q *Queue) poll(limit int) (Elem, bool, error) {
 	if q.DeviceUsedIdx() == q.lastUsed {
 		return Elem{}, false, nil
 	}
@@ -319,18 +333,26 @@ func (q *Queue) Poll() (Elem, bool, error) {
 	id := binary.LittleEndian.Uint32(e[0:])
 	n := binary.LittleEndian.Uint32(e[4:])
 	q.lastUsed++
-	if id >= uint32(q.cfg.Num) || q.heads[id].slots == nil {
+	if id >= uint32(q.cfg.Num) || !q.heads[id].busy {
 		return Elem{}, false, fmt.Errorf("guest queue: device used descriptor %d, which is not a head in flight", id)
 	}
-	h := q.heads[id]
+	h := &q.heads[id]
 	el := Elem{Head: uint16(id), Len: n}
 	if h.write {
 		if int(n) > len(h.slots)*q.cfg.BufSize {
 			return Elem{}, false, fmt.Errorf("guest queue: device wrote %d bytes into a chain of %d", n, len(h.slots)*q.cfg.BufSize)
 		}
-		el.Data = make([]byte, 0, n)
 		left := int(n)
+		if limit >= 0 && left > limit {
+			left = limit
+		}
+		if left > 0 {
+			el.Data = make([]byte, 0, left)
+		}
 		for _, s := range h.slots {
+			if left == 0 {
+				break
+			}
 			k := min(left, q.cfg.BufSize)
 			boff := q.bufs + s*q.cfg.BufSize
 			el.Data = append(el.Data, q.mem.Buf[boff:boff+k]...)
@@ -339,7 +361,7 @@ func (q *Queue) Poll() (Elem, bool, error) {
 	}
 	q.freeDesc = append(q.freeDesc, h.descs...)
 	q.freeSlot = append(q.freeSlot, h.slots...)
-	q.heads[id] = inflight{}
+	h.busy = false
 	if q.cfg.EventIdx {
 		q.setUsedEvent(q.lastUsed)
 	}
@@ -348,10 +370,12 @@ func (q *Queue) Poll() (Elem, bool, error) {
 
 // Used waits up to timeout for the next used chain, sleeping on the call
 // eventfd (counted in Interrupts).
-func (q *Queue) Used(timeout time.Duration) (Elem, error) {
+func (q *Queue) Used(timeout time.Duration) (Elem, error) { return q.usedPrefix(timeout, -1) }
+
+func (q *Queue) usedPrefix(timeout time.Duration, limit int) (Elem, error) {
 	deadline := time.Now().Add(timeout)
 	for {
-		if el, ok, err := q.Poll(); ok || err != nil {
+		if el, ok, err := q.poll(limit); ok || err != nil {
 			return el, err
 		}
 		left := time.Until(deadline)

@@ -2,7 +2,7 @@
 // (package test/vm).
 //
 //	netctl-vm prepare [-kernel all|6.12|6.1]      fetch kernels, build initramfs images (idempotent)
-//	netctl-vm run [-kernel 6.12] [-timeout 5m] [-smp 1] -- CMD [ARG...]
+//	netctl-vm run [-kernel 6.12] [-timeout 5m] [-smp 1] [-mem 1024] -- CMD [ARG...]
 //	                                               run CMD in the guest (host / at /host) and exit with its status
 //	netctl-vm exec BINARY [ARG...]                 go test -exec wrapper: run a test binary in the guest
 //
@@ -126,6 +126,7 @@ func run(ctx context.Context, args []string) int {
 	kernel := fs.String("kernel", defaultKernel(), "kernel to boot")
 	timeout := fs.Duration("timeout", 5*time.Minute, "kill the VM after this long")
 	smp := fs.Int("smp", 1, "vCPUs")
+	mem := fs.Int("mem", 1024, "guest memory in MiB")
 	fs.Parse(args)
 	if fs.NArg() == 0 {
 		usage()
@@ -138,7 +139,7 @@ func run(ctx context.Context, args []string) int {
 	for _, a := range fs.Args() {
 		q = append(q, vm.ShellQuote(a))
 	}
-	res, err := img.Run(ctx, vm.RunOptions{Script: strings.Join(q, " "), Timeout: *timeout, SMP: *smp})
+	res, err := img.Run(ctx, vm.RunOptions{Script: strings.Join(q, " "), Timeout: *timeout, SMP: *smp, MemMB: *mem})
 	if err != nil {
 		return fail(err)
 	}

@@ -1,0 +1,373 @@
+package main
+
+import (
+	"encoding/binary"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/netctl/netctl/internal/linux"
+	"github.com/netctl/netctl/macvtap"
+	"github.com/netctl/netctl/vhostnet"
+	"github.com/netctl/netctl/vhostnet/guest"
+	"github.com/netctl/netctl/virtio"
+)
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+// path is one vhost-net queue pair over a tap, with the driver as guest
+// and a packet socket on the tap as the host side.
+type path struct {
+	tap     *macvtap.Tap
+	ifindex int
+	sock    int
+	mem     *guest.Memory
+	rx, tx  *guest.Queue
+	nic     *vhostnet.NIC
+}
+
+func newPath(name string, features virtio.Features, offload uint32, rxc, txc guest.QueueConfig) *path {
+	p := &path{}
+	var err error
+	p.tap, err = macvtap.CreateTap(macvtap.TapConfig{Name: name, VnetHdr: true, VnetHdrSize: 12})
+	if err != nil {
+		fatal("%v", err)
+	}
+	if err := p.tap.SetOffload(offload); err != nil {
+		fatal("%v", err)
+	}
+	os.WriteFile("/proc/sys/net/ipv6/conf/"+name+"/disable_ipv6", []byte("1"), 0)
+	linkUp(name)
+	ifi, err := net.InterfaceByName(name)
+	if err != nil {
+		fatal("%v", err)
+	}
+	p.ifindex = ifi.Index
+	p.sock, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_ALL)))
+	if err != nil {
+		fatal("%v", err)
+	}
+	if err := unix.Bind(p.sock, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: p.ifindex}); err != nil {
+		fatal("%v", err)
+	}
+	unix.SetsockoptInt(p.sock, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 64<<20)
+	tv := unix.NsecToTimeval(int64(20 * time.Millisecond))
+	unix.SetsockoptTimeval(p.sock, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	p.mem, err = guest.NewMemory(256 << 20)
+	if err != nil {
+		fatal("%v", err)
+	}
+	if p.rx, err = guest.NewQueue(p.mem, rxc); err != nil {
+		fatal("%v", err)
+	}
+	if p.tx, err = guest.NewQueue(p.mem, txc); err != nil {
+		fatal("%v", err)
+	}
+	qp := vhostnet.QueuePair{Backend: p.tap.FD()}
+	for i, q := range []*guest.Queue{p.rx, p.tx} {
+		d, a, u := q.Addrs()
+		v := vhostnet.Vring{Num: uint32(q.Num()), Addr: vhostnet.VringAddr{Desc: d, Avail: a, Used: u}, Kick: q.Kick, Call: q.Call, Err: -1}
+		if i == 0 {
+			qp.RX = v
+		} else {
+			qp.TX = v
+		}
+	}
+	p.nic, err = vhostnet.NewNIC(vhostnet.NICConfig{Features: features, Queues: []vhostnet.QueuePair{qp},
+		Memory: []vhostnet.MemoryRegion{{Size: uint64(len(p.mem.Buf)), UserAddr: p.mem.VA(0)}}})
+	if err != nil {
+		fatal("%v", err)
+	}
+	return p
+}
+
+func (p *path) close() {
+	p.nic.Close()
+	p.rx.Close()
+	p.tx.Close()
+	p.mem.Close()
+	unix.Close(p.sock)
+	p.tap.Close()
+}
+
+func linkUp(name string) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		fatal("%v", err)
+	}
+	defer unix.Close(fd)
+	ifr, _ := unix.NewIfreq(name)
+	unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr)
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		fatal("bring %s up: %v", name, err)
+	}
+}
+
+// txRun sends frame (with its virtio-net header) from the guest for d and
+// returns the TCP payload bit rate the host's packet socket received, in
+// Mbit/s, and the frames vhost used.
+func (p *path) txRun(frame []byte, d time.Duration) (float64, uint64) {
+	var payload atomic.Uint64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		buf := make([]byte, 128<<10)
+		for {
+			n, _, err := unix.Recvfrom(p.sock, buf, 0)
+			if err != nil {
+				select {
+				case <-stop:
+					return
+				default:
+					continue
+				}
+			}
+			if n > 54 && binary.BigEndian.Uint16(buf[12:]) == 0x0800 && buf[23] == guest.ProtoTCP {
+				payload.Add(uint64(n - 54))
+			}
+		}
+	}()
+	var sent uint64
+	t0 := time.Now()
+	for time.Since(t0) < d {
+		for {
+			if _, ok, err := p.tx.Poll(); err != nil {
+				fatal("tx: %v", err)
+			} else if !ok {
+				break
+			}
+		}
+		pushed := false
+		for p.tx.Free() > 0 {
+			if p.tx.PushOut(frame) != nil {
+				break
+			}
+			sent++
+			pushed = true
+		}
+		p.tx.Kick1()
+		if !pushed {
+			p.tx.WaitInterrupt(time.Millisecond)
+		}
+	}
+	elapsed := time.Since(t0)
+	// Count only what arrived within the round.
+	got := payload.Load()
+	close(stop)
+	wg.Wait()
+	for p.tx.Pending() > 0 {
+		p.tx.Poll()
+		time.Sleep(time.Millisecond)
+	}
+	return float64(got) * 8 / 1e6 / elapsed.Seconds(), sent
+}
+
+func tcpFrame(payload int, gso bool) []byte {
+	fr := guest.IPv4Frame(guest.ProtoTCP, guest.GuestIP, guest.HostIP, 40000, 5201, guest.Pattern(payload, 1), true)
+	h := guest.NetHdr{Flags: linux.VIRTIO_NET_HDR_F_NEEDS_CSUM, CsumStart: 34, CsumOffset: 16}
+	if gso {
+		h.GSOType, h.HdrLen, h.GSOSize = linux.VIRTIO_NET_HDR_GSO_TCPV4, 54, 1448
+	}
+	return append(h.Append(nil, 12), fr...)
+}
+
+// benchTX: guest to host TCP frames, 64 KiB with TSO (GSO_TCPV4) against
+// 1500-byte frames (MTU-sized, no GSO). Seed: kvm tools' TSO/UFO patch,
+// guest to host 342 -> 619 Mbit/s (1.81x).
+func benchTX() {
+	p := newPath("bntx0", virtio.Version1|virtio.EventIdx, 0,
+		guest.QueueConfig{}, guest.QueueConfig{Num: 256, BufSize: 65536 + 64, EventIdx: true})
+	defer p.close()
+	tso := tcpFrame(65535-40, true)
+	mtu := tcpFrame(1500-40, false)
+	var tsoSent, mtuSent uint64
+	var cpuA, cpuB, mbA, mbB float64
+	a, b := interleave(
+		func() float64 {
+			c := cpuBusy()
+			v, n := p.txRun(tso, *duration)
+			cpuA += cpuBusy() - c
+			mbA += v * duration.Seconds() / 8
+			tsoSent += n
+			return v
+		},
+		func() float64 {
+			c := cpuBusy()
+			v, n := p.txRun(mtu, *duration)
+			cpuB += cpuBusy() - c
+			mbB += v * duration.Seconds() / 8
+			mtuSent += n
+			return v
+		})
+	emit(Line{Bench: "vhostnet_tx_tso64k_vs_mtu1500", Unit: "Mbit/s TCP payload received by a host packet socket",
+		A: Side{Name: "tso_64k", Value: round(a, 1)}, B: Side{Name: "mtu_1500", Value: round(b, 1)},
+		Anchor: f(1.81), Goal: "ratio above the seed's 1.81", Meets: t(a/b > 1.81),
+		Details: map[string]any{"frames_sent_tso": tsoSent, "frames_sent_mtu": mtuSent,
+			"cpu_ms_per_MB_tso": round(cpuA*10/mbA, 2), "cpu_ms_per_MB_mtu": round(cpuB*10/mbB, 2)}})
+	memcpyFraction(a)
+}
+
+// rxRun has the host send 64 KiB TCP frames (GSO through a PACKET_VNET_HDR
+// socket) for d while the guest receives; it returns the payload rate the
+// guest received in Mbit/s.
+var hostSent atomic.Uint64
+
+var rxBuf = 4096
+
+func (p *path) rxRun(mergeable bool, bufSize int, d time.Duration) float64 {
+	s, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		fatal("%v", err)
+	}
+	defer unix.Close(s)
+	if err := unix.SetsockoptInt(s, unix.SOL_PACKET, unix.PACKET_VNET_HDR, 1); err != nil {
+		fatal("%v", err)
+	}
+	fr := guest.IPv4Frame(guest.ProtoTCP, guest.HostIP, guest.GuestIP, 5201, 40000, guest.Pattern(65535-40, 2), true)
+	vh := guest.NetHdr{Flags: linux.VIRTIO_NET_HDR_F_NEEDS_CSUM, GSOType: linux.VIRTIO_NET_HDR_GSO_TCPV4,
+		HdrLen: 54, GSOSize: 1448, CsumStart: 34, CsumOffset: 16}
+	msg := append(vh.Append(nil, 10), fr...)
+	to := &unix.SockaddrLinklayer{Ifindex: p.ifindex, Protocol: htons(0x0800), Halen: 6}
+	copy(to.Addr[:], guest.GuestMAC)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := unix.Sendto(s, msg, 0, to); err != nil {
+				time.Sleep(100 * time.Microsecond)
+			} else {
+				hostSent.Add(1)
+			}
+		}
+	}()
+	var bytes uint64
+	for p.rx.Free() > 0 {
+		p.rx.PushIn(bufSize)
+	}
+	p.rx.Kick1()
+	t0 := time.Now()
+	for time.Since(t0) < d {
+		got := false
+		for p.rx.DeviceUsedIdx() != p.rx.LastUsed() {
+			// The driver reads only the header, as a guest hands the
+			// pages to its stack without copying.
+			var n int
+			if mergeable {
+				_, fl, err := p.rx.RecvMergeableLen(time.Second)
+				if err != nil {
+					fatal("rx: %v", err)
+				}
+				n = fl
+			} else {
+				el, ok, err := p.rx.PollPrefix(12)
+				if err != nil || !ok {
+					fatal("rx: %v", err)
+				}
+				n = int(el.Len) - 12
+			}
+			if n > 54 {
+				bytes += uint64(n - 54)
+			}
+			got = true
+		}
+		for p.rx.Free() > 0 {
+			p.rx.PushIn(bufSize)
+		}
+		p.rx.Kick1()
+		if !got {
+			p.rx.WaitInterrupt(time.Millisecond)
+		}
+	}
+	elapsed := time.Since(t0)
+	close(stop)
+	wg.Wait()
+	// Drain what is left so the next round starts empty.
+	for deadline := time.Now().Add(200 * time.Millisecond); time.Now().Before(deadline); {
+		if _, ok, _ := p.rx.Poll(); !ok {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return float64(bytes) * 8 / 1e6 / elapsed.Seconds()
+}
+
+// benchRX: host to guest, GUEST_TSO4 + MRG_RXBUF (tap takes TSO4, the
+// guest gets 64 KiB frames in 4 KiB buffers) against no offload (the host
+// kernel segments and checksums in software, the guest gets 1500-byte
+// frames). Same host sender on both sides. Seed: kvm tools, host to guest
+// 1060 -> 1760 Mbit/s (1.66x).
+func benchRX() {
+	off := newPath("bnrx0", virtio.Version1|virtio.NetMrgRxbuf|virtio.EventIdx, linux.TUN_F_CSUM|linux.TUN_F_TSO4,
+		guest.QueueConfig{Num: 256, BufSize: rxBuf, EventIdx: true}, guest.QueueConfig{})
+	defer off.close()
+	plain := newPath("bnrx1", virtio.Version1|virtio.EventIdx, 0,
+		guest.QueueConfig{Num: 256, BufSize: 2048, EventIdx: true}, guest.QueueConfig{})
+	defer plain.close()
+	var sentA, sentB uint64
+	var cpuA, cpuB, mbA, mbB float64
+	a, b := interleave(
+		func() float64 {
+			hostSent.Store(0)
+			c := cpuBusy()
+			v := off.rxRun(true, rxBuf, *duration)
+			cpuA += cpuBusy() - c
+			mbA += v * duration.Seconds() / 8
+			sentA += hostSent.Load()
+			return v
+		},
+		func() float64 {
+			hostSent.Store(0)
+			c := cpuBusy()
+			v := plain.rxRun(false, 2048, *duration)
+			cpuB += cpuBusy() - c
+			mbB += v * duration.Seconds() / 8
+			sentB += hostSent.Load()
+			return v
+		})
+	emit(Line{Bench: "vhostnet_rx_tso4_mrgrxbuf_vs_no_offload", Unit: "Mbit/s TCP payload received by the guest driver",
+		A: Side{Name: "guest_tso4_mrg_rxbuf", Value: round(a, 1)}, B: Side{Name: "no_offload", Value: round(b, 1)},
+		Anchor: f(1.66), Goal: "ratio above the seed's 1.66", Meets: t(a/b > 1.66),
+		Details: map[string]any{"host_sends_64k_offload": sentA, "host_sends_64k_no_offload": sentB,
+			"cpu_ms_per_MB_offload": round(cpuA*10/mbA, 2), "cpu_ms_per_MB_no_offload": round(cpuB*10/mbB, 2)}})
+}
+
+// memcpyFraction compares the best data-path rate with Go's copy() in the
+// same VM.
+func memcpyFraction(pathMbps float64) {
+	src := make([]byte, 16<<20)
+	dst := make([]byte, 16<<20)
+	for i := range src {
+		src[i] = byte(i)
+	}
+	var best float64
+	for r := 0; r < *rounds; r++ {
+		var n uint64
+		t0 := time.Now()
+		for time.Since(t0) < *duration/2 {
+			for off := 0; off < len(src); off += 64 << 10 {
+				copy(dst[off:off+64<<10], src[off:off+64<<10])
+				n += 64 << 10
+			}
+		}
+		if v := float64(n) * 8 / 1e6 / time.Since(t0).Seconds(); v > best {
+			best = v
+		}
+	}
+	emit(Line{Bench: "vhostnet_datapath_vs_memcpy", Unit: "Mbit/s",
+		A:    Side{Name: "tx_tso_64k_delivered", Value: round(pathMbps, 1)},
+		B:    Side{Name: "memcpy_64k_blocks", Value: round(best, 1)},
+		Goal: "report: the fraction of memory bandwidth the data path reaches"})
+}
