@@ -16,7 +16,7 @@ trap 'rm -f "$out"' EXIT
 run() {
   "$VMEXEC" run -kernel 6.12 -timeout 15m "$@" | tee -a "$out"
 }
-run -smp 2 -mem 2048 -- "/host$BIN/vhostnet-bench" -commit "$commit" -only tx,rx
+run -smp 2 -mem 2048 -- "/host$BIN/vhostnet-bench" -commit "$commit" -only tx,rx,rxtcp,txtcp
 run -smp 1 -mem 2048 -- "/host$BIN/vhostnet-bench" -commit "$commit" -only setup,scale -c "/host$BIN/setup-c"
 grep '^{' "$out" >> bench/results.jsonl
 echo "bench: $(grep -c '^{' "$out") results appended to bench/results.jsonl"

@@ -141,6 +141,12 @@ func main() {
 	if want("rx") {
 		benchRX()
 	}
+	if want("rxtcp") {
+		benchRXTCP()
+	}
+	if want("txtcp") {
+		benchTXTCP()
+	}
 	if want("setup") {
 		benchSetup()
 	}
