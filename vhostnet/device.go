@@ -62,9 +62,15 @@ func (d *Device) ioctl(req linux.Request, f func(fd int) error) error {
 
 // SetOwner makes the calling process the owner of the device
 // (VHOST_SET_OWNER) and starts its worker. A second call fails with EBUSY.
+//
+// The ioctl runs with signals blocked: on Linux 6.4+ the worker is forked
+// from the caller, and a pending signal (Go's preemption SIGURG) makes that
+// fork, and so SET_OWNER, fail with a spurious ENOMEM.
 func (d *Device) SetOwner() error {
 	return d.ioctl(linux.VHOST_SET_OWNER, func(fd int) error {
-		return linux.IoctlValue(fd, linux.VHOST_SET_OWNER, 0)
+		return linux.WithSignalsBlocked(func() error {
+			return linux.IoctlValue(fd, linux.VHOST_SET_OWNER, 0)
+		})
 	})
 }
 

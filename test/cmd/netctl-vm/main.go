@@ -198,9 +198,14 @@ func execTest(ctx context.Context, args []string) int {
 		env["GOCOVERDIR"] = "/host" + d
 	}
 	script := fmt.Sprintf("cd %s || exit 121\nexec %s", vm.ShellQuote("/host"+cwd), strings.Join(q, " "))
+	smp := 1
+	if v := os.Getenv("NETCTL_VM_SMP"); v != "" {
+		fmt.Sscan(v, &smp)
+	}
 	res, err := img.Run(ctx, vm.RunOptions{
 		Script:  script,
 		Env:     env,
+		SMP:     smp,
 		Timeout: timeout,
 		Shares:  []vm.Share{{HostPath: bdir, GuestPath: "/host" + bdir}},
 	})
