@@ -1,4 +1,4 @@
-package macvtap
+package macvtap_test
 
 import (
 	"net"
@@ -7,12 +7,13 @@ import (
 
 	"github.com/netctl/netctl/internal/linux"
 	"github.com/netctl/netctl/internal/testenv"
+	"github.com/netctl/netctl/macvtap"
 )
 
 func TestHostTapVnetHdr12(t *testing.T) {
 	testenv.Host(t)
 	fds := testenv.OpenFDs(t)
-	tap, err := CreateTap(TapConfig{Name: "nctl%d", VnetHdr: true, VnetHdrSize: 12})
+	tap, err := macvtap.CreateTap(macvtap.TapConfig{Name: "nctl%d", VnetHdr: true, VnetHdrSize: 12})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,19 +49,19 @@ func TestHostTapBadInputCreatesNothing(t *testing.T) {
 	testenv.Host(t)
 	fds := testenv.OpenFDs(t)
 	for _, c := range []struct {
-		cfg  TapConfig
+		cfg  macvtap.TapConfig
 		want string
 	}{
-		{TapConfig{Name: "nctlbad", VnetHdr: true, VnetHdrSize: 11}, "use 10 (legacy), 12"},
-		{TapConfig{Name: "nctlbad", VnetHdrSize: 12}, "needs VnetHdr"},
-		{TapConfig{Name: "a-name-far-too-long-for-linux"}, "longer than 15 bytes"},
+		{macvtap.TapConfig{Name: "nctlbad", VnetHdr: true, VnetHdrSize: 11}, "use 10 (legacy), 12"},
+		{macvtap.TapConfig{Name: "nctlbad", VnetHdrSize: 12}, "needs VnetHdr"},
+		{macvtap.TapConfig{Name: "a-name-far-too-long-for-linux"}, "longer than 15 bytes"},
 	} {
-		if _, err := CreateTap(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := macvtap.CreateTap(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: got %v, want an error containing %q", c.cfg, err, c.want)
 		}
 	}
 	if _, err := net.InterfaceByName("nctlbad"); err == nil {
-		t.Error("a failed CreateTap left a link behind")
+		t.Error("a failed macvtap.CreateTap left a link behind")
 	}
 	if n := testenv.OpenFDs(t); n != fds {
 		t.Errorf("%d fds open after failed creates, %d before", n, fds)
@@ -70,7 +71,7 @@ func TestHostTapBadInputCreatesNothing(t *testing.T) {
 func TestHostTapMultiQueue(t *testing.T) {
 	testenv.Host(t)
 	fds := testenv.OpenFDs(t)
-	tap, err := CreateTap(TapConfig{Name: "nctlmq", VnetHdr: true, VnetHdrSize: 12, Queues: 4})
+	tap, err := macvtap.CreateTap(macvtap.TapConfig{Name: "nctlmq", VnetHdr: true, VnetHdrSize: 12, Queues: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func TestHostTapMultiQueue(t *testing.T) {
 		t.Error("TSO4 without CSUM was accepted")
 	}
 	tap.Close()
-	if _, err := CreateTap(TapConfig{Queues: 257}); err == nil || !strings.Contains(err.Error(), "1 to 256") {
+	if _, err := macvtap.CreateTap(macvtap.TapConfig{Queues: 257}); err == nil || !strings.Contains(err.Error(), "1 to 256") {
 		t.Errorf("257 queues: %v", err)
 	}
 	if n := testenv.OpenFDs(t); n != fds {

@@ -19,6 +19,27 @@ type Vring struct {
 	Err  int
 }
 
+// Ring is a virtqueue as its driver lays it out (the guest side): for
+// example a *guest.Queue.
+type Ring interface {
+	Num() uint16
+	Addrs() (desc, avail, used uint64) // in this process
+	KickFD() int
+	CallFD() int
+}
+
+// VringOf describes r for vhost: its size, addresses and eventfds, base 0
+// and no error eventfd.
+func VringOf(r Ring) Vring {
+	d, a, u := r.Addrs()
+	return Vring{Num: uint32(r.Num()), Addr: VringAddr{Desc: d, Avail: a, Used: u}, Kick: r.KickFD(), Call: r.CallFD(), Err: -1}
+}
+
+// NewQueuePair pairs an RX and a TX ring with a backend fd.
+func NewQueuePair(rx, tx Ring, backend int) QueuePair {
+	return QueuePair{RX: VringOf(rx), TX: VringOf(tx), Backend: backend}
+}
+
 // QueuePair is one queue pair of a NIC: its RX and TX rings and the backend
 // fd (a tap or macvtap queue, or a packet socket), which the NIC does not
 // own.

@@ -100,18 +100,10 @@ func newRig(t *testing.T, c rigConfig) *rig {
 		t.Cleanup(rxq.Close)
 		t.Cleanup(txq.Close)
 		r.rx, r.tx = append(r.rx, rxq), append(r.tx, txq)
-		qp := QueuePair{Backend: r.tap.QueueFD(i)}
-		for j, q := range []*guest.Queue{rxq, txq} {
-			d, a, u := q.Addrs()
-			v := Vring{Num: uint32(q.Num()), Addr: VringAddr{Desc: d, Avail: a, Used: u}, Kick: q.Kick, Call: q.Call, Err: -1}
-			if c.logAll {
-				v.Addr.LogUsed, v.Addr.Log = true, q.UsedGPA()
-			}
-			if j == 0 {
-				qp.RX = v
-			} else {
-				qp.TX = v
-			}
+		qp := NewQueuePair(rxq, txq, r.tap.QueueFD(i))
+		if c.logAll {
+			qp.RX.Addr.LogUsed, qp.RX.Addr.Log = true, rxq.UsedGPA()
+			qp.TX.Addr.LogUsed, qp.TX.Addr.Log = true, txq.UsedGPA()
 		}
 		cfg.Queues = append(cfg.Queues, qp)
 	}

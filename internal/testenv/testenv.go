@@ -16,6 +16,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/netctl/netctl/macvtap"
 )
 
 // Kernel is the VM kernel a test runs on.
@@ -72,28 +74,9 @@ func Host(t *testing.T) {
 	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
 		t.Fatalf("unshare(CLONE_NEWNET): %v", err)
 	}
-	if err := linkUp("lo"); err != nil {
+	if err := macvtap.LinkUp("lo"); err != nil {
 		t.Fatalf("bring lo up: %v", err)
 	}
-}
-
-// linkUp sets IFF_UP on an interface through an ioctl on a socket in the
-// current (new) namespace.
-func linkUp(name string) error {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq(name)
-	if err != nil {
-		return err
-	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
-		return err
-	}
-	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
-	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
 }
 
 // OpenFDs counts this process's open file descriptors (/proc/self/fd),
@@ -110,7 +93,7 @@ func OpenFDs(t testing.TB) int {
 // LinkUp brings an interface of the test's namespace up.
 func LinkUp(t testing.TB, name string) {
 	t.Helper()
-	if err := linkUp(name); err != nil {
+	if err := macvtap.LinkUp(name); err != nil {
 		t.Fatalf("bring %s up: %v", name, err)
 	}
 }

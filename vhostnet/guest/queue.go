@@ -268,6 +268,17 @@ func (q *Queue) Kick1() error {
 		q.KicksSuppressed++
 		return nil
 	}
+	return q.writeKick()
+}
+
+// Notify kicks the device whatever the suppression state, for example after
+// the device was stopped and started again.
+func (q *Queue) Notify() error {
+	q.kickedIdx = q.availIdx
+	return q.writeKick()
+}
+
+func (q *Queue) writeKick() error {
 	var one [8]byte
 	one[0] = 1
 	if _, err := unix.Write(q.Kick, one[:]); err != nil {
@@ -277,18 +288,9 @@ func (q *Queue) Kick1() error {
 	return nil
 }
 
-// Notify kicks the device whatever the suppression state, for example after
-// the device was stopped and started again.
-func (q *Queue) Notify() error {
-	q.kickedIdx = q.availIdx
-	var one [8]byte
-	one[0] = 1
-	if _, err := unix.Write(q.Kick, one[:]); err != nil {
-		return fmt.Errorf("guest queue: kick: %w", err)
-	}
-	q.Kicks++
-	return nil
-}
+// KickFD and CallFD are the queue's eventfds, owned by the Queue.
+func (q *Queue) KickFD() int { return q.Kick }
+func (q *Queue) CallFD() int { return q.Call }
 
 // setUsedEvent writes used_event (EVENT_IDX): the device interrupts once it
 // has used the entry after this index.

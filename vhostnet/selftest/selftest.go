@@ -117,28 +117,6 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	return res.r, res.err
 }
 
-func linkUp(name string) error {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	for _, n := range []string{"lo", name} {
-		ifr, err := unix.NewIfreq(n)
-		if err != nil {
-			return err
-		}
-		if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
-			return err
-		}
-		ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
-		if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
-			return fmt.Errorf("bring %s up: %w", n, err)
-		}
-	}
-	return nil
-}
-
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
 func run(ctx context.Context, o Options) (*Report, error) {
@@ -159,7 +137,10 @@ func run(ctx context.Context, o Options) (*Report, error) {
 		return nil, fmt.Errorf("selftest: %w", err)
 	}
 	os.WriteFile("/proc/sys/net/ipv6/conf/"+tap.Name()+"/disable_ipv6", []byte("1"), 0)
-	if err := linkUp(tap.Name()); err != nil {
+	if err := macvtap.LinkUp("lo"); err != nil {
+		return nil, fmt.Errorf("selftest: %w", err)
+	}
+	if err := macvtap.LinkUp(tap.Name()); err != nil {
 		return nil, fmt.Errorf("selftest: %w", err)
 	}
 	ifi, err := net.InterfaceByName(tap.Name())
@@ -188,22 +169,17 @@ func run(ctx context.Context, o Options) (*Report, error) {
 		Memory: []vhostnet.MemoryRegion{{GuestPhysAddr: 0, Size: uint64(len(mem.Buf)), UserAddr: mem.VA(0)}}}
 	var rxq, txq []*guest.Queue
 	for q := 0; q < o.Queues; q++ {
-		qp := vhostnet.QueuePair{Backend: tap.QueueFD(q)}
-		for i := 0; i < 2; i++ {
+		var pair [2]*guest.Queue
+		for i := range pair {
 			gq, err := guest.NewQueue(mem, guest.QueueConfig{Num: 256, BufSize: 2048, EventIdx: true})
 			if err != nil {
 				return nil, fmt.Errorf("selftest: %w", err)
 			}
 			defer gq.Close()
-			d, a, u := gq.Addrs()
-			v := vhostnet.Vring{Num: 256, Addr: vhostnet.VringAddr{Desc: d, Avail: a, Used: u}, Kick: gq.Kick, Call: gq.Call, Err: -1}
-			if i == 0 {
-				qp.RX, rxq = v, append(rxq, gq)
-			} else {
-				qp.TX, txq = v, append(txq, gq)
-			}
+			pair[i] = gq
 		}
-		cfg.Queues = append(cfg.Queues, qp)
+		rxq, txq = append(rxq, pair[0]), append(txq, pair[1])
+		cfg.Queues = append(cfg.Queues, vhostnet.NewQueuePair(pair[0], pair[1], tap.QueueFD(q)))
 	}
 	nic, err := vhostnet.NewNIC(cfg)
 	if err != nil {

@@ -41,7 +41,9 @@ func newPath(name string, features virtio.Features, offload uint32, rxc, txc gue
 		fatal("%v", err)
 	}
 	os.WriteFile("/proc/sys/net/ipv6/conf/"+name+"/disable_ipv6", []byte("1"), 0)
-	linkUp(name)
+	if err := macvtap.LinkUp(name); err != nil {
+		fatal("%v", err)
+	}
 	ifi, err := net.InterfaceByName(name)
 	if err != nil {
 		fatal("%v", err)
@@ -67,17 +69,7 @@ func newPath(name string, features virtio.Features, offload uint32, rxc, txc gue
 	if p.tx, err = guest.NewQueue(p.mem, txc); err != nil {
 		fatal("%v", err)
 	}
-	qp := vhostnet.QueuePair{Backend: p.tap.FD()}
-	for i, q := range []*guest.Queue{p.rx, p.tx} {
-		d, a, u := q.Addrs()
-		v := vhostnet.Vring{Num: uint32(q.Num()), Addr: vhostnet.VringAddr{Desc: d, Avail: a, Used: u}, Kick: q.Kick, Call: q.Call, Err: -1}
-		if i == 0 {
-			qp.RX = v
-		} else {
-			qp.TX = v
-		}
-	}
-	p.nic, err = vhostnet.NewNIC(vhostnet.NICConfig{Features: features, Queues: []vhostnet.QueuePair{qp},
+	p.nic, err = vhostnet.NewNIC(vhostnet.NICConfig{Features: features, Queues: []vhostnet.QueuePair{vhostnet.NewQueuePair(p.rx, p.tx, p.tap.FD())},
 		Memory: []vhostnet.MemoryRegion{{Size: uint64(len(p.mem.Buf)), UserAddr: p.mem.VA(0)}}})
 	if err != nil {
 		fatal("%v", err)
@@ -92,20 +84,6 @@ func (p *path) close() {
 	p.mem.Close()
 	unix.Close(p.sock)
 	p.tap.Close()
-}
-
-func linkUp(name string) {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		fatal("%v", err)
-	}
-	defer unix.Close(fd)
-	ifr, _ := unix.NewIfreq(name)
-	unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr)
-	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
-	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
-		fatal("bring %s up: %v", name, err)
-	}
 }
 
 // txRun sends frame (with its virtio-net header) from the guest for d and

@@ -13,17 +13,7 @@ import (
 
 // setupConfig is one queue pair over backend, rings in mem.
 func setupConfig(mem *guest.Memory, rx, tx *guest.Queue, backend int) vhostnet.NICConfig {
-	qp := vhostnet.QueuePair{Backend: backend}
-	for i, q := range []*guest.Queue{rx, tx} {
-		d, a, u := q.Addrs()
-		v := vhostnet.Vring{Num: uint32(q.Num()), Addr: vhostnet.VringAddr{Desc: d, Avail: a, Used: u}, Kick: q.Kick, Call: q.Call, Err: -1}
-		if i == 0 {
-			qp.RX = v
-		} else {
-			qp.TX = v
-		}
-	}
-	return vhostnet.NICConfig{Features: virtio.Version1, Queues: []vhostnet.QueuePair{qp},
+	return vhostnet.NICConfig{Features: virtio.Version1, Queues: []vhostnet.QueuePair{vhostnet.NewQueuePair(rx, tx, backend)},
 		Memory: []vhostnet.MemoryRegion{{Size: uint64(len(mem.Buf)), UserAddr: mem.VA(0)}}}
 }
 

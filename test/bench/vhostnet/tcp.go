@@ -74,10 +74,7 @@ func setAddr(name string, ip net.IP) error {
 		return fmt.Errorf("address on %s: %w", name, err)
 	}
 	for _, n := range []string{"lo", name} {
-		ifr, _ := unix.NewIfreq(n)
-		unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr)
-		ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
-		if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		if err := macvtap.LinkUp(n); err != nil {
 			return err
 		}
 	}
@@ -146,17 +143,7 @@ func newTCPRig(offload bool) *tcpRig {
 	if r.tx, err = guest.NewQueue(r.mem, guest.QueueConfig{Num: 256, BufSize: 65536 + 64, EventIdx: true}); err != nil {
 		fatal("%v", err)
 	}
-	qp := vhostnet.QueuePair{Backend: r.tapH.FD()}
-	for i, q := range []*guest.Queue{r.rx, r.tx} {
-		d, a, u := q.Addrs()
-		v := vhostnet.Vring{Num: uint32(q.Num()), Addr: vhostnet.VringAddr{Desc: d, Avail: a, Used: u}, Kick: q.Kick, Call: q.Call, Err: -1}
-		if i == 0 {
-			qp.RX = v
-		} else {
-			qp.TX = v
-		}
-	}
-	r.nic, err = vhostnet.NewNIC(vhostnet.NICConfig{Features: feats, Queues: []vhostnet.QueuePair{qp},
+	r.nic, err = vhostnet.NewNIC(vhostnet.NICConfig{Features: feats, Queues: []vhostnet.QueuePair{vhostnet.NewQueuePair(r.rx, r.tx, r.tapH.FD())},
 		Memory: []vhostnet.MemoryRegion{{Size: uint64(len(r.mem.Buf)), UserAddr: r.mem.VA(0)}}})
 	if err != nil {
 		fatal("%v", err)

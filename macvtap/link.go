@@ -1,0 +1,29 @@
+package macvtap
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// LinkUp sets IFF_UP on the named interface of the calling thread's network
+// namespace (like ip link set NAME up).
+func LinkUp(name string) error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("link %s up: %w", name, err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq(name)
+	if err != nil {
+		return fmt.Errorf("link %s up: %w", name, err)
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("link %s up: %w", name, err)
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("link %s up: %w", name, err)
+	}
+	return nil
+}
