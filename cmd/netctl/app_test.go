@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"runtime"
 	"strings"
 	"testing"
@@ -36,5 +37,20 @@ func TestVersion(t *testing.T) {
 	var v versionInfo
 	if err := json.Unmarshal([]byte(run(t, "version", "-j")), &v); err != nil || v.Version != "dev" || v.Go != runtime.Version() {
 		t.Errorf("version -j: %+v, %v", v, err)
+	}
+}
+
+// TestSelftestWithoutVhostNet: on a host without /dev/vhost-net (the
+// development machines), netctl selftest fails with what to do.
+func TestSelftestWithoutVhostNet(t *testing.T) {
+	if _, err := os.Stat("/dev/vhost-net"); err == nil {
+		t.Skip("this host has /dev/vhost-net")
+	}
+	app := newApp()
+	var out bytes.Buffer
+	app.Writer, app.ErrWriter = &out, &out
+	err := app.Run([]string{"netctl", "selftest", "--queues", "2"})
+	if err == nil || !strings.Contains(err.Error(), "selftest failed") || !strings.Contains(err.Error(), "modprobe vhost_net") {
+		t.Errorf("got %v, want a selftest failure that says to load vhost_net", err)
 	}
 }
