@@ -3,9 +3,11 @@ package macvtap
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"unsafe"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/netctl/netctl/internal/linux"
@@ -28,13 +30,31 @@ type TapConfig struct {
 	// Queues is the number of queues to open (IFF_MULTI_QUEUE when more
 	// than one; at most 256). Zero means one.
 	Queues int
+	// Persistent keeps the tap when its last fd closes (TUNSETPERSIST);
+	// remove it with Delete.
+	Persistent bool
+	// Owner and Group, when set, let that user or group open the
+	// persistent tap without CAP_NET_ADMIN (TUNSETOWNER, TUNSETGROUP).
+	Owner, Group *int
+	// VnetLE makes the virtio-net header little-endian for a legacy
+	// (pre-VERSION_1) big-endian guest (TUNSETVNETLE).
+	VnetLE bool
+	// SndBuf sets the send buffer (TUNSETSNDBUF); 0 keeps the kernel's
+	// INT_MAX, which vhost-net's batched transmit path needs.
+	SndBuf int
+	// TunDevice is the clone device to open (default /dev/net/tun), for a
+	// process that has its own node (a jailed VMM, a test).
+	TunDevice string
 }
 
 // Tap is an open tap device with one fd per queue. Safe for concurrent use.
 type Tap struct {
-	mu   sync.Mutex // guards fds
-	name string
-	fds  []int // nil once closed
+	mu         sync.Mutex // guards fds, detached, offloads
+	name       string
+	fds        []int // nil once closed
+	detached   map[int]bool
+	offloads   Offloads
+	persistent bool
 }
 
 // CreateTap creates (or attaches to) a tap with IFF_TAP|IFF_NO_PI and, if
@@ -67,6 +87,9 @@ func CreateTap(cfg TapConfig) (*Tap, error) {
 	if queues > 1 {
 		flags |= linux.IFF_MULTI_QUEUE
 	}
+	if err := checkExisting(cfg.Name, queues, cfg.VnetHdr); err != nil {
+		return nil, err
+	}
 	t := &Tap{name: cfg.Name}
 	ok := false
 	defer func() {
@@ -76,13 +99,21 @@ func CreateTap(cfg TapConfig) (*Tap, error) {
 			}
 		}
 	}()
+	dev := cfg.TunDevice
+	if dev == "" {
+		dev = TunPath
+	}
 	for q := 0; q < queues; q++ {
-		fd, err := unix.Open(TunPath, unix.O_RDWR|unix.O_CLOEXEC, 0)
+		fd, err := unix.Open(dev, unix.O_RDWR|unix.O_CLOEXEC, 0)
 		if err != nil {
-			if errors.Is(err, unix.ENOENT) {
-				return nil, fmt.Errorf("tap: %s: %w: load the tun module (modprobe tun)", TunPath, err)
+			switch {
+			case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENODEV), errors.Is(err, unix.ENXIO):
+				return nil, fmt.Errorf("tap: %s: %w: load the tun module (modprobe tun)", dev, err)
+			case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
+				return nil, fmt.Errorf("tap: %s: %w: this user may not open it; run as root, or make it "+
+					"read-write for this user (most distributions ship it as 0666: chmod 0666 %s)", dev, err, dev)
 			}
-			return nil, fmt.Errorf("tap: open %s: %w", TunPath, err)
+			return nil, fmt.Errorf("tap: open %s: %w", dev, err)
 		}
 		t.fds = append(t.fds, fd)
 		var ifr linux.Ifreq
@@ -90,21 +121,100 @@ func CreateTap(cfg TapConfig) (*Tap, error) {
 		ifr.Flags = flags
 		if err := linux.Ioctl(fd, linux.TUNSETIFF, unsafe.Pointer(&ifr)); err != nil {
 			if errors.Is(err, unix.EPERM) {
-				return nil, fmt.Errorf("tap: creating %q needs CAP_NET_ADMIN: run as root: %w", cfg.Name, err)
+				return nil, fmt.Errorf("tap: creating %q needs CAP_NET_ADMIN (run as root), or an existing "+
+					"persistent tap owned by this user or group: %w", cfg.Name, err)
+			}
+			if errors.Is(err, unix.EINVAL) {
+				if why := checkExisting(t.name, queues, cfg.VnetHdr); why != nil {
+					return nil, fmt.Errorf("%w (%w)", why, err)
+				}
 			}
 			return nil, fmt.Errorf("tap: %q queue %d: %w", t.name, q, err)
 		}
 		t.name = unix.ByteSliceToString(ifr.Name[:]) // queues 1.. attach to the name queue 0 got
 	}
-	if cfg.VnetHdrSize != 0 {
-		for q, fd := range t.fds {
+	for q, fd := range t.fds {
+		if cfg.VnetHdrSize != 0 {
 			if err := linux.SetI32(fd, linux.TUNSETVNETHDRSZ, int32(cfg.VnetHdrSize)); err != nil {
 				return nil, fmt.Errorf("tap %s queue %d: header size %d: %w", t.name, q, cfg.VnetHdrSize, err)
 			}
 		}
+		if cfg.VnetLE {
+			if err := linux.SetI32(fd, linux.TUNSETVNETLE, 1); err != nil {
+				return nil, fmt.Errorf("tap %s queue %d: little-endian header: %w", t.name, q, err)
+			}
+		}
+		if cfg.SndBuf != 0 {
+			if err := linux.SetI32(fd, linux.TUNSETSNDBUF, int32(cfg.SndBuf)); err != nil {
+				return nil, fmt.Errorf("tap %s queue %d: send buffer %d: %w", t.name, q, cfg.SndBuf, err)
+			}
+		}
+	}
+	fd0 := t.fds[0]
+	if cfg.Owner != nil {
+		if err := linux.IoctlValue(fd0, linux.TUNSETOWNER, uintptr(*cfg.Owner)); err != nil {
+			return nil, fmt.Errorf("tap %s: owner %d: %w", t.name, *cfg.Owner, err)
+		}
+	}
+	if cfg.Group != nil {
+		if err := linux.IoctlValue(fd0, linux.TUNSETGROUP, uintptr(*cfg.Group)); err != nil {
+			return nil, fmt.Errorf("tap %s: group %d: %w", t.name, *cfg.Group, err)
+		}
+	}
+	if cfg.Persistent {
+		if err := linux.IoctlValue(fd0, linux.TUNSETPERSIST, 1); err != nil {
+			return nil, fmt.Errorf("tap %s: persist: %w", t.name, err)
+		}
+		t.persistent = true
 	}
 	ok = true
 	return t, nil
+}
+
+// checkExisting explains why an existing interface called name cannot be
+// opened as asked, before the kernel answers with a bare EINVAL: it is not
+// a tap, or its multiqueue flag differs, or its queues would lose or gain
+// the virtio-net header.
+func checkExisting(name string, queues int, vnetHdr bool) error {
+	if name == "" || strings.Contains(name, "%") {
+		return nil
+	}
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		return nil // does not exist (or cannot be read): the kernel will tell
+	}
+	tt, ok := l.(*netlink.Tuntap)
+	if !ok {
+		return fmt.Errorf("tap: %s exists and is a %s link, not a tap: pick another name", name, l.Type())
+	}
+	if tt.Mode != netlink.TUNTAP_MODE_TAP {
+		return fmt.Errorf("tap: %s exists as a tun (layer 3) device; vhost-net needs a tap: delete it (ip link del %s) or pick another name", name, name)
+	}
+	mq := tt.Flags&netlink.TUNTAP_MULTI_QUEUE != 0
+	if queues > 1 && !mq {
+		return fmt.Errorf("tap: %s exists as a single-queue tap, so it cannot have %d queues: "+
+			"delete it (ip link del %s) and let netctl create it with multi_queue, or ask for 1 queue", name, queues, name)
+	}
+	if queues == 1 && mq {
+		return fmt.Errorf("tap: %s exists as a multiqueue tap; open it with more than one queue "+
+			"(or delete it with ip link del %s to get a single-queue tap)", name, name)
+	}
+	if mq && tt.Queues > 0 && (tt.Flags&netlink.TUNTAP_VNET_HDR != 0) != vnetHdr {
+		has := "with"
+		if !vnetHdr {
+			has = "without"
+		}
+		return fmt.Errorf("tap: %s has %d queue(s) attached that were opened %s a virtio-net header; "+
+			"new queues must match them (vnet_hdr %v)", name, tt.Queues, oppose(has), !vnetHdr)
+	}
+	return nil
+}
+
+func oppose(w string) string {
+	if w == "with" {
+		return "without"
+	}
+	return "with"
 }
 
 // Name is the interface name the kernel gave the tap.
@@ -142,13 +252,73 @@ func (t *Tap) get(req linux.Request, f func(fd int) error) error {
 	return nil
 }
 
-// SetOffload sets what the reader of the tap accepts (TUNSETOFFLOAD, for
-// the whole device): TUN_F_* flags, each needing TUN_F_CSUM; USO4 and USO6
-// go together and need Linux 6.2.
-func (t *Tap) SetOffload(flags uint32) error {
-	return t.get(linux.TUNSETOFFLOAD, func(fd int) error {
-		return linux.IoctlValue(fd, linux.TUNSETOFFLOAD, uintptr(flags))
+// SetOffloads sets what the reader of the tap accepts (TUNSETOFFLOAD, for
+// the whole device). Every flag needs CSUM; USO4 and USO6 go together and
+// need Linux 6.2: a kernel without them answers EINVAL, and the error says
+// so.
+func (t *Tap) SetOffloads(o Offloads) error {
+	err := t.get(linux.TUNSETOFFLOAD, func(fd int) error {
+		return linux.IoctlValue(fd, linux.TUNSETOFFLOAD, uintptr(o))
 	})
+	if err != nil {
+		return offloadError(o, err)
+	}
+	t.mu.Lock()
+	t.offloads = o
+	t.mu.Unlock()
+	return nil
+}
+
+// Offloads returns the offloads last set with SetOffloads (the kernel has
+// no call to read them back; Features reads the resulting device features).
+func (t *Tap) Offloads() Offloads {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.offloads
+}
+
+// SupportedOffloads finds by trial which offloads this kernel's tun takes
+// (it refuses unknown bits with EINVAL), then restores the offloads set
+// before.
+func (t *Tap) SupportedOffloads() (Offloads, error) {
+	return probeOffloads(func(o Offloads) error {
+		return t.get(linux.TUNSETOFFLOAD, func(fd int) error {
+			return linux.IoctlValue(fd, linux.TUNSETOFFLOAD, uintptr(o))
+		})
+	}, t.Offloads())
+}
+
+// DetachQueue stops queue q from receiving or sending (TUNSETQUEUE with
+// IFF_DETACH_QUEUE; multiqueue taps only); AttachQueue undoes it.
+func (t *Tap) DetachQueue(q int) error { return t.setQueue(q, linux.IFF_DETACH_QUEUE) }
+
+// AttachQueue attaches a queue detached with DetachQueue again.
+func (t *Tap) AttachQueue(q int) error { return t.setQueue(q, linux.IFF_ATTACH_QUEUE) }
+
+func (t *Tap) setQueue(q int, flag uint16) error {
+	fd := t.QueueFD(q)
+	if fd < 0 {
+		return fmt.Errorf("tap %s: no queue %d", t.name, q)
+	}
+	var ifr linux.Ifreq
+	ifr.Flags = flag
+	if err := linux.Ioctl(fd, linux.TUNSETQUEUE, unsafe.Pointer(&ifr)); err != nil {
+		if errors.Is(err, unix.EINVAL) && flag == linux.IFF_DETACH_QUEUE {
+			return fmt.Errorf("tap %s: detach queue %d: only multiqueue taps can detach queues: %w", t.name, q, err)
+		}
+		return fmt.Errorf("tap %s: queue %d: %w", t.name, q, err)
+	}
+	return nil
+}
+
+// Delete removes a persistent tap (TUNSETPERSIST 0) and closes it.
+func (t *Tap) Delete() error {
+	if err := t.get(linux.TUNSETPERSIST, func(fd int) error {
+		return linux.IoctlValue(fd, linux.TUNSETPERSIST, 0)
+	}); err != nil {
+		return err
+	}
+	return t.Close()
 }
 
 // VnetHdrSize reads the virtio-net header size back (TUNGETVNETHDRSZ).

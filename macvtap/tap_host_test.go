@@ -81,10 +81,10 @@ func TestHostTapMultiQueue(t *testing.T) {
 	if flags, err := tap.Flags(); err != nil || flags&linux.IFF_MULTI_QUEUE == 0 {
 		t.Errorf("flags %#x, %v: want IFF_MULTI_QUEUE", flags, err)
 	}
-	if err := tap.SetOffload(linux.TUN_F_CSUM | linux.TUN_F_TSO4 | linux.TUN_F_TSO6); err != nil {
+	if err := tap.SetOffloads(macvtap.Offloads(linux.TUN_F_CSUM | linux.TUN_F_TSO4 | linux.TUN_F_TSO6)); err != nil {
 		t.Error(err)
 	}
-	if err := tap.SetOffload(linux.TUN_F_TSO4); err == nil {
+	if err := tap.SetOffloads(macvtap.Offloads(linux.TUN_F_TSO4)); err == nil {
 		t.Error("TSO4 without CSUM was accepted")
 	}
 	tap.Close()

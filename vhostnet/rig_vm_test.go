@@ -58,7 +58,7 @@ func newRig(t *testing.T, c rigConfig) *rig {
 	}
 	t.Cleanup(func() { r.tap.Close() })
 	if c.tapOffload != 0 {
-		if err := r.tap.SetOffload(c.tapOffload); err != nil {
+		if err := r.tap.SetOffloads(macvtap.Offloads(c.tapOffload)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -133,7 +133,7 @@ func run(ctx context.Context, o Options) (*Report, error) {
 	}
 	defer tap.Close()
 	rep.Tap = tap.Name()
-	if err := tap.SetOffload(offload); err != nil {
+	if err := tap.SetOffloads(macvtap.Offloads(offload)); err != nil {
 		return nil, fmt.Errorf("selftest: %w", err)
 	}
 	os.WriteFile("/proc/sys/net/ipv6/conf/"+tap.Name()+"/disable_ipv6", []byte("1"), 0)

@@ -37,7 +37,7 @@ func newPath(name string, features virtio.Features, offload uint32, rxc, txc gue
 	if err != nil {
 		fatal("%v", err)
 	}
-	if err := p.tap.SetOffload(offload); err != nil {
+	if err := p.tap.SetOffloads(macvtap.Offloads(offload)); err != nil {
 		fatal("%v", err)
 	}
 	os.WriteFile("/proc/sys/net/ipv6/conf/"+name+"/disable_ipv6", []byte("1"), 0)

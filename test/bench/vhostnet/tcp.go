@@ -100,7 +100,7 @@ func newTCPRig(offload bool) *tcpRig {
 		if r.tapH, err = macvtap.CreateTap(macvtap.TapConfig{Name: "tcph0", VnetHdr: true, VnetHdrSize: 12}); err != nil {
 			return err
 		}
-		if err := r.tapH.SetOffload(tunOff); err != nil {
+		if err := r.tapH.SetOffloads(macvtap.Offloads(tunOff)); err != nil {
 			return err
 		}
 		if err := setAddr("tcph0", tcpHostIP); err != nil {
@@ -119,7 +119,7 @@ func newTCPRig(offload bool) *tcpRig {
 		if r.tapG, err = macvtap.CreateTap(macvtap.TapConfig{Name: "tcpg0", VnetHdr: true, VnetHdrSize: 12}); err != nil {
 			return err
 		}
-		if err := r.tapG.SetOffload(tunOff); err != nil {
+		if err := r.tapG.SetOffloads(macvtap.Offloads(tunOff)); err != nil {
 			return err
 		}
 		if err := setAddr("tcpg0", tcpGuestIP); err != nil {
