@@ -53,9 +53,11 @@ func VM(t testing.TB) *Kernel {
 	return k
 }
 
-// Host makes the calling test a host test: it needs root (CAP_NET_ADMIN)
+// Host makes the calling test a host test (do not use t.Run after it: a
+// subtest runs on another thread, outside the namespaces): it needs root (CAP_NET_ADMIN)
 // and runs the rest of the test in a new, empty network namespace with lo
-// up, so nothing it creates touches the machine's interfaces. Without root
+// up, so nothing it creates touches the machine's interfaces, and in a new
+// mount namespace whose /sys shows that network namespace. Without root
 // the test is skipped, unless NETCTL_TEST_HOST=1 (make test-host), where it
 // fails.
 //
@@ -71,8 +73,16 @@ func Host(t *testing.T) {
 		t.Skip("needs root: run make test-host as root")
 	}
 	runtime.LockOSThread() // never unlocked: the thread dies with the test
-	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-		t.Fatalf("unshare(CLONE_NEWNET): %v", err)
+	if err := unix.Unshare(unix.CLONE_NEWNET | unix.CLONE_NEWNS); err != nil {
+		t.Fatalf("unshare(CLONE_NEWNET|CLONE_NEWNS): %v", err)
+	}
+	// A private /sys that shows this namespace's devices (as ip netns
+	// exec does), without the mount reaching the machine's namespace.
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		t.Fatalf("make mounts private: %v", err)
+	}
+	if err := unix.Mount("sysfs", "/sys", "sysfs", 0, ""); err != nil {
+		t.Fatalf("mount a private /sys: %v", err)
 	}
 	if err := macvtap.LinkUp("lo"); err != nil {
 		t.Fatalf("bring lo up: %v", err)
