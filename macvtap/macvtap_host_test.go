@@ -131,3 +131,22 @@ func TestHostMacvtapBadInputCreatesNothing(t *testing.T) {
 		t.Errorf("%d fds open after the refused creates, %d before", n, fds)
 	}
 }
+
+// vethPair makes a veth pair NAME / NAMEp, both up.
+func vethPair(name string) error {
+	attrs := netlink.NewLinkAttrs()
+	attrs.Name = name
+	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: attrs, PeerName: name + "p"}); err != nil {
+		return err
+	}
+	for _, n := range []string{name, name + "p"} {
+		l, err := netlink.LinkByName(n)
+		if err != nil {
+			return err
+		}
+		if err := netlink.LinkSetUp(l); err != nil {
+			return err
+		}
+	}
+	return nil
+}
