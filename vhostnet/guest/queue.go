@@ -57,6 +57,7 @@ type Queue struct {
 	availIdx, kickedIdx     uint16
 	lastUsed                uint16
 	availFlags              uint16
+	prefilled               int // frame length Prefill wrote into every slot
 
 	// Counters.
 	Kicks, KicksSuppressed, Interrupts uint64
@@ -164,7 +165,7 @@ func (q *Queue) putDesc(off int, addr uint64, n uint32, flags, next uint16) {
 // write, ceil(size/BufSize) empty device-writable slots. It publishes the
 // chain in the avail ring without kicking.
 func (q *Queue) push(data []byte, size int, write bool) (uint16, error) {
-	if !write {
+	if !write && data != nil {
 		size = len(data)
 	}
 	nseg := max(1, (size+q.cfg.BufSize-1)/q.cfg.BufSize)
@@ -205,7 +206,7 @@ func (q *Queue) push(data []byte, size int, write bool) (uint16, error) {
 	for i, s := range slots {
 		boff := q.bufs + s*q.cfg.BufSize
 		n := min(left, q.cfg.BufSize)
-		if !write {
+		if !write && data != nil {
 			copy(q.mem.Buf[boff:boff+n], data[size-left:size-left+n])
 		}
 		left -= n
@@ -222,6 +223,29 @@ func (q *Queue) push(data []byte, size int, write bool) (uint16, error) {
 	// consistent) store orders the descriptor and ring writes before it.
 	atomic.StoreUint32(q.word(q.avail), uint32(q.availIdx)<<16|uint32(q.availFlags))
 	return head, nil
+}
+
+// Prefill copies data into every buffer slot, for PushOutInPlace: a sender
+// whose frames are already in guest memory, as a real guest's are.
+func (q *Queue) Prefill(data []byte) error {
+	if len(data) > q.cfg.BufSize {
+		return fmt.Errorf("guest queue: %d bytes do not fit a %d-byte slot", len(data), q.cfg.BufSize)
+	}
+	for s := 0; s < q.cfg.Slots; s++ {
+		copy(q.mem.Buf[q.bufs+s*q.cfg.BufSize:], data)
+	}
+	q.prefilled = len(data)
+	return nil
+}
+
+// PushOutInPlace makes the prefilled frame available again without
+// copying it, and without kicking.
+func (q *Queue) PushOutInPlace() error {
+	if q.prefilled == 0 {
+		return errors.New("guest queue: PushOutInPlace before Prefill")
+	}
+	_, err := q.push(nil, q.prefilled, false)
+	return err
 }
 
 // PushOut makes data available to the device (TX) without kicking.

@@ -192,3 +192,24 @@ func TestNetHdr(t *testing.T) {
 		t.Error("short header parsed")
 	}
 }
+
+func TestPrefilledTX(t *testing.T) {
+	q, dev := newTestQueue(t, QueueConfig{Num: 4, BufSize: 64})
+	if err := q.PushOutInPlace(); err == nil {
+		t.Error("PushOutInPlace before Prefill")
+	}
+	frame := []byte("a frame already in guest memory")
+	if err := q.Prefill(frame); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 6; i++ {
+		if err := q.PushOutInPlace(); err != nil {
+			t.Fatal(err)
+		}
+		q.Kick1()
+		if got, _ := dev.use(nil); !bytes.Equal(got, frame) {
+			t.Fatalf("round %d: device read %q", i, got)
+		}
+		q.Used(time.Second)
+	}
+}

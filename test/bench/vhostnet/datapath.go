@@ -22,7 +22,8 @@ func htons(v uint16) uint16 { return v<<8 | v>>8 }
 // path is one vhost-net queue pair over a tap, with the driver as guest
 // and a packet socket on the tap as the host side.
 type path struct {
-	tap     *macvtap.Tap
+	b       macvtap.Backend
+	cleanup []func()
 	ifindex int
 	sock    int
 	mem     *guest.Memory
@@ -31,20 +32,26 @@ type path struct {
 }
 
 func newPath(name string, features virtio.Features, offload uint32, rxc, txc guest.QueueConfig) *path {
-	p := &path{}
-	var err error
-	p.tap, err = macvtap.CreateTap(macvtap.TapConfig{Name: name, VnetHdr: true, VnetHdrSize: 12})
+	tap, err := macvtap.CreateTap(macvtap.TapConfig{Name: name, VnetHdr: true, VnetHdrSize: 12})
 	if err != nil {
 		fatal("%v", err)
 	}
-	if err := p.tap.SetOffloads(macvtap.Offloads(offload)); err != nil {
+	if err := tap.SetOffloads(macvtap.Offloads(offload)); err != nil {
 		fatal("%v", err)
 	}
 	os.WriteFile("/proc/sys/net/ipv6/conf/"+name+"/disable_ipv6", []byte("1"), 0)
 	if err := macvtap.LinkUp(name); err != nil {
 		fatal("%v", err)
 	}
-	ifi, err := net.InterfaceByName(name)
+	return attachPath(tap, name, features, rxc, txc)
+}
+
+// attachPath runs a vhost-net queue pair over backend b, with the driver's
+// rings in fresh guest memory and a packet socket on observe (where the
+// host sees b's traffic).
+func attachPath(b macvtap.Backend, observe string, features virtio.Features, rxc, txc guest.QueueConfig) *path {
+	p := &path{b: b}
+	ifi, err := net.InterfaceByName(observe)
 	if err != nil {
 		fatal("%v", err)
 	}
@@ -56,6 +63,7 @@ func newPath(name string, features virtio.Features, offload uint32, rxc, txc gue
 	if err := unix.Bind(p.sock, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: p.ifindex}); err != nil {
 		fatal("%v", err)
 	}
+	unix.SetsockoptInt(p.sock, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1)
 	unix.SetsockoptInt(p.sock, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 64<<20)
 	tv := unix.NsecToTimeval(int64(20 * time.Millisecond))
 	unix.SetsockoptTimeval(p.sock, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
@@ -69,7 +77,7 @@ func newPath(name string, features virtio.Features, offload uint32, rxc, txc gue
 	if p.tx, err = guest.NewQueue(p.mem, txc); err != nil {
 		fatal("%v", err)
 	}
-	p.nic, err = vhostnet.NewNIC(vhostnet.NICConfig{Features: features, Queues: []vhostnet.QueuePair{vhostnet.NewQueuePair(p.rx, p.tx, p.tap.FD())},
+	p.nic, err = vhostnet.NewNIC(vhostnet.NICConfig{Features: features, Queues: []vhostnet.QueuePair{vhostnet.NewQueuePair(p.rx, p.tx, b.QueueFD(0))},
 		Memory: []vhostnet.MemoryRegion{{Size: uint64(len(p.mem.Buf)), UserAddr: p.mem.VA(0)}}})
 	if err != nil {
 		fatal("%v", err)
@@ -83,7 +91,10 @@ func (p *path) close() {
 	p.tx.Close()
 	p.mem.Close()
 	unix.Close(p.sock)
-	p.tap.Close()
+	p.b.Close()
+	for _, f := range p.cleanup {
+		f()
+	}
 }
 
 // txRun sends frame (with its virtio-net header) from the guest for d and
@@ -113,6 +124,9 @@ func (p *path) txRun(frame []byte, d time.Duration) (float64, uint64) {
 		}
 	}()
 	var sent uint64
+	if err := p.tx.Prefill(frame); err != nil {
+		fatal("%v", err)
+	}
 	t0 := time.Now()
 	for time.Since(t0) < d {
 		for {
@@ -124,7 +138,7 @@ func (p *path) txRun(frame []byte, d time.Duration) (float64, uint64) {
 		}
 		pushed := false
 		for p.tx.Free() > 0 {
-			if p.tx.PushOut(frame) != nil {
+			if p.tx.PushOutInPlace() != nil {
 				break
 			}
 			sent++

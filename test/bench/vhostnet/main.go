@@ -147,6 +147,15 @@ func main() {
 	if want("txtcp") {
 		benchTXTCP()
 	}
+	if want("uso") {
+		benchUSO()
+	}
+	if want("backends") {
+		benchBackends()
+	}
+	if want("zerocopy") {
+		benchZeroCopy()
+	}
 	if want("setup") {
 		benchSetup()
 	}
