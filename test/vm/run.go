@@ -86,6 +86,16 @@ func (img *Image) Run(ctx context.Context, opts RunOptions) (*Result, error) {
 		return nil, err
 	}
 	res, err := img.boot(ctx, out, accel, opts)
+	if err != nil && res != nil && res.Console != "" {
+		// Keep the whole console of a failed run: the error shows only its tail.
+		kept := filepath.Join(img.Cache, "failed")
+		if os.MkdirAll(kept, 0o755) == nil {
+			path := filepath.Join(kept, time.Now().UTC().Format("20060102-150405.000")+"-console.log")
+			if os.WriteFile(path, []byte(res.Console), 0o644) == nil {
+				err = fmt.Errorf("%w\n(whole console log: %s)", err, path)
+			}
+		}
+	}
 	return res, err
 }
 
