@@ -2,7 +2,9 @@ package macvtap
 
 import (
 	"fmt"
+	"net"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -24,6 +26,31 @@ func LinkUp(name string) error {
 	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
 	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
 		return fmt.Errorf("link %s up: %w", name, err)
+	}
+	return nil
+}
+
+// SetLinkMTU sets an interface's MTU (like ip link set NAME mtu N).
+func SetLinkMTU(name string, mtu int) error {
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		return fmt.Errorf("link %s: %w", name, err)
+	}
+	if err := netlink.LinkSetMTU(l, mtu); err != nil {
+		return fmt.Errorf("link %s: mtu %d: %w", name, mtu, err)
+	}
+	return nil
+}
+
+// SetLinkMAC sets an interface's MAC address (like ip link set NAME
+// address MAC).
+func SetLinkMAC(name string, mac net.HardwareAddr) error {
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		return fmt.Errorf("link %s: %w", name, err)
+	}
+	if err := netlink.LinkSetHardwareAddr(l, mac); err != nil {
+		return fmt.Errorf("link %s: address %s: %w", name, mac, err)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package macvtap
 import (
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"unsafe"
@@ -310,6 +311,11 @@ func (t *Tap) setQueue(q int, flag uint16) error {
 	}
 	return nil
 }
+
+// SetMTU, SetMAC and Up configure the tap's link.
+func (t *Tap) SetMTU(mtu int) error              { return SetLinkMTU(t.name, mtu) }
+func (t *Tap) SetMAC(mac net.HardwareAddr) error { return SetLinkMAC(t.name, mac) }
+func (t *Tap) Up() error                         { return LinkUp(t.name) }
 
 // Delete removes a persistent tap (TUNSETPERSIST 0) and closes it.
 func (t *Tap) Delete() error {

@@ -3,6 +3,7 @@ package macvtap_test
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -12,12 +13,22 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/netctl/netctl/internal/linux"
 	"github.com/netctl/netctl/internal/testenv"
 	"github.com/netctl/netctl/macvtap"
 )
 
 // TestMain lets a test re-run this binary as another user (see asNobody).
 func TestMain(m *testing.M) {
+	if lower := os.Getenv("NETCTL_HELPER_MACVTAP"); lower != "" {
+		m, err := macvtap.CreateMacvtap(macvtap.MacvtapConfig{Lower: lower})
+		if err != nil {
+			fmt.Println(err)
+			os.Exit(3)
+		}
+		m.Close()
+		os.Exit(0)
+	}
 	if name := os.Getenv("NETCTL_HELPER_OPEN_TAP"); name != "" {
 		tap, err := macvtap.CreateTap(macvtap.TapConfig{Name: name, VnetHdr: true, TunDevice: os.Getenv("NETCTL_HELPER_TUN")})
 		if err != nil {
@@ -96,6 +107,13 @@ func TestHostTapPersistentOwnerAndDelete(t *testing.T) {
 	if err == nil || !strings.Contains(out, "needs CAP_NET_ADMIN") {
 		t.Errorf("an unprivileged create: %v: %q, want an error saying it needs CAP_NET_ADMIN", err, out)
 	}
+	lowerVeth(t, "nctlnr0")
+	os.Setenv("NETCTL_HELPER_MACVTAP", "nctlnr0")
+	out, err = asNobody(t, "unused")
+	os.Unsetenv("NETCTL_HELPER_MACVTAP")
+	if err == nil || !strings.Contains(out, "needs CAP_NET_ADMIN") {
+		t.Errorf("an unprivileged macvtap: %v: %q, want an error saying it needs CAP_NET_ADMIN", err, out)
+	}
 	again, err := macvtap.CreateTap(macvtap.TapConfig{Name: "nctlp0", VnetHdr: true})
 	if err != nil {
 		t.Fatalf("reopen the persistent tap: %v", err)
@@ -144,6 +162,38 @@ func TestHostTapMismatchIsExplained(t *testing.T) {
 	}
 	if _, err := netlink.LinkByName("nctlbig"); err == nil {
 		t.Error("a refused create left a link")
+	}
+}
+
+func TestHostTapLinkAndHeaderSettings(t *testing.T) {
+	testenv.Host(t)
+	tap, err := macvtap.CreateTap(macvtap.TapConfig{Name: "nctlls0", VnetHdr: true, VnetHdrSize: 20, VnetLE: true, SndBuf: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tap.Close()
+	if n, _ := tap.VnetHdrSize(); n != 20 {
+		t.Errorf("header size %d, want 20", n)
+	}
+	if v, err := unix.IoctlGetInt(tap.FD(), uint(linux.TUNGETVNETLE)); err != nil || v != 1 {
+		t.Errorf("little-endian header %d, %v", v, err)
+	}
+	if v, err := unix.IoctlGetInt(tap.FD(), uint(linux.TUNGETSNDBUF)); err != nil || v != 1<<20 {
+		t.Errorf("send buffer %d, %v", v, err)
+	}
+	mac, _ := net.ParseMAC("02:00:00:00:42:01")
+	if err := tap.SetMTU(9000); err != nil {
+		t.Fatal(err)
+	}
+	if err := tap.SetMAC(mac); err != nil {
+		t.Fatal(err)
+	}
+	if err := tap.Up(); err != nil {
+		t.Fatal(err)
+	}
+	l, _ := netlink.LinkByName("nctlls0")
+	if a := l.Attrs(); a.MTU != 9000 || a.HardwareAddr.String() != mac.String() || a.Flags&net.FlagUp == 0 {
+		t.Errorf("link: mtu %d, address %s, flags %v", a.MTU, a.HardwareAddr, a.Flags)
 	}
 }
 
