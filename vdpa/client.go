@@ -112,6 +112,9 @@ type MgmtDev struct {
 	Classes     []string        `json:"supported_classes"`
 	MaxVQs      uint32          `json:"max_supported_vqs,omitempty"`
 	DevFeatures virtio.Features `json:"-"`
+	// HasMaxVQs and HasDevFeatures say whether the kernel sent those
+	// attributes (it may send them as 0).
+	HasMaxVQs, HasDevFeatures bool `json:"-"`
 }
 
 // Handle is "bus/name", or the name alone without a bus (as iproute2 prints).
@@ -155,9 +158,9 @@ func (c *Client) MgmtDevs() ([]MgmtDev, error) {
 					}
 				}
 			case linux.VDPA_ATTR_DEV_MGMTDEV_MAX_VQS:
-				d.MaxVQs = ad.Uint32()
+				d.MaxVQs, d.HasMaxVQs = ad.Uint32(), true
 			case linux.VDPA_ATTR_DEV_SUPPORTED_FEATURES:
-				d.DevFeatures = virtio.Features(ad.Uint64())
+				d.DevFeatures, d.HasDevFeatures = virtio.Features(ad.Uint64()), true
 			}
 		}
 		if err := ad.Err(); err != nil {

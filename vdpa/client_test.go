@@ -137,7 +137,8 @@ func TestMgmtDevsDecode(t *testing.T) {
 	}
 	want := []MgmtDev{
 		{Name: "vduse", Classes: []string{"net", "block"}},
-		{BusName: "pci", Name: "0000:65:00.2", Classes: []string{"net"}, MaxVQs: 16, DevFeatures: virtio.Version1 | virtio.NetGuestUSO4},
+		{BusName: "pci", Name: "0000:65:00.2", Classes: []string{"net"}, MaxVQs: 16, DevFeatures: virtio.Version1 | virtio.NetGuestUSO4,
+			HasMaxVQs: true, HasDevFeatures: true},
 	}
 	if !reflect.DeepEqual(mds, want) {
 		t.Errorf("got %+v\nwant %+v", mds, want)

@@ -13,6 +13,7 @@ func newApp() *cli.App {
 		HideHelpCommand: true,
 		Commands: []*cli.Command{
 			selftestCommand(),
+			vdpaCommand(),
 			versionCommand(),
 		},
 	}
