@@ -146,6 +146,9 @@ func (d *Device) serve() {
 		if pfd[0].Revents&unix.POLLERR != 0 {
 			return // the kernel marked the device broken
 		}
+		if d.silent.Load() {
+			continue // leave the request unread
+		}
 		if _, err := unix.Read(d.fd, req); err != nil {
 			continue
 		}
