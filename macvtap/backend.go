@@ -75,36 +75,7 @@ func ApplyGuestFeatures(b Backend, acked virtio.Features) (OffloadDecision, erro
 	}
 	return d, err
 }
-
-// Kind, SetVnetHdrSize and Lower complete the Backend interface for taps.
-func (t *Tap) Kind() Kind    { return KindTap }
 func (t *Tap) Lower() string { return "" }
-
-// SetVnetHdrSize sets the header size on every queue (TUNSETVNETHDRSZ).
-func (t *Tap) SetVnetHdrSize(n int) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for q, fd := range t.fds {
-		if err := linux.SetI32(fd, linux.TUNSETVNETHDRSZ, int32(n)); err != nil {
-			return fmt.Errorf("tap %s queue %d: header size %d: %w", t.name, q, n, err)
-		}
-	}
-	return nil
-}
-
-func (m *Macvtap) Kind() Kind { return KindMacvtap }
-
-// SetVnetHdrSize sets the header size on every queue (TUNSETVNETHDRSZ).
-func (m *Macvtap) SetVnetHdrSize(n int) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for q, fd := range m.fds {
-		if err := linux.SetI32(fd, linux.TUNSETVNETHDRSZ, int32(n)); err != nil {
-			return fmt.Errorf("macvtap %s queue %d: header size %d: %w", m.name, q, n, err)
-		}
-	}
-	return nil
-}
 
 func (p *PacketSocket) Kind() Kind    { return KindPacket }
 func (p *PacketSocket) Lower() string { return p.iface }

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"unsafe"
 
 	"github.com/vishvananda/netlink"
@@ -75,13 +74,10 @@ type MacvtapConfig struct {
 // Macvtap is a macvtap link and its open queues. Close deletes the link if
 // CreateMacvtap created it. Safe for concurrent use.
 type Macvtap struct {
-	mu       sync.Mutex // guards fds, offloads
-	name     string
-	lower    string
-	ifindex  int
-	fds      []int
-	offloads Offloads
-	created  bool
+	queueSet
+	lower   string
+	ifindex int
+	created bool
 }
 
 // CreateMacvtap creates a macvtap on a lower device and opens its queues.
@@ -154,7 +150,7 @@ func CreateMacvtap(cfg MacvtapConfig) (*Macvtap, error) {
 		}
 		return nil, fmt.Errorf("macvtap: add a %v macvtap on %s: %w", cfg.Mode, cfg.Lower, err)
 	}
-	m := &Macvtap{lower: cfg.Lower, created: true, name: link.Attrs().Name, ifindex: link.Attrs().Index}
+	m := &Macvtap{queueSet: queueSet{kind: KindMacvtap, name: link.Attrs().Name}, lower: cfg.Lower, created: true, ifindex: link.Attrs().Index}
 	ok := false
 	defer func() {
 		if !ok {
@@ -232,62 +228,7 @@ func tapNode(name string, ifindex int, devDir string) (string, error) {
 	}
 	return node, nil
 }
-
-// Name is the macvtap's interface name; Lower its lower device.
-func (m *Macvtap) Name() string  { return m.name }
 func (m *Macvtap) Lower() string { return m.lower }
-
-// Queues is the number of open queues.
-func (m *Macvtap) Queues() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.fds)
-}
-
-// QueueFD returns queue q's fd (-1 if none), still owned by the Macvtap.
-func (m *Macvtap) QueueFD(q int) int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if q < 0 || q >= len(m.fds) {
-		return -1
-	}
-	return m.fds[q]
-}
-
-func (m *Macvtap) ioctl0(req linux.Request, f func(fd int) error) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if len(m.fds) == 0 {
-		return fmt.Errorf("macvtap %s: %v: file already closed", m.name, req)
-	}
-	if err := f(m.fds[0]); err != nil {
-		return fmt.Errorf("macvtap %s: %w", m.name, err)
-	}
-	return nil
-}
-
-// VnetHdrSize reads queue 0's virtio-net header size back.
-func (m *Macvtap) VnetHdrSize() (int, error) {
-	var v uint32
-	err := m.ioctl0(linux.TUNGETVNETHDRSZ, func(fd int) (err error) {
-		v, err = linux.GetU32(fd, linux.TUNGETVNETHDRSZ)
-		return err
-	})
-	return int(int32(v)), err
-}
-
-// Flags reads queue 0's flags (TUNGETIFF).
-func (m *Macvtap) Flags() (uint16, error) {
-	var ifr linux.Ifreq
-	err := m.ioctl0(linux.TUNGETIFF, func(fd int) error { return linux.Ioctl(fd, linux.TUNGETIFF, unsafe.Pointer(&ifr)) })
-	return ifr.Flags, err
-}
-
-func (m *Macvtap) setOffloads(o Offloads) error {
-	return m.ioctl0(linux.TUNSETOFFLOAD, func(fd int) error {
-		return linux.IoctlValue(fd, linux.TUNSETOFFLOAD, uintptr(o))
-	})
-}
 
 // SetOffloads sets what the macvtap's reader accepts (TUNSETOFFLOAD).
 // Unlike tun, macvtap silently ignores TSO or USO without CSUM, and USO4
@@ -300,40 +241,15 @@ func (m *Macvtap) SetOffloads(o Offloads) error {
 	if (o&OffloadUSO4 != 0) != (o&OffloadUSO6 != 0) {
 		return fmt.Errorf("macvtap %s: offloads %v: uso4 and uso6 go together", m.name, o)
 	}
-	if err := m.setOffloads(o); err != nil {
-		return offloadError(o, err)
-	}
-	m.mu.Lock()
-	m.offloads = o
-	m.mu.Unlock()
-	return nil
-}
-
-// Offloads returns the offloads last set.
-func (m *Macvtap) Offloads() Offloads {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.offloads
-}
-
-// SupportedOffloads finds by trial which offloads this kernel's macvtap
-// takes, then restores the offloads set before.
-func (m *Macvtap) SupportedOffloads() (Offloads, error) {
-	return probeOffloads(m.setOffloads, m.Offloads())
+	return m.setOffloads(o)
 }
 
 // Close closes the queues and, if CreateMacvtap created the link, deletes
 // it. Closing twice is not an error.
 func (m *Macvtap) Close() error {
+	first := m.closeFDs()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var first error
-	for _, fd := range m.fds {
-		if err := unix.Close(fd); err != nil && first == nil {
-			first = err
-		}
-	}
-	m.fds = nil
 	if m.created {
 		if l, err := netlink.LinkByName(m.name); err == nil && (m.ifindex == 0 || l.Attrs().Index == m.ifindex) {
 			if err := netlink.LinkDel(l); err != nil && first == nil {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"sync"
 	"unsafe"
 
 	"github.com/vishvananda/netlink"
@@ -50,11 +49,7 @@ type TapConfig struct {
 
 // Tap is an open tap device with one fd per queue. Safe for concurrent use.
 type Tap struct {
-	mu         sync.Mutex // guards fds, detached, offloads
-	name       string
-	fds        []int // nil once closed
-	detached   map[int]bool
-	offloads   Offloads
+	queueSet
 	persistent bool
 }
 
@@ -91,7 +86,7 @@ func CreateTap(cfg TapConfig) (*Tap, error) {
 	if err := checkExisting(cfg.Name, queues, cfg.VnetHdr); err != nil {
 		return nil, err
 	}
-	t := &Tap{name: cfg.Name}
+	t := &Tap{queueSet: queueSet{kind: KindTap, name: cfg.Name}}
 	ok := false
 	defer func() {
 		if !ok {
@@ -218,76 +213,11 @@ func oppose(w string) string {
 	return "with"
 }
 
-// Name is the interface name the kernel gave the tap.
-func (t *Tap) Name() string { return t.name }
-
-// FD returns queue 0's fd, still owned by the Tap.
-func (t *Tap) FD() int { return t.QueueFD(0) }
-
-// QueueFD returns queue q's fd (-1 when closed), still owned by the Tap.
-func (t *Tap) QueueFD(q int) int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if q < 0 || q >= len(t.fds) {
-		return -1
-	}
-	return t.fds[q]
-}
-
-// Queues is the number of open queues.
-func (t *Tap) Queues() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.fds)
-}
-
-func (t *Tap) get(req linux.Request, f func(fd int) error) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(t.fds) == 0 {
-		return fmt.Errorf("tap %s: %v: file already closed", t.name, req)
-	}
-	if err := f(t.fds[0]); err != nil {
-		return fmt.Errorf("tap %s: %w", t.name, err)
-	}
-	return nil
-}
-
 // SetOffloads sets what the reader of the tap accepts (TUNSETOFFLOAD, for
 // the whole device). Every flag needs CSUM; USO4 and USO6 go together and
 // need Linux 6.2: a kernel without them answers EINVAL, and the error says
 // so.
-func (t *Tap) SetOffloads(o Offloads) error {
-	err := t.get(linux.TUNSETOFFLOAD, func(fd int) error {
-		return linux.IoctlValue(fd, linux.TUNSETOFFLOAD, uintptr(o))
-	})
-	if err != nil {
-		return offloadError(o, err)
-	}
-	t.mu.Lock()
-	t.offloads = o
-	t.mu.Unlock()
-	return nil
-}
-
-// Offloads returns the offloads last set with SetOffloads (the kernel has
-// no call to read them back; Features reads the resulting device features).
-func (t *Tap) Offloads() Offloads {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.offloads
-}
-
-// SupportedOffloads finds by trial which offloads this kernel's tun takes
-// (it refuses unknown bits with EINVAL), then restores the offloads set
-// before.
-func (t *Tap) SupportedOffloads() (Offloads, error) {
-	return probeOffloads(func(o Offloads) error {
-		return t.get(linux.TUNSETOFFLOAD, func(fd int) error {
-			return linux.IoctlValue(fd, linux.TUNSETOFFLOAD, uintptr(o))
-		})
-	}, t.Offloads())
-}
+func (t *Tap) SetOffloads(o Offloads) error { return t.setOffloads(o) }
 
 // DetachQueue stops queue q from receiving or sending (TUNSETQUEUE with
 // IFF_DETACH_QUEUE; multiqueue taps only); AttachQueue undoes it.
@@ -319,7 +249,7 @@ func (t *Tap) Up() error                         { return LinkUp(t.name) }
 
 // Delete removes a persistent tap (TUNSETPERSIST 0) and closes it.
 func (t *Tap) Delete() error {
-	if err := t.get(linux.TUNSETPERSIST, func(fd int) error {
+	if err := t.do(linux.TUNSETPERSIST, func(fd int) error {
 		return linux.IoctlValue(fd, linux.TUNSETPERSIST, 0)
 	}); err != nil {
 		return err
@@ -327,37 +257,6 @@ func (t *Tap) Delete() error {
 	return t.Close()
 }
 
-// VnetHdrSize reads the virtio-net header size back (TUNGETVNETHDRSZ).
-func (t *Tap) VnetHdrSize() (int, error) {
-	var v uint32
-	err := t.get(linux.TUNGETVNETHDRSZ, func(fd int) (err error) {
-		v, err = linux.GetU32(fd, linux.TUNGETVNETHDRSZ)
-		return err
-	})
-	return int(int32(v)), err
-}
-
-// Flags reads the interface flags back (TUNGETIFF): IFF_TAP, IFF_NO_PI,
-// IFF_VNET_HDR, IFF_MULTI_QUEUE, IFF_PERSIST, ...
-func (t *Tap) Flags() (uint16, error) {
-	var ifr linux.Ifreq
-	err := t.get(linux.TUNGETIFF, func(fd int) error {
-		return linux.Ioctl(fd, linux.TUNGETIFF, unsafe.Pointer(&ifr))
-	})
-	return ifr.Flags, err
-}
-
 // Close closes every queue; a non-persistent tap goes away with the last.
 // Closing twice is not an error.
-func (t *Tap) Close() error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var err error
-	for _, fd := range t.fds {
-		if cerr := unix.Close(fd); err == nil {
-			err = cerr
-		}
-	}
-	t.fds = nil
-	return err
-}
+func (t *Tap) Close() error { return t.closeFDs() }
