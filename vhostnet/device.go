@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/netctl/netctl/internal/linux"
+	"github.com/netctl/netctl/internal/vhost"
 	"github.com/netctl/netctl/virtio"
 )
 
@@ -68,9 +69,7 @@ func (d *Device) ioctl(req linux.Request, f func(fd int) error) error {
 // fork, and so SET_OWNER, fail with a spurious ENOMEM.
 func (d *Device) SetOwner() error {
 	return d.ioctl(linux.VHOST_SET_OWNER, func(fd int) error {
-		return linux.WithSignalsBlocked(func() error {
-			return linux.IoctlValue(fd, linux.VHOST_SET_OWNER, 0)
-		})
+		return vhost.Dev{FD: fd}.SetOwner()
 	})
 }
 

@@ -3,11 +3,11 @@ package vhostnet
 import (
 	"errors"
 	"fmt"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/netctl/netctl/internal/linux"
+	"github.com/netctl/netctl/internal/vhost"
 )
 
 // Virtqueue indexes of a vhost-net device: one fd drives one queue pair.
@@ -28,22 +28,20 @@ type VringAddr struct {
 	LogUsed           bool // VHOST_VRING_F_LOG: log writes to the used ring
 }
 
-func (d *Device) vringState(req linux.Request, idx, num uint32) (uint32, error) {
-	s := linux.VhostVringState{Index: idx, Num: num}
-	err := d.ioctl(req, func(fd int) error { return linux.Ioctl(fd, req, unsafe.Pointer(&s)) })
-	if err != nil {
-		return 0, fmt.Errorf("vq %d: %w", idx, err)
-	}
-	return s.Num, nil
+// vringState and vringFile run a vring ioctl through internal/vhost under
+// the device's lock.
+func (d *Device) vringState(req linux.Request, idx, num uint32) (v uint32, err error) {
+	err = d.ioctl(req, func(fd int) (err error) {
+		v, err = vhost.Dev{FD: fd}.State(req, idx, num)
+		return err
+	})
+	return v, err
 }
 
 func (d *Device) vringFile(req linux.Request, idx uint32, fd int) error {
-	f := linux.VhostVringFile{Index: idx, FD: int32(fd)}
-	err := d.ioctl(req, func(dfd int) error { return linux.Ioctl(dfd, req, unsafe.Pointer(&f)) })
-	if err != nil {
-		return fmt.Errorf("vq %d: %w", idx, err)
-	}
-	return nil
+	return d.ioctl(req, func(dfd int) error {
+		return vhost.Dev{FD: dfd}.File(req, idx, fd)
+	})
 }
 
 // SetVringNum sets the ring size of virtqueue idx (VHOST_SET_VRING_NUM):
@@ -78,17 +76,9 @@ func (d *Device) SetVringAddr(idx uint32, a VringAddr) error {
 		return fmt.Errorf("vhost-net: vq %d: ring addresses misaligned (avail %#x must be 2-aligned, used %#x and log %#x 4-aligned)",
 			idx, a.Avail, a.Used, a.Log)
 	}
-	ra := linux.VhostVringAddr{Index: idx, DescUserAddr: a.Desc, AvailUserAddr: a.Avail, UsedUserAddr: a.Used, LogGuestAddr: a.Log}
-	if a.LogUsed {
-		ra.Flags = 1 << linux.VHOST_VRING_F_LOG
-	}
-	err := d.ioctl(linux.VHOST_SET_VRING_ADDR, func(fd int) error {
-		return linux.Ioctl(fd, linux.VHOST_SET_VRING_ADDR, unsafe.Pointer(&ra))
+	return d.ioctl(linux.VHOST_SET_VRING_ADDR, func(fd int) error {
+		return vhost.Dev{FD: fd}.SetVringAddr(idx, a.Desc, a.Avail, a.Used, a.Log, a.LogUsed)
 	})
-	if err != nil {
-		return fmt.Errorf("vq %d: %w", idx, err)
-	}
-	return nil
 }
 
 // SetVringKick sets the eventfd the driver writes to kick vq idx; -1 unbinds.

@@ -13,12 +13,12 @@ import (
 // Dev is a vhost fd. It does not own the fd.
 type Dev struct {
 	FD   int
-	Name string // prefix for errors: "vhost-vdpa /dev/vhost-vdpa-0"
+	Name string // prefix for errors ("vhost-vdpa /dev/vhost-vdpa-0"), or none
 }
 
 func (d Dev) wrap(err error) error {
-	if err == nil {
-		return nil
+	if err == nil || d.Name == "" {
+		return err
 	}
 	return fmt.Errorf("%s: %w", d.Name, err)
 }
@@ -27,7 +27,7 @@ func (d Dev) vq(idx uint32, err error) error {
 	if err == nil {
 		return nil
 	}
-	return fmt.Errorf("%s: vq %d: %w", d.Name, idx, err)
+	return d.wrap(fmt.Errorf("vq %d: %w", idx, err))
 }
 
 // SetOwner is VHOST_SET_OWNER.
@@ -42,7 +42,9 @@ func (d Dev) Features() (uint64, error) {
 }
 
 // SetFeatures is VHOST_SET_FEATURES.
-func (d Dev) SetFeatures(f uint64) error { return d.wrap(linux.SetU64(d.FD, linux.VHOST_SET_FEATURES, f)) }
+func (d Dev) SetFeatures(f uint64) error {
+	return d.wrap(linux.SetU64(d.FD, linux.VHOST_SET_FEATURES, f))
+}
 
 // BackendFeatures is VHOST_GET_BACKEND_FEATURES.
 func (d Dev) BackendFeatures() (uint64, error) {
@@ -93,9 +95,13 @@ func (d Dev) SetVringAddr(idx uint32, desc, avail, used, log uint64, logUsed boo
 	return d.vq(idx, linux.Ioctl(d.FD, linux.VHOST_SET_VRING_ADDR, unsafe.Pointer(&a)))
 }
 
-func (d Dev) SetVringKick(idx uint32, fd int) error { return d.file(linux.VHOST_SET_VRING_KICK, idx, fd) }
-func (d Dev) SetVringCall(idx uint32, fd int) error { return d.file(linux.VHOST_SET_VRING_CALL, idx, fd) }
-func (d Dev) SetVringErr(idx uint32, fd int) error  { return d.file(linux.VHOST_SET_VRING_ERR, idx, fd) }
+func (d Dev) SetVringKick(idx uint32, fd int) error {
+	return d.file(linux.VHOST_SET_VRING_KICK, idx, fd)
+}
+func (d Dev) SetVringCall(idx uint32, fd int) error {
+	return d.file(linux.VHOST_SET_VRING_CALL, idx, fd)
+}
+func (d Dev) SetVringErr(idx uint32, fd int) error { return d.file(linux.VHOST_SET_VRING_ERR, idx, fd) }
 
 // State runs a vhost_vring_state ioctl (for device-specific ones such as
 // VHOST_VDPA_SET_VRING_ENABLE or VHOST_SET_VRING_BUSYLOOP_TIMEOUT).
