@@ -46,6 +46,8 @@ type Device struct {
 	requests atomic.Uint64
 	silent   atomic.Bool
 	once     sync.Once
+	dp       datapath
+	running  bool // DRIVER_OK seen: the data path runs
 }
 
 // Create makes the device (VDUSE_CREATE_DEV), sets up its two virtqueues
@@ -127,6 +129,7 @@ func (d *Device) SetSilent(s bool) { d.silent.Store(s) }
 
 func (d *Device) serve() {
 	defer close(d.done)
+	defer d.stopDataPath()
 	req := make([]byte, linux.VDUSE_MSG_SIZE)
 	resp := make([]byte, linux.VDUSE_MSG_SIZE)
 	for {
@@ -140,14 +143,28 @@ func (d *Device) serve() {
 			continue
 		}
 		pfd := []unix.PollFd{{Fd: int32(d.fd), Events: unix.POLLIN}}
+		if d.running {
+			for i := range d.dp.vqs {
+				pfd = append(pfd, unix.PollFd{Fd: int32(d.dp.vqs[i].kick), Events: unix.POLLIN})
+			}
+		}
 		if n, err := unix.Poll(pfd, 50); err != nil || n == 0 {
 			continue
 		}
 		if pfd[0].Revents&unix.POLLERR != 0 {
 			return // the kernel marked the device broken
 		}
-		if d.silent.Load() {
-			continue // leave the request unread
+		if d.running {
+			for _, p := range pfd[1:] {
+				if p.Revents&unix.POLLIN != 0 {
+					var b [8]byte
+					unix.Read(int(p.Fd), b[:])
+				}
+			}
+			d.loop()
+		}
+		if pfd[0].Revents&unix.POLLIN == 0 || d.silent.Load() {
+			continue // no control message, or leave it unread
 		}
 		if _, err := unix.Read(d.fd, req); err != nil {
 			continue
@@ -159,16 +176,35 @@ func (d *Device) serve() {
 		binary.LittleEndian.PutUint32(resp[4:], linux.VDUSE_REQ_RESULT_OK)
 		switch typ {
 		case linux.VDUSE_SET_STATUS:
-			d.status.Store(uint32(req[24]))
+			st := req[24]
+			d.status.Store(uint32(st))
+			switch {
+			case st&linux.VIRTIO_CONFIG_S_DRIVER_OK != 0 && !d.running:
+				// The reply must go out first: DRIVER_OK is only set
+				// once it is answered.
+				unix.Write(d.fd, resp)
+				d.requests.Add(1)
+				if err := d.startDataPath(); err == nil {
+					d.running = true
+				}
+				continue
+			case st == 0 && d.running:
+				d.running = false
+				d.stopDataPath()
+			}
 		case linux.VDUSE_GET_VQ_STATE:
 			idx := binary.LittleEndian.Uint32(req[24:])
 			binary.LittleEndian.PutUint32(resp[24:], idx)
-			info := linux.VduseVQInfo{Index: idx}
-			if linux.Ioctl(d.fd, linux.VDUSE_VQ_GET_INFO, unsafe.Pointer(&info)) == nil {
-				copy(resp[28:30], info.State[:2]) // split.avail_index
+			if idx < 2 && d.running {
+				binary.LittleEndian.PutUint16(resp[28:], d.dp.vqs[idx].lastAvail)
+			} else {
+				info := linux.VduseVQInfo{Index: idx}
+				if linux.Ioctl(d.fd, linux.VDUSE_VQ_GET_INFO, unsafe.Pointer(&info)) == nil {
+					copy(resp[28:30], info.State[:2]) // split.avail_index
+				}
 			}
 		case linux.VDUSE_UPDATE_IOTLB:
-			// Nothing is mapped yet: mappings are read when needed.
+			d.dropMaps() // mapped again on next use
 		}
 		unix.Write(d.fd, resp)
 		d.requests.Add(1)
