@@ -63,6 +63,7 @@ bench: KERNEL := 6.12
 bench: vm-prepare
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/vhostnet-bench ./test/bench/vhostnet
 	gcc -O2 -static -o $(BIN)/setup-c test/bench/csetup/setup.c
+	gcc -O2 -static -o $(BIN)/vdpa-setup-c test/bench/csetup/vdpa_setup.c
 	BIN=$(BIN) bash test/bench/run.sh
 
 clean:

@@ -240,6 +240,20 @@ func (d *VhostDevice) Map(iova, size, uaddr uint64, perm uint8) error {
 	return d.iotlb(linux.VHOST_IOTLB_UPDATE, iova, size, uaddr, perm)
 }
 
+// SharedMemory is memory known to be a shared mapping of a file because
+// the caller made it so (netctl's guest.Memory is a memfd mapped
+// MAP_SHARED); MapMemory trusts it and skips Map's /proc/self/maps check.
+type SharedMemory interface {
+	VA(off int) uint64
+	Len() int
+	SharedFileMapping() // marker: the memory is MAP_SHARED over a file
+}
+
+// MapMemory maps all of m at iova.
+func (d *VhostDevice) MapMemory(iova uint64, m SharedMemory, perm uint8) error {
+	return d.iotlb(linux.VHOST_IOTLB_UPDATE, iova, uint64(m.Len()), m.VA(0), perm)
+}
+
 // Unmap removes the mapping of [iova, iova+size).
 func (d *VhostDevice) Unmap(iova, size uint64) error {
 	return d.iotlb(linux.VHOST_IOTLB_INVALIDATE, iova, size, 0, 0)

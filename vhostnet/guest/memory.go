@@ -53,6 +53,13 @@ func (m *Memory) Alloc(n, align int) (int, error) {
 // VA is the process virtual address of guest offset off.
 func (m *Memory) VA(off int) uint64 { return uint64(uintptr(unsafePointer(m.Buf, off))) }
 
+// Len is the size of the memory.
+func (m *Memory) Len() int { return len(m.Buf) }
+
+// SharedFileMapping marks Memory as a MAP_SHARED mapping of a file (its
+// memfd), which vhost-vdpa devices need (see vdpa.SharedMemory).
+func (m *Memory) SharedFileMapping() {}
+
 // Close unmaps and closes the memory.
 func (m *Memory) Close() error {
 	if m.Buf == nil {

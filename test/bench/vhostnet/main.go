@@ -159,6 +159,12 @@ func main() {
 	if want("setup") {
 		benchSetup()
 	}
+	if want("iotlb") {
+		benchIOTLB()
+	}
+	if want("vdpasetup") {
+		benchVDPASetup()
+	}
 	if want("scale") {
 		benchScale()
 	}
