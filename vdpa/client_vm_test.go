@@ -109,3 +109,17 @@ func TestVMVDUSELifecycle(t *testing.T) {
 		t.Error("/dev/vduse/vdpatest0 left behind")
 	}
 }
+
+// TestVMFamilyOnlyInInitialNetns: in another network namespace the vdpa
+// family does not exist, and Dial says why.
+func TestVMFamilyOnlyInInitialNetns(t *testing.T) {
+	k := testenv.VM(t)
+	if !k.Has("vdpa") {
+		return
+	}
+	testenv.Host(t) // a new network namespace
+	_, err := Dial()
+	if !errors.Is(err, ErrNoVDPA) || !strings.Contains(err.Error(), "only in the initial network namespace") {
+		t.Errorf("Dial in a new network namespace: %v", err)
+	}
+}

@@ -179,6 +179,20 @@ func TestVMVhostVDPABringUp(t *testing.T) {
 	if err != nil || !cfg.HasNegotiated || cfg.Negotiated != acked {
 		t.Errorf("negotiated features %v (%v), %v; want %v", cfg.Negotiated, cfg.HasNegotiated, err, acked)
 	}
+	// A config interrupt reaches the eventfd set with SetConfigCall.
+	cfgCall, _ := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err := d.SetConfigCall(cfgCall); err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.InjectConfigIRQ(); err != nil {
+		t.Fatal(err)
+	}
+	pfd := []unix.PollFd{{Fd: int32(cfgCall), Events: unix.POLLIN}}
+	if n, _ := unix.Poll(pfd, 5000); n != 1 {
+		t.Error("no config interrupt on the config-call eventfd")
+	}
+	d.SetConfigCall(-1)
+	unix.Close(cfgCall)
 	if err := d.Suspend(); !errors.Is(err, ErrNotSupported) {
 		t.Errorf("suspend on VDUSE: %v, want ErrNotSupported", err)
 	}

@@ -211,6 +211,12 @@ func (d *Device) serve() {
 	}
 }
 
+// InjectConfigIRQ raises a config-change interrupt
+// (VDUSE_DEV_INJECT_CONFIG_IRQ; the driver must have set DRIVER_OK).
+func (d *Device) InjectConfigIRQ() error {
+	return linux.IoctlValue(d.fd, linux.VDUSE_DEV_INJECT_CONFIG_IRQ, 0)
+}
+
 // Close stops answering, closes the device and destroys it
 // (VDUSE_DESTROY_DEV). Delete the vdpa device first, or destroying fails
 // with EBUSY. Closing twice is not an error.
