@@ -146,30 +146,8 @@ func (p *path) txRunCounted(dev string, frame []byte, d time.Duration) float64 {
 	}
 	unix.Close(p.sock) // no host-side reader in this measurement
 	p.sock = -1
-	if err := p.tx.Prefill(frame); err != nil {
-		fatal("%v", err)
-	}
 	start, t0 := counter(), time.Now()
-	for time.Since(t0) < d {
-		for {
-			if _, ok, err := p.tx.Poll(); err != nil {
-				fatal("tx: %v", err)
-			} else if !ok {
-				break
-			}
-		}
-		pushed := false
-		for p.tx.Free() > 0 {
-			if p.tx.PushOutInPlace() != nil {
-				break
-			}
-			pushed = true
-		}
-		p.tx.Kick1()
-		if !pushed {
-			p.tx.WaitInterrupt(time.Millisecond)
-		}
-	}
+	p.sendFor(frame, d)
 	end, el := counter(), time.Since(t0)
 	for deadline := time.Now().Add(time.Second); p.tx.Pending() > 0 && time.Now().Before(deadline); {
 		p.tx.Poll()

@@ -123,32 +123,8 @@ func (p *path) txRun(frame []byte, d time.Duration) (float64, uint64) {
 			}
 		}
 	}()
-	var sent uint64
-	if err := p.tx.Prefill(frame); err != nil {
-		fatal("%v", err)
-	}
 	t0 := time.Now()
-	for time.Since(t0) < d {
-		for {
-			if _, ok, err := p.tx.Poll(); err != nil {
-				fatal("tx: %v", err)
-			} else if !ok {
-				break
-			}
-		}
-		pushed := false
-		for p.tx.Free() > 0 {
-			if p.tx.PushOutInPlace() != nil {
-				break
-			}
-			sent++
-			pushed = true
-		}
-		p.tx.Kick1()
-		if !pushed {
-			p.tx.WaitInterrupt(time.Millisecond)
-		}
-	}
+	sent := p.sendFor(frame, d)
 	elapsed := time.Since(t0)
 	// Count only what arrived within the round.
 	got := payload.Load()
@@ -362,4 +338,35 @@ func memcpyFraction(pathMbps float64) {
 		A:    Side{Name: "tx_tso_64k_delivered", Value: round(pathMbps, 1)},
 		B:    Side{Name: "memcpy_64k_blocks", Value: round(best, 1)},
 		Goal: "report: the fraction of memory bandwidth the data path reaches"})
+}
+
+// sendFor keeps the TX ring full of frame (prefilled in guest memory, as a
+// guest's frames are) for d, and returns how many frames it made available.
+func (p *path) sendFor(frame []byte, d time.Duration) uint64 {
+	if err := p.tx.Prefill(frame); err != nil {
+		fatal("%v", err)
+	}
+	var sent uint64
+	for t0 := time.Now(); time.Since(t0) < d; {
+		for {
+			if _, ok, err := p.tx.Poll(); err != nil {
+				fatal("tx: %v", err)
+			} else if !ok {
+				break
+			}
+		}
+		pushed := false
+		for p.tx.Free() > 0 {
+			if p.tx.PushOutInPlace() != nil {
+				break
+			}
+			sent++
+			pushed = true
+		}
+		p.tx.Kick1()
+		if !pushed {
+			p.tx.WaitInterrupt(time.Millisecond)
+		}
+	}
+	return sent
 }
