@@ -14,6 +14,7 @@ func newApp() *cli.App {
 		Commands: []*cli.Command{
 			selftestCommand(),
 			vdpaCommand(),
+			probeCommand(),
 			versionCommand(),
 		},
 	}
