@@ -15,6 +15,7 @@ func newApp() *cli.App {
 			selftestCommand(),
 			vdpaCommand(),
 			probeCommand(),
+			planCommand(),
 			versionCommand(),
 		},
 	}
