@@ -208,10 +208,10 @@ func (d *Device) loop() error {
 		for _, b := range rbufs {
 			written += copy(b, frame[written:])
 		}
+		d.dp.Looped.Add(1) // counted before the driver can see the frame
 		if err := d.putUsed(0, rhead, uint32(written)); err != nil {
 			return err
 		}
-		d.dp.Looped.Add(1)
 	}
 }
 
