@@ -26,8 +26,9 @@ test: test-unit test-host test-harness test-vm
 test-unit:
 	$(GO) test -count=1 -skip '^(TestHost|TestVM|TestHarness)' ./...
 
-## test-host: root tests on this machine's kernel, each in its own network namespace.
-test-host:
+## test-host: root tests on this machine's kernel, each in its own network namespace
+## (one of them talks to a real QEMU, so the VM tools come first).
+test-host: vm-deps
 	NETCTL_TEST_HOST=1 $(GO) test -count=1 -run '^TestHost' ./...
 
 vm-deps:

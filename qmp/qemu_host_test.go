@@ -1,0 +1,74 @@
+package qmp
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/netctl/netctl/internal/testenv"
+)
+
+// TestHostRealQEMU talks to a real QEMU (machine "none": no guest, starts
+// at once): handshake, queries, an error, fd passing, quit.
+func TestHostRealQEMU(t *testing.T) {
+	testenv.Host(t)
+	qemu, err := exec.LookPath("qemu-system-x86_64")
+	if err != nil {
+		t.Fatalf("qemu-system-x86_64: %v (make vm-deps installs it)", err)
+	}
+	sock := filepath.Join(t.TempDir(), "qmp.sock")
+	cmd := exec.Command(qemu, "-M", "none", "-nodefaults", "-display", "none", "-name", "netctl-qmp-test",
+		"-qmp", "unix:"+sock+",server=on,wait=off")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var c *Client
+	for {
+		if c, err = Dial(ctx, sock); err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("QEMU's QMP socket never answered: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	defer c.Close()
+	if c.Greeting.QMP.Version.QEMU.Major < 7 {
+		t.Errorf("greeting %+v", c.Greeting.QMP.Version)
+	}
+	var name struct{ Name string }
+	if err := c.Run(ctx, "query-name", nil, &name); err != nil || name.Name != "netctl-qmp-test" {
+		t.Errorf("query-name: %+v, %v", name, err)
+	}
+	var qe *Error
+	if _, err := c.Execute(ctx, "no-such-command", nil); !errors.As(err, &qe) || qe.Class != "CommandNotFound" {
+		t.Errorf("unknown command: %v", err)
+	}
+	efd, _ := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	defer unix.Close(efd)
+	if err := c.SendFD(ctx, "netctl-test-fd", efd); err != nil {
+		t.Fatalf("getfd: %v", err)
+	}
+	if err := c.Run(ctx, "closefd", map[string]string{"fdname": "netctl-test-fd"}, nil); err != nil {
+		t.Errorf("closefd of the passed fd: %v", err)
+	}
+	if err := c.Run(ctx, "closefd", map[string]string{"fdname": "netctl-test-fd"}, nil); err == nil {
+		t.Error("closefd of an fd QEMU no longer has: no error")
+	}
+	c.Execute(ctx, "quit", nil)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Error("QEMU did not quit")
+	}
+}
