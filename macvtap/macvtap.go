@@ -84,26 +84,15 @@ type Macvtap struct {
 // On any failure nothing is left: no fd, no link. Equivalent:
 // ip link add link LOWER name NAME type macvtap mode MODE; open /dev/tapN.
 func CreateMacvtap(cfg MacvtapConfig) (*Macvtap, error) {
-	switch cfg.VnetHdrSize {
-	case 0, linux.VIRTIO_NET_HDR_LEN, linux.VIRTIO_NET_HDR_MRG_RXBUF_LEN, linux.VIRTIO_NET_HDR_V1_HASH_LEN:
-	default:
-		return nil, fmt.Errorf("macvtap: virtio-net header size %d: use 10 (legacy), 12 (VERSION_1 or MRG_RXBUF) or 20 (hash report)", cfg.VnetHdrSize)
+	queues, err := checkConfig(KindMacvtap, cfg.VnetHdrSize, cfg.Name, cfg.Queues)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.NoVnetHdr && cfg.VnetHdrSize != 0 {
 		return nil, errors.New("macvtap: a virtio-net header size needs the header on")
 	}
 	if _, ok := modeNames[cfg.Mode]; !ok {
 		return nil, fmt.Errorf("macvtap: unknown mode %d: use bridge, vepa, private, passthru or source", int(cfg.Mode))
-	}
-	queues := cfg.Queues
-	if queues == 0 {
-		queues = 1
-	}
-	if queues < 0 || queues > linux.MAX_TAP_QUEUES {
-		return nil, fmt.Errorf("macvtap: %d queues: a macvtap has 1 to %d", cfg.Queues, linux.MAX_TAP_QUEUES)
-	}
-	if len(cfg.Name) >= unix.IFNAMSIZ {
-		return nil, fmt.Errorf("macvtap: name %q is longer than %d bytes", cfg.Name, unix.IFNAMSIZ-1)
 	}
 	if cfg.Lower == "" {
 		return nil, errors.New("macvtap: no lower device: name the interface the macvtap sits on")

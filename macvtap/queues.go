@@ -136,3 +136,23 @@ func (q *queueSet) closeFDs() error {
 	q.fds = nil
 	return first
 }
+
+// checkConfig validates what taps and macvtaps share: the header size, the
+// interface name and the queue count, which it returns (0 means 1).
+func checkConfig(kind Kind, hdrSize int, name string, queues int) (int, error) {
+	switch hdrSize {
+	case 0, linux.VIRTIO_NET_HDR_LEN, linux.VIRTIO_NET_HDR_MRG_RXBUF_LEN, linux.VIRTIO_NET_HDR_V1_HASH_LEN:
+	default:
+		return 0, fmt.Errorf("%s: virtio-net header size %d: use 10 (legacy), 12 (VERSION_1 or MRG_RXBUF) or 20 (hash report)", kind, hdrSize)
+	}
+	if len(name) >= unix.IFNAMSIZ {
+		return 0, fmt.Errorf("%s: name %q is longer than %d bytes", kind, name, unix.IFNAMSIZ-1)
+	}
+	if queues == 0 {
+		queues = 1
+	}
+	if queues < 0 || queues > linux.MAX_TAP_QUEUES {
+		return 0, fmt.Errorf("%s: %d queues: a %s has 1 to %d", kind, queues, kind, linux.MAX_TAP_QUEUES)
+	}
+	return queues, nil
+}

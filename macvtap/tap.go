@@ -58,23 +58,12 @@ type Tap struct {
 // any failure every fd it opened is closed, so a new tap goes away again.
 // Equivalent: ip tuntap add mode tap vnet_hdr [multi_queue].
 func CreateTap(cfg TapConfig) (*Tap, error) {
-	switch cfg.VnetHdrSize {
-	case 0, linux.VIRTIO_NET_HDR_LEN, linux.VIRTIO_NET_HDR_MRG_RXBUF_LEN, linux.VIRTIO_NET_HDR_V1_HASH_LEN:
-	default:
-		return nil, fmt.Errorf("tap: virtio-net header size %d: use 10 (legacy), 12 (VERSION_1 or MRG_RXBUF) or 20 (hash report)", cfg.VnetHdrSize)
+	queues, err := checkConfig(KindTap, cfg.VnetHdrSize, cfg.Name, cfg.Queues)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.VnetHdrSize != 0 && !cfg.VnetHdr {
 		return nil, errors.New("tap: a virtio-net header size needs VnetHdr (IFF_VNET_HDR)")
-	}
-	if len(cfg.Name) >= unix.IFNAMSIZ {
-		return nil, fmt.Errorf("tap: name %q is longer than %d bytes", cfg.Name, unix.IFNAMSIZ-1)
-	}
-	queues := cfg.Queues
-	if queues == 0 {
-		queues = 1
-	}
-	if queues < 0 || queues > linux.MAX_TAP_QUEUES {
-		return nil, fmt.Errorf("tap: %d queues: a tap has 1 to %d", cfg.Queues, linux.MAX_TAP_QUEUES)
 	}
 	flags := uint16(linux.IFF_TAP | linux.IFF_NO_PI)
 	if cfg.VnetHdr {
