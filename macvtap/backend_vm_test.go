@@ -19,8 +19,6 @@ import (
 	"github.com/netctl/netctl/virtio"
 )
 
-func htons(v uint16) uint16 { return v<<8 | v>>8 }
-
 // hostSide is a packet socket on the interface where the host sees the
 // backend's traffic (the tap itself, or the veth peer of the lower device).
 type hostSide struct {
@@ -37,12 +35,12 @@ func openHostSide(t *testing.T, name string) hostSide {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_ALL)))
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(linux.Htons(unix.ETH_P_ALL)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { unix.Close(fd) })
-	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifi.Index}); err != nil {
+	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: linux.Htons(unix.ETH_P_ALL), Ifindex: ifi.Index}); err != nil {
 		t.Fatal(err)
 	}
 	unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1)
@@ -62,7 +60,7 @@ func (h hostSide) sendGSO(t *testing.T, hdr guest.NetHdr, frame []byte) {
 	}
 	defer unix.Close(s)
 	unix.SetsockoptInt(s, unix.SOL_PACKET, unix.PACKET_VNET_HDR, 1)
-	to := &unix.SockaddrLinklayer{Ifindex: h.ifindex, Protocol: htons(0x0800), Halen: 6}
+	to := &unix.SockaddrLinklayer{Ifindex: h.ifindex, Protocol: linux.Htons(0x0800), Halen: 6}
 	copy(to.Addr[:], frame[:6])
 	if err := unix.Sendto(s, append(hdr.Append(nil, 10), frame...), 0, to); err != nil {
 		t.Fatalf("host send: %v", err)

@@ -50,7 +50,7 @@ func OpenPacketSocket(cfg PacketConfig) (*PacketSocket, error) {
 	if err != nil {
 		return nil, fmt.Errorf("packet socket: interface %q does not exist (%v): name an existing interface (ip link show)", cfg.Interface, err)
 	}
-	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_ALL)))
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(linux.Htons(unix.ETH_P_ALL)))
 	if err != nil {
 		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
 			return nil, fmt.Errorf("packet socket: needs CAP_NET_RAW: run as root: %w", err)
@@ -74,14 +74,12 @@ func OpenPacketSocket(cfg PacketConfig) (*PacketSocket, error) {
 			return nil, fmt.Errorf("packet socket on %s: promiscuous mode: %w", cfg.Interface, err)
 		}
 	}
-	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifi.Index}); err != nil {
+	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: linux.Htons(unix.ETH_P_ALL), Ifindex: ifi.Index}); err != nil {
 		return nil, fmt.Errorf("packet socket: bind to %s: %w", cfg.Interface, err)
 	}
 	ok = true
 	return p, nil
 }
-
-func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
 // Name is the interface the socket is bound to.
 func (p *PacketSocket) Name() string { return p.iface }

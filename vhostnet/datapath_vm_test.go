@@ -91,7 +91,7 @@ func TestVMMergeableRXSpreadsLargeFrame(t *testing.T) {
 	vh := guest.NetHdr{Flags: linux.VIRTIO_NET_HDR_F_NEEDS_CSUM, GSOType: linux.VIRTIO_NET_HDR_GSO_TCPV4,
 		HdrLen: 54, GSOSize: 1448, CsumStart: 34, CsumOffset: 16}
 	if err := unix.Sendto(s, append(vh.Append(nil, 10), frame...), 0, &unix.SockaddrLinklayer{Ifindex: r.ifindex,
-		Protocol: htons(0x0800), Halen: 6, Addr: [8]byte{2, 0, 0, 0, 0, 1}}); err != nil {
+		Protocol: linux.Htons(0x0800), Halen: 6, Addr: [8]byte{2, 0, 0, 0, 0, 1}}); err != nil {
 		t.Fatal(err)
 	}
 	h, got, err := r.rx[0].RecvMergeable(5 * time.Second)

@@ -3,6 +3,7 @@ package vhostnet
 import (
 	"bytes"
 	"encoding/binary"
+	"github.com/netctl/netctl/internal/linux"
 	"net"
 	"os"
 	"testing"
@@ -15,8 +16,6 @@ import (
 	"github.com/netctl/netctl/vhostnet/guest"
 	"github.com/netctl/netctl/virtio"
 )
-
-func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
 // rig is a vhost-net NIC over a tap in the test's namespace, driven by the
 // userspace driver, with an AF_PACKET socket on the tap as the host side.
@@ -118,12 +117,12 @@ func newRig(t *testing.T, c rigConfig) *rig {
 // packetSocket is an AF_PACKET socket bound to the interface.
 func packetSocket(t *testing.T, ifindex int) int {
 	t.Helper()
-	s, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_ALL)))
+	s, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(linux.Htons(unix.ETH_P_ALL)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { unix.Close(s) })
-	if err := unix.Bind(s, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifindex}); err != nil {
+	if err := unix.Bind(s, &unix.SockaddrLinklayer{Protocol: linux.Htons(unix.ETH_P_ALL), Ifindex: ifindex}); err != nil {
 		t.Fatal(err)
 	}
 	tv := unix.NsecToTimeval(int64(100 * time.Millisecond))

@@ -103,3 +103,7 @@ func GetU32(fd int, req Request) (uint32, error) {
 func SetI32(fd int, req Request, v int32) error {
 	return Ioctl(fd, req, unsafe.Pointer(&v))
 }
+
+// Htons converts a 16-bit value to network byte order (for AF_PACKET
+// protocol numbers; amd64 is little-endian).
+func Htons(v uint16) uint16 { return v<<8 | v>>8 }

@@ -117,8 +117,6 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	return res.r, res.err
 }
 
-func htons(v uint16) uint16 { return v<<8 | v>>8 }
-
 func run(ctx context.Context, o Options) (*Report, error) {
 	var uts unix.Utsname
 	unix.Uname(&uts)
@@ -147,12 +145,12 @@ func run(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("selftest: %w", err)
 	}
-	sock, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_ALL)))
+	sock, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(linux.Htons(unix.ETH_P_ALL)))
 	if err != nil {
 		return nil, fmt.Errorf("selftest: packet socket: %w", err)
 	}
 	defer unix.Close(sock)
-	if err := unix.Bind(sock, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifi.Index}); err != nil {
+	if err := unix.Bind(sock, &unix.SockaddrLinklayer{Protocol: linux.Htons(unix.ETH_P_ALL), Ifindex: ifi.Index}); err != nil {
 		return nil, fmt.Errorf("selftest: bind packet socket: %w", err)
 	}
 	// Past rmem_max (root only), so a burst from vhost is not dropped here.

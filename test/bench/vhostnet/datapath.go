@@ -17,8 +17,6 @@ import (
 	"github.com/netctl/netctl/virtio"
 )
 
-func htons(v uint16) uint16 { return v<<8 | v>>8 }
-
 // path is one vhost-net queue pair over a tap, with the driver as guest
 // and a packet socket on the tap as the host side.
 type path struct {
@@ -56,11 +54,11 @@ func attachPath(b macvtap.Backend, observe string, features virtio.Features, rxc
 		fatal("%v", err)
 	}
 	p.ifindex = ifi.Index
-	p.sock, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_ALL)))
+	p.sock, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(linux.Htons(unix.ETH_P_ALL)))
 	if err != nil {
 		fatal("%v", err)
 	}
-	if err := unix.Bind(p.sock, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: p.ifindex}); err != nil {
+	if err := unix.Bind(p.sock, &unix.SockaddrLinklayer{Protocol: linux.Htons(unix.ETH_P_ALL), Ifindex: p.ifindex}); err != nil {
 		fatal("%v", err)
 	}
 	unix.SetsockoptInt(p.sock, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1)
@@ -202,7 +200,7 @@ func (p *path) rxRun(mergeable bool, bufSize int, d time.Duration) float64 {
 	vh := guest.NetHdr{Flags: linux.VIRTIO_NET_HDR_F_NEEDS_CSUM, GSOType: linux.VIRTIO_NET_HDR_GSO_TCPV4,
 		HdrLen: 54, GSOSize: 1448, CsumStart: 34, CsumOffset: 16}
 	msg := append(vh.Append(nil, 10), fr...)
-	to := &unix.SockaddrLinklayer{Ifindex: p.ifindex, Protocol: htons(0x0800), Halen: 6}
+	to := &unix.SockaddrLinklayer{Ifindex: p.ifindex, Protocol: linux.Htons(0x0800), Halen: 6}
 	copy(to.Addr[:], guest.GuestMAC)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
