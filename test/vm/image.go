@@ -16,6 +16,16 @@ import (
 //go:embed init.sh
 var initScript []byte
 
+// modprobeScript is /bin/netctl-modprobe in the guest: it loads an
+// on-demand module after its dependencies (listed in /mods/NAME.load).
+var modprobeScript = []byte(`#!/bin/busybox sh
+[ -f "/mods/$1.load" ] || { echo "netctl-modprobe: $1 is not an on-demand module of this image" >&2; exit 1; }
+while read -r m; do
+  grep -q "^$m " /proc/modules && continue
+  insmod "/mods/$m.ko" || { echo "netctl-modprobe: insmod $m failed" >&2; exit 1; }
+done < "/mods/$1.load"
+`)
+
 // Image is a bootable kernel and initramfs of the matrix, with what its
 // initramfs loads.
 type Image struct {
@@ -26,10 +36,12 @@ type Image struct {
 	Vmlinuz string   `json:"vmlinuz"`
 	Initrd  string   `json:"initrd"`
 	Modules []string `json:"modules"` // loaded at boot, in order
-	Builtin []string `json:"builtin"` // wanted but built in
-	Missing []string `json:"missing"` // wanted, absent from this kernel
-	Cache   string   `json:"-"`       // cache directory
-	InitSum string   `json:"init_sum"`
+	// OnDemand are loadable in the guest with netctl-modprobe NAME.
+	OnDemand []string `json:"on_demand,omitempty"`
+	Builtin  []string `json:"builtin"` // wanted but built in
+	Missing  []string `json:"missing"` // wanted, absent from this kernel
+	Cache    string   `json:"-"`       // cache directory
+	InitSum  string   `json:"init_sum"`
 }
 
 // Summary says in one line what the image has.
@@ -41,8 +53,11 @@ func (img *Image) Summary() string {
 	return s
 }
 
-func initSum() string {
-	return fmt.Sprintf("%x", len(initScript)) + fmt.Sprintf("-%08x", crc(initScript))
+// initSum changes whenever what goes into an initramfs besides the kernel's
+// own files changes, so that cached images are rebuilt.
+func initSum(k *Kernel) string {
+	b := append(append(append([]byte{}, initScript...), modprobeScript...), strings.Join(k.OnDemand, ",")...)
+	return fmt.Sprintf("%x", len(b)) + fmt.Sprintf("-%08x", crc(b))
 }
 
 func crc(b []byte) uint32 {
@@ -109,10 +124,21 @@ func Prepare(ctx context.Context, cache string, k *Kernel, log io.Writer) (*Imag
 			}
 		}
 	}
+	onDemand := map[string]*moduleSet{}
+	for _, m := range k.OnDemand {
+		s, err := tree.resolve([]string{m})
+		if err != nil {
+			return nil, err
+		}
+		if len(s.Missing) > 0 {
+			return nil, fmt.Errorf("vm: kernel %s (%s) lacks module %s, which its tests need", k.Name, pkg, m)
+		}
+		onDemand[m] = s
+	}
 	img := &Image{Kernel: k, Name: k.Name, Package: pkg, Release: tree.release, Vmlinuz: vmlinuz,
-		Initrd: filepath.Join(dir, "initrd.gz"), Modules: set.Order, Builtin: set.Builtin, Missing: set.Missing,
-		Cache: cache, InitSum: initSum()}
-	if err := writeInitrd(img.Initrd, busybox, k, set); err != nil {
+		Initrd: filepath.Join(dir, "initrd.gz"), Modules: set.Order, OnDemand: k.OnDemand, Builtin: set.Builtin, Missing: set.Missing,
+		Cache: cache, InitSum: initSum(k)}
+	if err := writeInitrd(img.Initrd, busybox, k, set, onDemand); err != nil {
 		return nil, err
 	}
 	b, _ := json.MarshalIndent(img, "", "  ")
@@ -132,7 +158,7 @@ func loadImage(meta string, k *Kernel, cache string) (*Image, error) {
 	if err := json.Unmarshal(b, img); err != nil {
 		return nil, err
 	}
-	if img.InitSum != initSum() {
+	if img.InitSum != initSum(k) {
 		return nil, fmt.Errorf("init script changed")
 	}
 	for _, p := range []string{img.Vmlinuz, img.Initrd} {
@@ -164,7 +190,7 @@ func fetchBusybox(ctx context.Context, cache string, log io.Writer) (string, err
 	return bin, nil
 }
 
-func writeInitrd(path, busybox string, k *Kernel, set *moduleSet) error {
+func writeInitrd(path, busybox string, k *Kernel, set *moduleSet, onDemand map[string]*moduleSet) error {
 	bb, err := os.ReadFile(busybox)
 	if err != nil {
 		return err
@@ -181,8 +207,20 @@ func writeInitrd(path, busybox string, k *Kernel, set *moduleSet) error {
 	c.File("bin/busybox", 0o755, bb)
 	c.File("etc/netctl-vm-kernel", 0o644, []byte(k.Name+"\n"))
 	c.File("mods/order", 0o644, []byte(strings.Join(set.Order, "\n")+"\n"))
+	written := map[string]bool{}
 	for _, m := range set.Order {
 		c.File("mods/"+m+".ko", 0o644, set.Images[m])
+		written[m] = true
+	}
+	c.File("bin/netctl-modprobe", 0o755, modprobeScript)
+	for name, s := range onDemand {
+		c.File("mods/"+name+".load", 0o644, []byte(strings.Join(s.Order, "\n")+"\n"))
+		for _, m := range s.Order {
+			if !written[m] {
+				c.File("mods/"+m+".ko", 0o644, s.Images[m])
+				written[m] = true
+			}
+		}
 	}
 	if err := c.Close(); err != nil {
 		return err

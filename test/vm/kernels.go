@@ -29,6 +29,11 @@ type Kernel struct {
 	// each module's own modinfo). vhost_vdpa must come before virtio_vdpa
 	// so that vdpa devices bind to vhost_vdpa.
 	Modules []string
+	// OnDemand modules are in the initramfs but not loaded at boot: a
+	// guest script loads one with its dependencies by running
+	// "netctl-modprobe NAME" (virtio_net, for tests that give the guest a
+	// NIC: loaded at boot it would also bind to virtio_vdpa devices).
+	OnDemand []string
 	// Required modules must exist in the package (or be built in):
 	// Prepare fails otherwise, because tests would then fail for the
 	// wrong reason.
@@ -54,6 +59,7 @@ var Kernels = []*Kernel{
 		Suite:    "trixie",
 		Private:  true,
 		Modules:  commonModules,
+		OnDemand: []string{"virtio_net"},
 		Required: []string{"9p", "9pnet_virtio", "tun", "macvtap", "veth", "dummy", "vhost_net", "vdpa", "vhost_vdpa", "vduse", "virtio_vdpa"},
 		Caps:     []string{CapTun, CapTunUSO, CapMacvtap, CapVeth, CapVhostNet, CapVDPA, CapVhostVDPA, CapVDUSE},
 	},
@@ -61,6 +67,7 @@ var Kernels = []*Kernel{
 		Name:     "6.1",
 		Suite:    "bookworm",
 		Modules:  commonModules,
+		OnDemand: []string{"virtio_net"},
 		Required: []string{"9p", "9pnet_virtio", "tun", "macvtap", "veth", "dummy", "vhost_net"},
 		Caps:     []string{CapTun, CapMacvtap, CapVeth, CapVhostNet},
 	},
