@@ -1,0 +1,447 @@
+package diagnose
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/netctl/netctl/virtio"
+)
+
+// Row is one feature bit's story.
+type Row struct {
+	Feature string `json:"feature"`
+	Bit     uint   `json:"bit"`
+	Offered bool   `json:"offered"` // by QEMU's device (host features)
+	Acked   bool   `json:"acked"`   // by the guest's driver
+	Backend string `json:"backend"` // honoured by the backend: yes, no, or "-" (nothing to honour)
+	Lower   string `json:"lower"`   // the lower device does it in hardware: yes, no, or "-"
+	Verdict string `json:"verdict"` // on or off
+	Reason  string `json:"reason"`
+}
+
+// Line is the row in one line: "GUEST_USO4 off: tun on 6.1 refuses ...".
+func (r Row) Line() string { return r.Feature + " " + r.Verdict + ": " + r.Reason }
+
+// Word is a feature word in hex and by name.
+type Word struct {
+	Hex   string   `json:"hex"`
+	Names []string `json:"names"`
+}
+
+func word(f virtio.Features) Word {
+	return Word{Hex: fmt.Sprintf("%#x", uint64(f)), Names: orEmpty(f.Names())}
+}
+
+// Report is what netctl diagnose prints.
+type Report struct {
+	NIC      string   `json:"nic"`
+	QEMU     string   `json:"qemu,omitempty"`
+	Kernel   string   `json:"kernel,omitempty"` // the host's
+	Backend  string   `json:"backend"`
+	Status   []string `json:"status"`
+	Host     Word     `json:"host_features"`  // offered by the device
+	Guest    Word     `json:"guest_features"` // acknowledged by the guest
+	Header   string   `json:"vnet_hdr,omitempty"`
+	Features []Row    `json:"features"`
+	// Off lists the offloads that are off, one line each.
+	Off   []string `json:"offloads_off"`
+	Notes []string `json:"notes,omitempty"`
+}
+
+type explainer struct {
+	s                   *Snapshot
+	q                   *qemuStatus
+	host, guest         virtio.Features
+	backend             virtio.Features // bits the backend negotiated, when it has a word of its own
+	backendMask         virtio.Features // the bits that word speaks for
+	hasBackendWord      bool
+	backendName, kernel string
+	negotiated          bool
+}
+
+// Explain turns a snapshot into a report. It fails only when the snapshot
+// holds no readable virtio-net status.
+func Explain(s *Snapshot) (*Report, error) {
+	q, err := parseStatus(s.Status)
+	if err != nil {
+		return nil, err
+	}
+	e := &explainer{s: s, q: q}
+	r := &Report{NIC: s.NIC, QEMU: s.QEMU, Status: orEmpty(q.statuses()), Notes: append([]string{}, s.Errors...)}
+	var unknown []string
+	e.host, unknown = q.Host.word()
+	var u2 []string
+	e.guest, u2 = q.Guest.word()
+	for _, n := range append(unknown, u2...) {
+		if !slices.Contains(r.Notes, "QEMU named a feature netctl does not know: "+n) {
+			r.Notes = append(r.Notes, "QEMU named a feature netctl does not know: "+n)
+		}
+	}
+	e.negotiated = slices.Contains(r.Status, "FEATURES_OK")
+	if s.Host != nil {
+		e.kernel = shortKernel(s.Host.Kernel)
+		r.Kernel = s.Host.Kernel
+	}
+	e.describeBackend(r)
+	r.Host, r.Guest = word(e.host), word(e.guest)
+
+	rows := map[uint]Row{}
+	for _, o := range offloads {
+		row := e.offloadRow(o)
+		rows[row.Bit] = row
+	}
+	for _, b := range (e.host | e.guest | e.backend&e.backendMask).Bits() {
+		if _, done := rows[b]; !done {
+			rows[b] = e.otherRow(virtio.Bit(b))
+		}
+	}
+	for b := uint(0); b < 64; b++ {
+		if row, ok := rows[b]; ok {
+			r.Features = append(r.Features, row)
+			if row.Verdict == "off" && isOffload(virtio.Bit(b)) {
+				r.Off = append(r.Off, row.Line())
+			}
+		}
+	}
+	r.Off = orEmpty(r.Off)
+	return r, nil
+}
+
+// vhostRingBits are the bits QEMU asks a kernel vhost-net to honour.
+const vhostRingBits = virtio.EventIdx | virtio.IndirectDesc | virtio.NetMrgRxbuf | virtio.Version1 |
+	virtio.RingReset | virtio.AccessPlatform | virtio.RingPacked | virtio.NotifyOnEmpty | virtio.InOrder
+
+// shortKernel is the major.minor of a release ("6.1.0-57-amd64" -> "6.1").
+func shortKernel(release string) string {
+	parts := strings.SplitN(release, ".", 3)
+	if len(parts) < 2 {
+		return release
+	}
+	minor := parts[1]
+	if i := strings.IndexFunc(minor, func(r rune) bool { return r < '0' || r > '9' }); i >= 0 {
+		minor = minor[:i]
+	}
+	return parts[0] + "." + minor
+}
+
+func isOffload(f virtio.Features) bool {
+	return slices.ContainsFunc(offloads, func(o offload) bool { return o.f == f })
+}
+
+func orEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func (e *explainer) describeBackend(r *Report) {
+	s := e.s
+	vhost := e.q.VhostStarted || e.q.Vhost != nil
+	switch {
+	case s.VDPA != nil:
+		e.backendName = "vdpa device " + s.VDPA.Device
+		r.Backend = "vhost-vdpa: " + s.VDPA.Device
+		if s.VDPA.MgmtDev != "" {
+			r.Backend += " (mgmtdev " + s.VDPA.MgmtDev + ")"
+		}
+		if s.VDPA.HasNegotiated {
+			e.backend, e.hasBackendWord, e.backendMask = virtio.Features(s.VDPA.Negotiated), true, ^virtio.Features(0)
+		}
+	case s.Tap != nil:
+		kind := "tap"
+		if s.Tap.Macvtap {
+			kind = "macvtap"
+		}
+		e.backendName = kind + " " + s.Tap.Name
+		mode := "vhost=off: QEMU moves the packets"
+		if vhost {
+			mode = "vhost=on: vhost-net moves the packets"
+		}
+		r.Backend = fmt.Sprintf("%s %s, %d queue(s), %s", kind, s.Tap.Name, s.Tap.Queues, mode)
+		if e.q.Vhost != nil {
+			// vhost-net speaks only for ring bits: QEMU keeps the control
+			// queue, and the tap takes the offloads.
+			e.backend, _ = e.q.Vhost.AckedFeatures.word()
+			e.hasBackendWord, e.backendMask = true, vhostRingBits
+		}
+		r.Header = e.header()
+	default:
+		e.backendName = "netdev " + s.Netdev.ID
+		r.Backend = fmt.Sprintf("%s (netdev %s): netctl reads no backend state for this type", orDash(s.Netdev.Type), s.Netdev.ID)
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// header says whether the tap's virtio-net header fits what was negotiated.
+func (e *explainer) header() string {
+	t := e.s.Tap
+	if !t.VnetHdr {
+		return "none: the tap has no virtio-net header (vnet_hdr=off), so QEMU offers no offloads"
+	}
+	if t.HdrLen == 0 {
+		return "on (size not read)"
+	}
+	want := 10
+	if e.guest.Has(virtio.Version1) || e.guest.Has(virtio.NetMrgRxbuf) {
+		want = 12
+	}
+	if !e.negotiated {
+		return fmt.Sprintf("%d bytes", t.HdrLen)
+	}
+	if t.HdrLen == want {
+		return fmt.Sprintf("%d bytes, as the negotiated features need", t.HdrLen)
+	}
+	return fmt.Sprintf("%d bytes, but the negotiated features need %d: QEMU converts every packet (vhost cannot be used)", t.HdrLen, want)
+}
+
+func (e *explainer) tapHas(names []string) (bool, string) {
+	for _, n := range names {
+		if n == "ufo" {
+			continue // tun takes TUN_F_UFO and shows nothing for it
+		}
+		if !slices.Contains(e.s.Tap.Offloads, n) {
+			return false, n
+		}
+	}
+	return true, ""
+}
+
+// tunRefuses returns the first tap offload of names the host's tun did not
+// take when probed, or "".
+func (e *explainer) tunRefuses(names []string) string {
+	if e.s.Host == nil || !e.s.Host.Tap.Available {
+		return ""
+	}
+	offs := e.s.Host.Tap.Offloads
+	if e.s.Tap != nil && e.s.Tap.Macvtap {
+		offs = e.s.Host.Macvtap.Offloads
+	}
+	for _, n := range names {
+		if !slices.Contains(offs, n) {
+			return n
+		}
+	}
+	return ""
+}
+
+func (e *explainer) offloadRow(o offload) Row {
+	b := o.f.Bits()[0]
+	row := Row{Feature: virtio.BitName(b), Bit: b, Offered: e.host.Has(o.f), Acked: e.guest.Has(o.f), Backend: "-", Lower: "-"}
+	row.Lower = e.lower(o.f)
+	switch {
+	case !row.Offered:
+		row.Verdict, row.Reason = "off", e.notOffered(o)
+	case !row.Acked:
+		row.Verdict, row.Reason = "off", e.notAcked(o.f, o.needs)
+	default:
+		ok, why := e.honoured(o)
+		row.Backend = yesNo(ok)
+		row.Verdict, row.Reason = "on", why
+		if !ok {
+			row.Verdict = "off"
+		}
+	}
+	if row.Verdict == "on" && row.Lower == "no" && !o.rx {
+		row.Reason += fmt.Sprintf("; %s does not do it in hardware, so the host does it in software", e.lowerName())
+	}
+	return row
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func (e *explainer) lowerName() string {
+	if e.s.VDPA != nil && e.s.VDPA.MgmtFeatures != 0 {
+		return "the vdpa parent " + orDash(e.s.VDPA.MgmtDev)
+	}
+	if e.s.Lower != nil {
+		return e.s.Lower.Name
+	}
+	return "the lower device"
+}
+
+func (e *explainer) lower(f virtio.Features) string {
+	if e.s.VDPA != nil && e.s.VDPA.MgmtFeatures != 0 {
+		return yesNo(virtio.Features(e.s.VDPA.MgmtFeatures).Has(f))
+	}
+	names, ok := lowerFeature[f]
+	if e.s.Lower == nil || !ok {
+		return "-"
+	}
+	for _, n := range names {
+		if e.s.Lower.Features[n] {
+			return "yes"
+		}
+	}
+	return "no"
+}
+
+// notOffered explains why QEMU's device did not offer an offload.
+func (e *explainer) notOffered(o offload) string {
+	props := e.s.Props
+	on, has := props[o.prop]
+	switch {
+	case props != nil && has && !on:
+		why := fmt.Sprintf("the NIC's property %s is off (-device virtio-net-pci,...,%s=off", o.prop, o.prop)
+		if o.virsh != "" {
+			why += "; libvirt: <driver>" + o.virsh
+		}
+		return why + ")"
+	case props != nil && !has && o.qemu != "":
+		why := fmt.Sprintf("QEMU %s has no %s property: %s needs QEMU %s", orDash(e.s.QEMU), o.prop, featureFamily(o.f), o.qemu)
+		if n := e.tunRefuses(o.tap); n != "" {
+			why += fmt.Sprintf(", and tun on %s refuses TUN_F_%s too; it needs %s", e.kernel, strings.ToUpper(n), o.linux)
+		}
+		return why
+	}
+	if t := e.s.Tap; t != nil {
+		if !t.VnetHdr {
+			return "the tap has no virtio-net header (vnet_hdr=off), so QEMU offers no offloads"
+		}
+		if n := e.tunRefuses(o.tap); n != "" {
+			kind := "tun"
+			if t.Macvtap {
+				kind = "macvtap"
+			}
+			why := fmt.Sprintf("%s on %s refuses TUN_F_%s", kind, e.kernel, strings.ToUpper(n))
+			if o.linux != "" {
+				why += "; it needs " + o.linux
+			}
+			return why
+		}
+	}
+	if v := e.s.VDPA; v != nil && !virtio.Features(v.Features).Has(o.f) {
+		return fmt.Sprintf("the vdpa device %s does not offer it", v.Device)
+	}
+	if o.needs != 0 && !e.host.Has(o.needs) && o.needs.Bits()[0] != o.f.Bits()[0] {
+		if len(o.needs.Bits()) == 1 {
+			return "QEMU clears it without " + o.needs.String()
+		}
+	}
+	return fmt.Sprintf("QEMU did not offer it although nothing netctl read forbids it; the backend (%s) cannot carry it", e.backendName)
+}
+
+func featureFamily(f virtio.Features) string {
+	switch f {
+	case virtio.NetGuestUSO4, virtio.NetGuestUSO6, virtio.NetHostUSO:
+		return "USO"
+	}
+	return virtio.BitName(f.Bits()[0])
+}
+
+// notAcked explains why the guest did not take an offered bit.
+func (e *explainer) notAcked(f, needs virtio.Features) string {
+	if !e.negotiated {
+		return fmt.Sprintf("the guest has not negotiated features yet (device status: %s): is the guest's virtio-net driver loaded?", orDash(strings.Join(e.statusNames(), "|")))
+	}
+	if needs != 0 && e.guest&needs == 0 {
+		return fmt.Sprintf("it needs %s, which the guest did not acknowledge", strings.Join(needs.Names(), " or "))
+	}
+	switch f {
+	case virtio.NetGuestUSO4, virtio.NetGuestUSO6, virtio.NetHostUSO:
+		return "the guest's driver did not take it (Linux guests take USO from 6.2)"
+	case virtio.NetGSO:
+		return "a legacy bit modern drivers do not take"
+	case virtio.Bit(30):
+		return "a vhost-user protocol bit QEMU lists for every virtio-net device; guests never take it"
+	case virtio.AnyLayout, virtio.NotifyOnEmpty:
+		return "a legacy transport bit; modern (VERSION_1) drivers do not take it"
+	}
+	return "the guest's driver did not take it: it does not know it, or it was turned off in the guest"
+}
+
+func (e *explainer) statusNames() []string { return e.q.statuses() }
+
+// honoured says whether the backend carries an acknowledged offload.
+func (e *explainer) honoured(o offload) (bool, string) {
+	s := e.s
+	switch {
+	case s.VDPA != nil:
+		if !s.VDPA.HasNegotiated {
+			return true, "acknowledged; the vdpa device's negotiated features were not readable"
+		}
+		if e.backend.Has(o.f) {
+			return true, "negotiated with the vdpa device " + s.VDPA.Device
+		}
+		return false, "the guest acknowledged it but the vdpa device " + s.VDPA.Device + " did not negotiate it"
+	case s.Tap != nil:
+		if !o.rx {
+			if o.f == virtio.NetHostUFO {
+				return true, "the tap takes the guest's UFO frames (Linux guests have sent none since 4.14)"
+			}
+			return true, "the tap takes the guest's frames with their virtio-net header"
+		}
+		ok, missing := e.tapHas(o.tap)
+		if !ok {
+			why := fmt.Sprintf("the guest acknowledged it but the tap's %s offload is off: ", missing)
+			if e.guest.Has(virtio.NetCtrlGuestOffloads) {
+				return false, why + "the guest turned it off over the control queue (XDP, or ethtool -K in the guest)"
+			}
+			return false, why + "QEMU did not set it (TUNSETOFFLOAD)"
+		}
+		if o.f == virtio.NetGuestUFO {
+			return true, "tun takes TUN_F_UFO, but Linux has made no UFO frames since 4.14, so nothing changes"
+		}
+		return true, "the tap's " + strings.Join(without(o.tap, "csum"), ",") + " offload is on"
+	}
+	return true, "acknowledged; netctl reads no backend state for netdev type " + orDash(s.Netdev.Type)
+}
+
+func without(s []string, x string) []string {
+	var out []string
+	for _, v := range s {
+		if v != x {
+			out = append(out, v)
+		}
+	}
+	if out == nil {
+		return []string{x}
+	}
+	return out
+}
+
+// otherRow explains a ring, control or transport bit.
+func (e *explainer) otherRow(f virtio.Features) Row {
+	b := f.Bits()[0]
+	row := Row{Feature: virtio.BitName(b), Bit: b, Offered: e.host.Has(f), Acked: e.guest.Has(f), Backend: "-", Lower: "-"}
+	if b == 30 {
+		row.Feature = "PROTOCOL_FEATURES"
+	}
+	if e.s.VDPA != nil && e.s.VDPA.MgmtFeatures != 0 {
+		row.Lower = yesNo(virtio.Features(e.s.VDPA.MgmtFeatures).Has(f))
+	}
+	switch {
+	case !row.Offered && row.Acked:
+		row.Verdict, row.Reason = "on", "acknowledged although QEMU does not list it as offered"
+	case !row.Offered:
+		row.Verdict, row.Reason = "off", "QEMU did not offer it"
+		if p, ok := otherProps[f]; ok {
+			if on, has := e.s.Props[p]; has && !on {
+				row.Reason = fmt.Sprintf("the NIC's property %s is off", p)
+			}
+		}
+	case !row.Acked:
+		row.Verdict, row.Reason = "off", e.notAcked(f, 0)
+	default:
+		row.Verdict, row.Reason = "on", "negotiated"
+		if e.hasBackendWord && e.backendMask.Has(f) {
+			row.Backend = yesNo(e.backend.Has(f))
+			if !e.backend.Has(f) {
+				row.Verdict, row.Reason = "off", "the guest acknowledged it but the backend ("+e.backendName+") did not take it"
+			}
+		}
+	}
+	return row
+}
