@@ -27,8 +27,8 @@ test-unit:
 	$(GO) test -count=1 -skip '^(TestHost|TestVM|TestHarness)' ./...
 
 ## test-host: root tests on this machine's kernel, each in its own network namespace
-## (one of them talks to a real QEMU, so the VM tools come first).
-test-host: vm-deps
+## (two talk to a real QEMU, one booting the 6.12 kernel, so the VM tools and images come first).
+test-host: vm-prepare
 	NETCTL_TEST_HOST=1 $(GO) test -count=1 -run '^TestHost' ./...
 
 vm-deps:

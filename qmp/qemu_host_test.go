@@ -52,6 +52,9 @@ func TestHostRealQEMU(t *testing.T) {
 	if _, err := c.Execute(ctx, "no-such-command", nil); !errors.As(err, &qe) || qe.Class != "CommandNotFound" {
 		t.Errorf("unknown command: %v", err)
 	}
+	if pid, err := c.PeerPID(); err != nil || pid != cmd.Process.Pid {
+		t.Errorf("PeerPID = %d, %v; QEMU is %d", pid, err, cmd.Process.Pid)
+	}
 	efd, _ := unix.Eventfd(0, unix.EFD_CLOEXEC)
 	defer unix.Close(efd)
 	if err := c.SendFD(ctx, "netctl-test-fd", efd); err != nil {

@@ -212,3 +212,21 @@ func (c *Client) Events() []Event {
 
 // Close closes the connection.
 func (c *Client) Close() error { return c.conn.Close() }
+
+// PeerPID is the process ID of the QEMU at the other end (SO_PEERCRED):
+// diagnose reads that process's backend file descriptors.
+func (c *Client) PeerPID() (int, error) {
+	rc, err := c.conn.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var cred *unix.Ucred
+	var gerr error
+	if err := rc.Control(func(fd uintptr) { cred, gerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil {
+		return 0, err
+	}
+	if gerr != nil {
+		return 0, fmt.Errorf("qmp: SO_PEERCRED: %w", gerr)
+	}
+	return int(cred.Pid), nil
+}

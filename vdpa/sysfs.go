@@ -81,3 +81,14 @@ func Bind(name, driver string) error {
 	}
 	return nil
 }
+
+// DeviceOfVhost returns the vdpa device behind a vhost-vdpa char device
+// ("/dev/vhost-vdpa-0" or "vhost-vdpa-0").
+func DeviceOfVhost(path string) (string, error) {
+	node := filepath.Base(path)
+	ms, _ := filepath.Glob(filepath.Join(SysfsDevices, "*", node))
+	if len(ms) != 1 {
+		return "", fmt.Errorf("vdpa: no vdpa device has %s (is it a vhost-vdpa device?)", node)
+	}
+	return filepath.Base(filepath.Dir(ms[0])), nil
+}

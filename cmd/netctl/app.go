@@ -16,6 +16,7 @@ func newApp() *cli.App {
 			vdpaCommand(),
 			probeCommand(),
 			planCommand(),
+			diagnoseCommand(),
 			versionCommand(),
 		},
 	}

@@ -107,3 +107,30 @@ func LinkUp(t testing.TB, name string) {
 		t.Fatalf("bring %s up: %v", name, err)
 	}
 }
+
+// Go runs fn in a new goroutine whose OS thread has joined the calling
+// test's network namespace (after Host), so that what fn starts (a QEMU
+// with a tap netdev) lives there too and not on the machine. A plain go
+// statement would run on an arbitrary thread in the machine's namespace.
+// The mount namespace stays the machine's: a multithreaded process cannot
+// switch it.
+func Go(t testing.TB, fn func()) {
+	t.Helper()
+	ns, err := os.Open("/proc/thread-self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with fn
+		err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET)
+		ns.Close()
+		ready <- err
+		if err == nil {
+			fn()
+		}
+	}()
+	if err := <-ready; err != nil {
+		t.Fatalf("setns into the test's network namespace: %v", err)
+	}
+}

@@ -155,7 +155,7 @@ func tapSnapshot(t testing.TB, host, guest virtio.Features, kernel string, offs 
 	}
 	return &Snapshot{Format: Format, QEMU: "9.2.0", NIC: "net0", Status: status(host, guest, "ACKNOWLEDGE", "DRIVER", "FEATURES_OK", "DRIVER_OK"),
 		Props: props, Netdev: Netdev{ID: "hostnet0", Type: "tap"},
-		Tap:   &TapState{Name: "vnet0", Queues: 1, VnetHdr: true, HdrLen: 12, Offloads: offs}, Host: loadProbe(t, kernel)}
+		Tap: &TapState{Name: "vnet0", Queues: 1, VnetHdr: true, HdrLen: 12, Offloads: offs}, Host: loadProbe(t, kernel)}
 }
 
 func TestExplainReasons(t *testing.T) {
@@ -332,4 +332,35 @@ func FuzzExplain(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestExplainVhostNet: with vhost=on, vhost-net speaks for the ring bits
+// only; QEMU keeps the control queue and the tap takes the offloads.
+func TestExplainVhostNet(t *testing.T) {
+	s := tapSnapshot(t, linuxGuest, linuxGuest, "6.12", "csum", "tso4", "tso6", "tso_ecn")
+	var st map[string]any
+	json.Unmarshal(s.Status, &st)
+	st["vhost-started"] = true
+	st["vhost-dev"] = map[string]any{"acked-features": map[string]any{"transports": []string{}, "dev-features": []string{},
+		"unknown-dev-features": uint64(virtio.Version1 | virtio.NetMrgRxbuf)}}
+	s.Status, _ = json.Marshal(st)
+	r, err := Explain(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(r.Backend, "vhost=on: vhost-net moves the packets") {
+		t.Errorf("backend %q", r.Backend)
+	}
+	if got := row(t, r, "EVENT_IDX"); got.Verdict != "off" || got.Backend != "no" || !strings.Contains(got.Reason, "backend (tap vnet0) did not take it") {
+		t.Errorf("EVENT_IDX: %+v", got)
+	}
+	if got := row(t, r, "MRG_RXBUF"); got.Verdict != "on" || got.Backend != "yes" {
+		t.Errorf("MRG_RXBUF: %+v", got)
+	}
+	if got := row(t, r, "CTRL_VQ"); got.Verdict != "on" || got.Backend != "-" {
+		t.Errorf("CTRL_VQ: %+v", got)
+	}
+	if got := row(t, r, "GUEST_TSO4"); got.Verdict != "on" || got.Backend != "yes" {
+		t.Errorf("GUEST_TSO4: %+v", got)
+	}
 }

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/netctl/netctl/policy/diagnose"
+	"github.com/netctl/netctl/qmp"
+)
+
+func diagnoseCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "diagnose",
+		Usage: "why is an offload on or off in a guest: every virtio-net feature bit of a running QEMU NIC, offered, acknowledged, honoured by the backend, with the reason",
+		Description: "Live: netctl diagnose --qmp /run/vm.qmp [--id net0] (QEMU started with -qmp unix:/run/vm.qmp,server=on,wait=off;\n" +
+			"libvirt: /var/lib/libvirt/qemu/domain-N-NAME/monitor.sock, or virsh qemu-monitor-command for a saved reply).\n" +
+			"Offline: netctl diagnose --from SNAPSHOT.json, from an earlier --save.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "qmp", Usage: "QEMU's QMP socket"},
+			&cli.StringFlag{Name: "id", Usage: "the NIC's id (-device virtio-net-pci,...,id=ID); needed when QEMU has several"},
+			&cli.StringFlag{Name: "lower", Usage: "also read this device's ethtool features (the uplink); a macvtap's link by default"},
+			&cli.StringFlag{Name: "from", Usage: "explain a snapshot saved with --save instead of asking QEMU"},
+			&cli.StringFlag{Name: "save", Usage: "write what was read to this file (explain it later with --from)"},
+			&cli.BoolFlag{Name: "no-probe", Usage: "do not probe the host's tun offloads (the reasons then name fewer kernel limits)"},
+			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "give up on QEMU after this long"},
+			&cli.BoolFlag{Name: "json", Aliases: []string{"j"}, Usage: "print JSON"},
+		},
+		Action: func(c *cli.Context) error {
+			var snap *diagnose.Snapshot
+			switch {
+			case c.String("from") != "" && c.String("qmp") != "":
+				return fmt.Errorf("diagnose: use --qmp SOCKET for a running QEMU or --from FILE for a saved snapshot, not both")
+			case c.String("from") != "":
+				s, err := diagnose.Load(c.String("from"))
+				if err != nil {
+					return err
+				}
+				snap = s
+			case c.String("qmp") != "":
+				ctx, cancel := context.WithTimeout(context.Background(), c.Duration("timeout"))
+				defer cancel()
+				q, err := qmp.Dial(ctx, c.String("qmp"))
+				if err != nil {
+					return fmt.Errorf("diagnose: %w", err)
+				}
+				defer q.Close()
+				s, err := diagnose.Gather(ctx, q, diagnose.Options{ID: c.String("id"), Lower: c.String("lower"), Probe: !c.Bool("no-probe")})
+				if err != nil {
+					return err
+				}
+				snap = s
+			default:
+				return fmt.Errorf("diagnose: name a running QEMU with --qmp SOCKET (QEMU: -qmp unix:SOCKET,server=on,wait=off) or a saved snapshot with --from FILE")
+			}
+			if p := c.String("save"); p != "" {
+				if err := snap.Save(p); err != nil {
+					return fmt.Errorf("diagnose: --save: %w", err)
+				}
+			}
+			r, err := diagnose.Explain(snap)
+			if err != nil {
+				return err
+			}
+			if c.Bool("json") {
+				return printJSON(c.App.Writer, r)
+			}
+			return r.WriteTable(c.App.Writer)
+		},
+	}
+}
