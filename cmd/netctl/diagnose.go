@@ -15,14 +15,17 @@ func diagnoseCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "diagnose",
 		Usage: "why is an offload on or off in a guest: every virtio-net feature bit of a running QEMU NIC, offered, acknowledged, honoured by the backend, with the reason",
-		Description: "Live: netctl diagnose --qmp /run/vm.qmp [--id net0] (QEMU started with -qmp unix:/run/vm.qmp,server=on,wait=off;\n" +
-			"libvirt: /var/lib/libvirt/qemu/domain-N-NAME/monitor.sock, or virsh qemu-monitor-command for a saved reply).\n" +
-			"Offline: netctl diagnose --from SNAPSHOT.json, from an earlier --save.",
+		Description: "Live: netctl diagnose --qmp /run/vm.qmp [--id net0], for a QEMU started with -qmp unix:/run/vm.qmp,server=on,wait=off.\n" +
+			"Offline: netctl diagnose --from SNAPSHOT.json, from an earlier --save.\n" +
+			"libvirt keeps its QMP socket to itself; save QEMU's reply with virsh and name the tap:\n" +
+			"  virsh qemu-monitor-command DOMAIN '{\"execute\":\"x-query-virtio-status\",\"arguments\":{\"path\":\"/machine/peripheral/net0/virtio-backend\"}}' > st.json\n" +
+			"  netctl diagnose --from st.json --tap vnet0",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "qmp", Usage: "QEMU's QMP socket"},
 			&cli.StringFlag{Name: "id", Usage: "the NIC's id (-device virtio-net-pci,...,id=ID); needed when QEMU has several"},
 			&cli.StringFlag{Name: "lower", Usage: "also read this device's ethtool features (the uplink); a macvtap's link by default"},
 			&cli.StringFlag{Name: "from", Usage: "explain a snapshot saved with --save instead of asking QEMU"},
+			&cli.StringFlag{Name: "tap", Usage: "with --from a bare QMP reply: the NIC's tap or macvtap on this host"},
 			&cli.StringFlag{Name: "save", Usage: "write what was read to this file (explain it later with --from)"},
 			&cli.BoolFlag{Name: "no-probe", Usage: "do not probe the host's tun offloads (the reasons then name fewer kernel limits)"},
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "give up on QEMU after this long"},
@@ -39,6 +42,25 @@ func diagnoseCommand() *cli.Command {
 					return err
 				}
 				snap = s
+				bare := s.Tap == nil && s.VDPA == nil && s.Host == nil && s.Netdev.ID == ""
+				if c.String("tap") != "" && !bare {
+					return fmt.Errorf("diagnose: --tap goes with a bare x-query-virtio-status reply; %s already holds the backend's state", c.String("from"))
+				}
+				if bare {
+					if s.NIC == "" {
+						s.NIC = c.String("id")
+					}
+					if c.String("tap") != "" {
+						if err := s.ReadTap(c.String("tap")); err != nil {
+							return err
+						}
+					}
+					if !c.Bool("no-probe") {
+						s.ReadHost(c.String("lower"))
+					}
+				}
+			case c.String("tap") != "" && c.String("from") == "":
+				return fmt.Errorf("diagnose: --tap goes with --from (a saved reply); with --qmp netctl finds the tap itself")
 			case c.String("qmp") != "":
 				ctx, cancel := context.WithTimeout(context.Background(), c.Duration("timeout"))
 				defer cancel()

@@ -179,6 +179,29 @@ i=0; while [ ! -f /share/done ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); do
 	if again := run(t, "diagnose", "--from", snap, "--json"); again != out {
 		t.Errorf("--from the saved snapshot differs:\n%s\n%s", again, out)
 	}
+	// libvirt's way: a bare reply saved with virsh qemu-monitor-command,
+	// and the tap named.
+	saved, err := diagnose.Load(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := filepath.Join(dir, "virsh.json")
+	os.WriteFile(raw, []byte(`{"return":`+string(saved.Status)+`,"id":"libvirt-42"}`), 0o644)
+	var bare diagnose.Report
+	if err := json.Unmarshal([]byte(run(t, "diagnose", "--from", raw, "--tap", "nctldiag0", "--id", "net0", "--json")), &bare); err != nil {
+		t.Fatal(err)
+	}
+	if bare.Guest.Hex != r.Guest.Hex || bare.NIC != "net0" || !strings.HasPrefix(bare.Backend, "tap nctldiag0") {
+		t.Errorf("from a bare reply: %+v", bare)
+	}
+	for _, x := range bare.Features {
+		if x.Feature == "GUEST_TSO4" && (x.Verdict != "on" || x.Backend != "yes") {
+			t.Errorf("from a bare reply: %+v", x)
+		}
+		if x.Feature == "HOST_USO" && !strings.Contains(x.Reason, "older than 8.2") {
+			t.Errorf("from a bare reply: %+v", x)
+		}
+	}
 	table := run(t, "diagnose", "--from", snap)
 	if !strings.Contains(table, "HOST_ECN off: the NIC's property host_ecn is off") {
 		t.Errorf("table:\n%s", table)

@@ -167,6 +167,9 @@ func (e *explainer) describeBackend(r *Report) {
 			e.hasBackendWord, e.backendMask = true, vhostRingBits
 		}
 		r.Header = e.header()
+	case s.Netdev.Type == "":
+		e.backendName = "the backend"
+		r.Backend = "unknown: no backend state was read (with a saved reply, name the tap with --tap)"
 	default:
 		e.backendName = "netdev " + s.Netdev.ID
 		r.Backend = fmt.Sprintf("%s (netdev %s): netctl reads no backend state for this type", orDash(s.Netdev.Type), s.Netdev.ID)
@@ -325,10 +328,12 @@ func (e *explainer) notOffered(o offload) string {
 	if v := e.s.VDPA; v != nil && !virtio.Features(v.Features).Has(o.f) {
 		return fmt.Sprintf("the vdpa device %s does not offer it", v.Device)
 	}
-	if o.needs != 0 && !e.host.Has(o.needs) && o.needs.Bits()[0] != o.f.Bits()[0] {
-		if len(o.needs.Bits()) == 1 {
-			return "QEMU clears it without " + o.needs.String()
+	if props == nil {
+		why := fmt.Sprintf("QEMU did not offer it: the NIC's %s property is off", o.prop)
+		if o.qemu != "" {
+			why += fmt.Sprintf(", or QEMU is older than %s (netctl had no NIC properties to tell which)", o.qemu)
 		}
+		return why
 	}
 	return fmt.Sprintf("QEMU did not offer it although nothing netctl read forbids it; the backend (%s) cannot carry it", e.backendName)
 }
@@ -396,7 +401,10 @@ func (e *explainer) honoured(o offload) (bool, string) {
 		}
 		return true, "the tap's " + strings.Join(without(o.tap, "csum"), ",") + " offload is on"
 	}
-	return true, "acknowledged; netctl reads no backend state for netdev type " + orDash(s.Netdev.Type)
+	if s.Netdev.Type == "" {
+		return true, "acknowledged; no backend state was read (with a saved reply, name the tap with --tap)"
+	}
+	return true, "acknowledged; netctl reads no backend state for netdev type " + s.Netdev.Type
 }
 
 func without(s []string, x string) []string {

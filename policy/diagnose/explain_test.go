@@ -364,3 +364,34 @@ func TestExplainVhostNet(t *testing.T) {
 		t.Errorf("GUEST_TSO4: %+v", got)
 	}
 }
+
+// TestLoadBareReply: virsh qemu-monitor-command's output, and a bare
+// status, load as snapshots without backend state.
+func TestLoadBareReply(t *testing.T) {
+	dir := t.TempDir()
+	st := readFile(t, "testdata/qemu-7.2-status.json")
+	for name, body := range map[string]string{
+		"virsh.json": `{"return":` + string(st) + `,"id":"libvirt-42"}`,
+		"bare.json":  string(st),
+	} {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte(body), 0o644)
+		s, err := Load(p)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if s.Tap != nil || s.Host != nil || s.Props != nil {
+			t.Errorf("%s: backend state from nowhere: %+v", name, s)
+		}
+		r, err := Explain(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := row(t, r, "GUEST_USO4"); got.Reason != "QEMU did not offer it: the NIC's guest_uso4 property is off, or QEMU is older than 8.2 (netctl had no NIC properties to tell which)" {
+			t.Errorf("%s: %q", name, got.Reason)
+		}
+		if got := row(t, r, "GUEST_TSO4"); got.Verdict != "on" || !strings.Contains(got.Reason, "no backend state was read") {
+			t.Errorf("%s: %+v", name, got)
+		}
+	}
+}

@@ -184,6 +184,47 @@ func (s *Snapshot) readNetdev(ctx context.Context, c *qmp.Client) {
 	}
 }
 
+// ReadTap reads a tap or macvtap by name, for a snapshot made from a bare
+// QMP reply (QEMU's fds are not looked at, so the header size stays
+// unknown).
+func (s *Snapshot) ReadTap(name string) error {
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		return fmt.Errorf("diagnose: tap %s: %w", name, err)
+	}
+	t := &TapState{Name: name, VnetHdr: true}
+	switch l := l.(type) {
+	case *netlink.Tuntap:
+		t.VnetHdr = l.Flags&netlink.TUNTAP_VNET_HDR != 0
+		t.Queues = l.Queues
+	case *netlink.Macvtap:
+		t.Macvtap = true
+	default:
+		return fmt.Errorf("diagnose: %s is a %s link, not a tap or macvtap", name, l.Type())
+	}
+	f, err := macvtap.ReadFeatures(name)
+	if err != nil {
+		return fmt.Errorf("diagnose: tap %s offloads: %w", name, err)
+	}
+	t.Offloads, t.Features = TapOffloads(f.Active), f.On()
+	s.Tap = t
+	if s.Netdev.Type == "" {
+		s.Netdev.Type = "tap"
+	}
+	return nil
+}
+
+// ReadHost adds the host probe and a lower device's features, as Gather
+// does.
+func (s *Snapshot) ReadHost(lower string) {
+	s.readLower(lower)
+	if h, err := probe.Probe(nil); err != nil {
+		s.note("host probe: %v", err)
+	} else {
+		s.Host = h
+	}
+}
+
 func (s *Snapshot) readTap(pid int) {
 	if pid == 0 {
 		return

@@ -75,18 +75,36 @@ func (s *Snapshot) Save(path string) error {
 	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
-// Load reads a snapshot written by Save (netctl diagnose --save).
+// Load reads a snapshot written by Save (netctl diagnose --save), or a
+// bare x-query-virtio-status reply, as virsh qemu-monitor-command prints
+// it ({"return": {...}, "id": ...}) for a VM whose QMP socket libvirt
+// holds. A bare reply has no backend state: add it with ReadTap.
 func Load(path string) (*Snapshot, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("diagnose: %w", err)
+	}
+	var probe struct {
+		Format   string          `json:"format"`
+		Return   json.RawMessage `json:"return"`
+		DeviceID *int            `json:"device-id"`
+	}
+	if err := json.Unmarshal(b, &probe); err != nil {
+		return nil, fmt.Errorf("diagnose: %s is not a snapshot (write one with netctl diagnose --qmp SOCKET --save FILE): %w", path, err)
+	}
+	switch {
+	case probe.Format == "" && len(probe.Return) > 0:
+		return &Snapshot{Format: Format, Status: probe.Return}, nil
+	case probe.Format == "" && probe.DeviceID != nil:
+		return &Snapshot{Format: Format, Status: b}, nil
 	}
 	s := &Snapshot{}
 	if err := json.Unmarshal(b, s); err != nil {
 		return nil, fmt.Errorf("diagnose: %s is not a snapshot (write one with netctl diagnose --qmp SOCKET --save FILE): %w", path, err)
 	}
 	if s.Format != Format {
-		return nil, fmt.Errorf("diagnose: %s has format %q, want %q (write one with netctl diagnose --qmp SOCKET --save FILE)", path, s.Format, Format)
+		return nil, fmt.Errorf("diagnose: %s has format %q, want %q (write one with netctl diagnose --qmp SOCKET --save FILE, "+
+			"or save QEMU's x-query-virtio-status reply)", path, s.Format, Format)
 	}
 	if len(s.Status) == 0 {
 		return nil, fmt.Errorf("diagnose: %s has no virtio_status", path)
