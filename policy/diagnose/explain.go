@@ -388,6 +388,9 @@ func (e *explainer) honoured(o offload) (bool, string) {
 			}
 			return true, "the tap takes the guest's frames with their virtio-net header"
 		}
+		if s.Tap.OffloadsUnknown {
+			return true, "acknowledged; a macvtap does not show the offloads QEMU set on it, so netctl cannot check them"
+		}
 		ok, missing := e.tapHas(o.tap)
 		if !ok {
 			why := fmt.Sprintf("the guest acknowledged it but the tap's %s offload is off: ", missing)

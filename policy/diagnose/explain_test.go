@@ -210,6 +210,14 @@ func TestExplainReasons(t *testing.T) {
 		t.Errorf("not negotiated: %q", got.Reason)
 	}
 
+	// A macvtap hides the offloads set on it.
+	s = tapSnapshot(t, linuxGuest, linuxGuest, "6.12")
+	s.Tap.Macvtap, s.Tap.OffloadsUnknown = true, true
+	r, _ = Explain(s)
+	if got := row(t, r, "GUEST_TSO4"); got.Verdict != "on" || !strings.Contains(got.Reason, "a macvtap does not show the offloads") {
+		t.Errorf("macvtap: %+v", got)
+	}
+
 	// A lower device without TSO: on, done in software.
 	s = tapSnapshot(t, linuxGuest, linuxGuest, "6.12", "csum", "tso4", "tso6", "tso_ecn")
 	s.Lower = &Lower{Name: "eth0", Features: map[string]bool{"tx-tcp-segmentation": false, "tx-tcp6-segmentation": true}}

@@ -47,13 +47,24 @@ func backendFDs(pid int) ([]procFD, error) {
 					p.iff = strings.TrimSpace(v)
 				}
 			}
-		case strings.HasPrefix(target, "/dev/tap"), strings.HasPrefix(target, "/dev/vhost-vdpa-"):
+		case macvtapIndex(target) > 0, strings.HasPrefix(target, "/dev/vhost-vdpa-"):
 		default:
 			continue
 		}
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// macvtapIndex is N for a macvtap node (/dev/tapN, or tapN in another
+// directory), else 0.
+func macvtapIndex(target string) int {
+	base := filepath.Base(target)
+	n, err := strconv.Atoi(strings.TrimPrefix(base, "tap"))
+	if !strings.HasPrefix(base, "tap") || err != nil || n <= 0 {
+		return 0
+	}
+	return n
 }
 
 // tunFlags duplicates QEMU's tap file descriptor (pidfd_getfd, Linux 5.6)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/vishvananda/netlink"
@@ -206,7 +205,7 @@ func (s *Snapshot) ReadTap(name string) error {
 	if err != nil {
 		return fmt.Errorf("diagnose: tap %s offloads: %w", name, err)
 	}
-	t.Offloads, t.Features = TapOffloads(f.Active), f.On()
+	t.setFeatures(f)
 	s.Tap = t
 	if s.Netdev.Type == "" {
 		s.Netdev.Type = "tap"
@@ -225,6 +224,15 @@ func (s *Snapshot) ReadHost(lower string) {
 	}
 }
 
+func (t *TapState) setFeatures(f *macvtap.DeviceFeatures) {
+	t.Features = f.On()
+	if t.Macvtap {
+		t.Offloads, t.OffloadsUnknown = []string{}, true
+		return
+	}
+	t.Offloads = TapOffloads(f.Active)
+}
+
 func (s *Snapshot) readTap(pid int) {
 	if pid == 0 {
 		return
@@ -240,9 +248,8 @@ func (s *Snapshot) readTap(pid int) {
 		switch {
 		case f.iff != "" && (name == "" || f.iff == name):
 			mine = append(mine, f)
-		case strings.HasPrefix(f.target, "/dev/tap"):
-			idx, _ := strconv.Atoi(strings.TrimPrefix(f.target, "/dev/tap"))
-			if l, err := netlink.LinkByIndex(idx); err == nil && (name == "" || l.Attrs().Name == name) {
+		case macvtapIndex(f.target) > 0:
+			if l, err := netlink.LinkByIndex(macvtapIndex(f.target)); err == nil && (name == "" || l.Attrs().Name == name) {
 				f.iff = l.Attrs().Name
 				mine = append(mine, f)
 			}
@@ -256,7 +263,7 @@ func (s *Snapshot) readTap(pid int) {
 		s.note("tap: QEMU (pid %d) holds %d taps; name the NIC's netdev with ifname= so netctl can tell", pid, len(names))
 		return
 	}
-	t := &TapState{Name: mine[0].iff, Queues: len(mine), Macvtap: strings.HasPrefix(mine[0].target, "/dev/tap"), Offloads: []string{}}
+	t := &TapState{Name: mine[0].iff, Queues: len(mine), Macvtap: macvtapIndex(mine[0].target) > 0, Offloads: []string{}}
 	flags, hdr, err := tunFlags(pid, mine[0].fd)
 	if err != nil {
 		s.note("tap %s: %v", t.Name, err)
@@ -267,7 +274,7 @@ func (s *Snapshot) readTap(pid int) {
 	if f, err := macvtap.ReadFeatures(t.Name); err != nil {
 		s.note("tap %s offloads: %v", t.Name, err)
 	} else {
-		t.Offloads, t.Features = TapOffloads(f.Active), f.On()
+		t.setFeatures(f)
 	}
 	s.Tap = t
 }

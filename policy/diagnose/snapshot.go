@@ -45,7 +45,10 @@ type TapState struct {
 	VnetHdr  bool     `json:"vnet_hdr"`          // IFF_VNET_HDR
 	HdrLen   int      `json:"hdr_len,omitempty"` // TUNGETVNETHDRSZ; 0 if unread
 	Offloads []string `json:"offloads"`          // tap offloads on now (read back through ethtool)
-	Features []string `json:"ethtool,omitempty"` // the tap's active ethtool features
+	// OffloadsUnknown: a macvtap applies the offloads set on it inside its
+	// receive path and shows none of them, so they cannot be read back.
+	OffloadsUnknown bool     `json:"offloads_unknown,omitempty"`
+	Features        []string `json:"ethtool,omitempty"` // the tap's active ethtool features
 }
 
 // VDPAState is a vhost-vdpa backend's device as the vdpa family reports it.
