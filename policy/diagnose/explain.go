@@ -14,7 +14,7 @@ type Row struct {
 	Bit     uint   `json:"bit"`
 	Offered bool   `json:"offered"` // by QEMU's device (host features)
 	Acked   bool   `json:"acked"`   // by the guest's driver
-	Backend string `json:"backend"` // honoured by the backend: yes, no, or "-" (nothing to honour)
+	Backend string `json:"backend"` // honoured by the backend: yes, no, "?" (could not check) or "-" (nothing to honour)
 	Lower   string `json:"lower"`   // the lower device does it in hardware: yes, no, or "-"
 	Verdict string `json:"verdict"` // on or off
 	Reason  string `json:"reason"`
@@ -56,6 +56,8 @@ type explainer struct {
 	backend             virtio.Features // bits the backend negotiated, when it has a word of its own
 	backendMask         virtio.Features // the bits that word speaks for
 	hasBackendWord      bool
+	vhostOffer          virtio.Features // what the kernel's vhost-net offered QEMU (vhost-dev.features)
+	hasVhostOffer       bool
 	backendName, kernel string
 	negotiated          bool
 }
@@ -78,7 +80,8 @@ func Explain(s *Snapshot) (*Report, error) {
 			r.Notes = append(r.Notes, "QEMU named a feature netctl does not know: "+n)
 		}
 	}
-	e.negotiated = slices.Contains(r.Status, "FEATURES_OK")
+	// Legacy drivers go to DRIVER_OK without FEATURES_OK.
+	e.negotiated = slices.Contains(r.Status, "FEATURES_OK") || slices.Contains(r.Status, "DRIVER_OK")
 	if s.Host != nil {
 		e.kernel = shortKernel(s.Host.Kernel)
 		r.Kernel = s.Host.Kernel
@@ -91,7 +94,7 @@ func Explain(s *Snapshot) (*Report, error) {
 		row := e.offloadRow(o)
 		rows[row.Bit] = row
 	}
-	for _, b := range (e.host | e.guest | e.backend&e.backendMask).Bits() {
+	for _, b := range (e.host | e.guest | e.backend&e.backendMask | alwaysShown).Bits() {
 		if _, done := rows[b]; !done {
 			rows[b] = e.otherRow(virtio.Bit(b))
 		}
@@ -108,9 +111,20 @@ func Explain(s *Snapshot) (*Report, error) {
 	return r, nil
 }
 
-// vhostRingBits are the bits QEMU asks a kernel vhost-net to honour.
-const vhostRingBits = virtio.EventIdx | virtio.IndirectDesc | virtio.NetMrgRxbuf | virtio.Version1 |
-	virtio.RingReset | virtio.AccessPlatform | virtio.RingPacked | virtio.NotifyOnEmpty | virtio.InOrder
+// alwaysShown are the ring bits that matter for speed, shown even when
+// nobody offered them.
+const alwaysShown = virtio.EventIdx | virtio.IndirectDesc | virtio.NetMrgRxbuf | virtio.Version1 | virtio.NetMQ
+
+// vhostKernelBits are the bits QEMU lets a kernel vhost-net veto
+// (hw/net/vhost_net.c kernel_feature_bits): QEMU clears them from its offer
+// when vhost-net lacks them.
+const vhostKernelBits = virtio.NotifyOnEmpty | virtio.IndirectDesc | virtio.EventIdx | virtio.NetMrgRxbuf | virtio.Version1 |
+	virtio.NetMTU | virtio.AccessPlatform | virtio.RingPacked | virtio.RingReset | virtio.InOrder | virtio.NotificationData |
+	virtio.NetRSCExt | virtio.NetHashReport
+
+// vdpaQEMUBits are the bits QEMU emulates for a vhost-vdpa device instead of
+// passing them on (GUEST_ANNOUNCE; bit 30, VIRTIO_F_BAD_FEATURE).
+const vdpaQEMUBits = virtio.NetGuestAnnounce | 1<<30
 
 // shortKernel is the major.minor of a release ("6.1.0-57-amd64" -> "6.1").
 func shortKernel(release string) string {
@@ -147,7 +161,7 @@ func (e *explainer) describeBackend(r *Report) {
 			r.Backend += " (mgmtdev " + s.VDPA.MgmtDev + ")"
 		}
 		if s.VDPA.HasNegotiated {
-			e.backend, e.hasBackendWord, e.backendMask = virtio.Features(s.VDPA.Negotiated), true, ^virtio.Features(0)
+			e.backend, e.hasBackendWord, e.backendMask = virtio.Features(s.VDPA.Negotiated), true, ^vdpaQEMUBits
 		}
 	case s.Tap != nil:
 		kind := "tap"
@@ -161,10 +175,10 @@ func (e *explainer) describeBackend(r *Report) {
 		}
 		r.Backend = fmt.Sprintf("%s %s, %d queue(s), %s", kind, s.Tap.Name, s.Tap.Queues, mode)
 		if e.q.Vhost != nil {
-			// vhost-net speaks only for ring bits: QEMU keeps the control
-			// queue, and the tap takes the offloads.
-			e.backend, _ = e.q.Vhost.AckedFeatures.word()
-			e.hasBackendWord, e.backendMask = true, vhostRingBits
+			// QEMU acks to vhost-net exactly the guest's ring bits that
+			// vhost-net offered, so only its offer explains anything.
+			e.vhostOffer, _ = e.q.Vhost.Features.word()
+			e.hasVhostOffer = true
 		}
 		r.Header = e.header()
 	case s.Netdev.Type == "":
@@ -196,6 +210,9 @@ func (e *explainer) header() string {
 	if e.guest.Has(virtio.Version1) || e.guest.Has(virtio.NetMrgRxbuf) {
 		want = 12
 	}
+	if e.guest.Has(virtio.NetHashReport) {
+		want = 20 // struct virtio_net_hdr_v1_hash
+	}
 	if !e.negotiated {
 		return fmt.Sprintf("%d bytes", t.HdrLen)
 	}
@@ -220,12 +237,15 @@ func (e *explainer) tapHas(names []string) (bool, string) {
 // tunRefuses returns the first tap offload of names the host's tun did not
 // take when probed, or "".
 func (e *explainer) tunRefuses(names []string) string {
-	if e.s.Host == nil || !e.s.Host.Tap.Available {
+	if e.s.Host == nil {
 		return ""
 	}
-	offs := e.s.Host.Tap.Offloads
+	offs, ok := e.s.Host.Tap.Offloads, e.s.Host.Tap.Available
 	if e.s.Tap != nil && e.s.Tap.Macvtap {
-		offs = e.s.Host.Macvtap.Offloads
+		offs, ok = e.s.Host.Macvtap.Offloads, e.s.Host.Macvtap.Available
+	}
+	if !ok {
+		return ""
 	}
 	for _, n := range names {
 		if !slices.Contains(offs, n) {
@@ -245,10 +265,9 @@ func (e *explainer) offloadRow(o offload) Row {
 	case !row.Acked:
 		row.Verdict, row.Reason = "off", e.notAcked(o.f, o.needs)
 	default:
-		ok, why := e.honoured(o)
-		row.Backend = yesNo(ok)
-		row.Verdict, row.Reason = "on", why
-		if !ok {
+		row.Backend, row.Reason = e.honoured(o)
+		row.Verdict = "on"
+		if row.Backend == "no" {
 			row.Verdict = "off"
 		}
 	}
@@ -301,7 +320,11 @@ func (e *explainer) notOffered(o offload) string {
 		if o.virsh != "" {
 			why += "; libvirt: <driver>" + o.virsh
 		}
-		return why + ")"
+		why += ")"
+		if o.qemu != "" {
+			why += fmt.Sprintf(", or the machine type is older than %s (its compat settings turn it off)", o.qemu)
+		}
+		return why
 	case props != nil && !has && o.qemu != "":
 		why := fmt.Sprintf("QEMU %s has no %s property: %s needs QEMU %s", orDash(e.s.QEMU), o.prop, featureFamily(o.f), o.qemu)
 		if n := e.tunRefuses(o.tap); n != "" {
@@ -360,7 +383,7 @@ func (e *explainer) notAcked(f, needs virtio.Features) string {
 	case virtio.NetGSO:
 		return "a legacy bit modern drivers do not take"
 	case virtio.Bit(30):
-		return "a vhost-user protocol bit QEMU lists for every virtio-net device; guests never take it"
+		return "VIRTIO_F_BAD_FEATURE: virtio-pci offers it to catch broken legacy drivers (QEMU prints it as VHOST_USER_F_PROTOCOL_FEATURES); guests never take it"
 	case virtio.AnyLayout, virtio.NotifyOnEmpty:
 		return "a legacy transport bit; modern (VERSION_1) drivers do not take it"
 	}
@@ -369,45 +392,51 @@ func (e *explainer) notAcked(f, needs virtio.Features) string {
 
 func (e *explainer) statusNames() []string { return e.q.statuses() }
 
-// honoured says whether the backend carries an acknowledged offload.
-func (e *explainer) honoured(o offload) (bool, string) {
+// honoured says whether the backend carries an acknowledged offload:
+// "yes", "no", or "?" when nothing could be checked.
+func (e *explainer) honoured(o offload) (string, string) {
 	s := e.s
 	switch {
 	case s.VDPA != nil:
 		if !s.VDPA.HasNegotiated {
-			return true, "acknowledged; the vdpa device's negotiated features were not readable"
+			return "?", "acknowledged; the vdpa device's negotiated features were not readable"
 		}
 		if e.backend.Has(o.f) {
-			return true, "negotiated with the vdpa device " + s.VDPA.Device
+			return "yes", "negotiated with the vdpa device " + s.VDPA.Device
 		}
-		return false, "the guest acknowledged it but the vdpa device " + s.VDPA.Device + " did not negotiate it"
+		return "no", "the guest acknowledged it but the vdpa device " + s.VDPA.Device + " did not negotiate it"
 	case s.Tap != nil:
 		if !o.rx {
 			if o.f == virtio.NetHostUFO {
-				return true, "the tap takes the guest's UFO frames (Linux guests have sent none since 4.14)"
+				return "yes", "the tap takes the guest's UFO frames (Linux guests have sent none since 4.14)"
 			}
-			return true, "the tap takes the guest's frames with their virtio-net header"
+			return "yes", "the tap takes the guest's frames with their virtio-net header"
 		}
 		if s.Tap.OffloadsUnknown {
-			return true, "acknowledged; a macvtap does not show the offloads QEMU set on it, so netctl cannot check them"
+			return "?", "acknowledged; a macvtap does not show the offloads QEMU set on it, so netctl cannot check them"
 		}
 		ok, missing := e.tapHas(o.tap)
-		if !ok {
-			why := fmt.Sprintf("the guest acknowledged it but the tap's %s offload is off: ", missing)
-			if e.guest.Has(virtio.NetCtrlGuestOffloads) {
-				return false, why + "the guest turned it off over the control queue (XDP, or ethtool -K in the guest)"
-			}
-			return false, why + "QEMU did not set it (TUNSETOFFLOAD)"
+		if ok && o.f == virtio.NetGuestUFO {
+			return "yes", "tun takes TUN_F_UFO, but Linux has made no UFO frames since 4.14, so nothing changes"
 		}
-		if o.f == virtio.NetGuestUFO {
-			return true, "tun takes TUN_F_UFO, but Linux has made no UFO frames since 4.14, so nothing changes"
+		if ok {
+			return "yes", "the tap's " + strings.Join(without(o.tap, "csum"), ",") + " offload is on"
 		}
-		return true, "the tap's " + strings.Join(without(o.tap, "csum"), ",") + " offload is on"
+		why := fmt.Sprintf("the guest acknowledged it but the tap's %s offload is off: ", missing)
+		if (o.f == virtio.NetGuestUSO4 || o.f == virtio.NetGuestUSO6) && e.guest&(virtio.NetGuestUSO4|virtio.NetGuestUSO6) != virtio.NetGuestUSO4|virtio.NetGuestUSO6 {
+			return "no", why + "tun takes USO only as the pair USO4+USO6 and the guest acknowledged one, so QEMU sets neither"
+		}
+		var causes []string
+		if e.guest.Has(virtio.NetCtrlGuestOffloads) {
+			causes = append(causes, "the guest turned it off over the control queue (XDP, or ethtool -K in the guest)")
+		}
+		causes = append(causes, "someone ran ethtool -K "+s.Tap.Name+" on the host", "QEMU did not set it (TUNSETOFFLOAD)")
+		return "no", why + strings.Join(causes, ", or ")
 	}
 	if s.Netdev.Type == "" {
-		return true, "acknowledged; no backend state was read (with a saved reply, name the tap with --tap)"
+		return "?", "acknowledged; no backend state was read (with a saved reply, name the tap with --tap)"
 	}
-	return true, "acknowledged; netctl reads no backend state for netdev type " + s.Netdev.Type
+	return "?", "acknowledged; netctl reads no backend state for netdev type " + s.Netdev.Type
 }
 
 func without(s []string, x string) []string {
@@ -428,7 +457,7 @@ func (e *explainer) otherRow(f virtio.Features) Row {
 	b := f.Bits()[0]
 	row := Row{Feature: virtio.BitName(b), Bit: b, Offered: e.host.Has(f), Acked: e.guest.Has(f), Backend: "-", Lower: "-"}
 	if b == 30 {
-		row.Feature = "PROTOCOL_FEATURES"
+		row.Feature = "BAD_FEATURE"
 	}
 	if e.s.VDPA != nil && e.s.VDPA.MgmtFeatures != 0 {
 		row.Lower = yesNo(virtio.Features(e.s.VDPA.MgmtFeatures).Has(f))
@@ -441,12 +470,22 @@ func (e *explainer) otherRow(f virtio.Features) Row {
 		if p, ok := otherProps[f]; ok {
 			if on, has := e.s.Props[p]; has && !on {
 				row.Reason = fmt.Sprintf("the NIC's property %s is off", p)
+				break
+			}
+		}
+		if e.hasVhostOffer && vhostKernelBits.Has(f) && !e.vhostOffer.Has(f) {
+			row.Reason = "the host's vhost-net does not offer it, so QEMU does not either"
+			if e.kernel != "" {
+				row.Reason = fmt.Sprintf("vhost-net on %s does not offer it, so QEMU does not either", e.kernel)
 			}
 		}
 	case !row.Acked:
 		row.Verdict, row.Reason = "off", e.notAcked(f, 0)
 	default:
 		row.Verdict, row.Reason = "on", "negotiated"
+		if e.hasVhostOffer && vhostKernelBits.Has(f) {
+			row.Backend = "yes"
+		}
 		if e.hasBackendWord && e.backendMask.Has(f) {
 			row.Backend = yesNo(e.backend.Has(f))
 			if !e.backend.Has(f) {

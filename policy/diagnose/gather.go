@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/vishvananda/netlink"
@@ -101,6 +102,10 @@ func Gather(ctx context.Context, c *qmp.Client, o Options) (*Snapshot, error) {
 func (s *Snapshot) readLower(lower string) {
 	if lower == "" && s.Tap != nil && s.Tap.Macvtap {
 		if l, err := netlink.LinkByName(s.Tap.Name); err == nil && l.Attrs().ParentIndex > 0 {
+			if l.Attrs().NetNsID >= 0 {
+				s.note("the macvtap's lower device is in another network namespace; name it with --lower")
+				return
+			}
 			if p, err := netlink.LinkByIndex(l.Attrs().ParentIndex); err == nil {
 				lower = p.Attrs().Name
 			}
@@ -243,8 +248,19 @@ func (s *Snapshot) readTap(pid int) {
 		return
 	}
 	name := s.Netdev.Options["ifname"]
+	// libvirt passes taps as fd=N (fds=N:M for queues): those numbers name
+	// QEMU's own descriptors, which tells two NICs' taps apart.
+	var passed []int
+	for _, v := range strings.FieldsFunc(s.Netdev.Options["fd"]+":"+s.Netdev.Options["fds"], func(r rune) bool { return r == ':' }) {
+		if n, err := strconv.Atoi(v); err == nil {
+			passed = append(passed, n)
+		}
+	}
 	var mine []procFD
 	for _, f := range fds {
+		if len(passed) > 0 && !slices.Contains(passed, f.fd) {
+			continue
+		}
 		switch {
 		case f.iff != "" && (name == "" || f.iff == name):
 			mine = append(mine, f)

@@ -2,6 +2,7 @@ package diagnose
 
 import (
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -42,6 +43,12 @@ func TestHostReadTapFromFDs(t *testing.T) {
 	if s.Tap != nil || len(s.Errors) != 1 || !strings.Contains(s.Errors[0], "holds 2 taps") {
 		t.Errorf("two taps, no name: %+v, %v", s.Tap, s.Errors)
 	}
+	// libvirt names the fd instead (fd=N).
+	s = &Snapshot{Netdev: Netdev{Type: "tap", Options: map[string]string{"fd": strconv.Itoa(tap2.FD())}}}
+	s.readTap(os.Getpid())
+	if s.Tap == nil || s.Tap.Name != "diagt1" || len(s.Errors) > 0 {
+		t.Errorf("tap by fd=: %+v, %v", s.Tap, s.Errors)
+	}
 	s = &Snapshot{Netdev: Netdev{Type: "tap", Options: map[string]string{"ifname": "diagt1"}}}
 	s.readTap(os.Getpid())
 	if s.Tap == nil || s.Tap.VnetHdr || s.Tap.HdrLen != 10 || len(s.Tap.Offloads) != 0 {
@@ -62,7 +69,7 @@ func TestHostReadTapFromFDs(t *testing.T) {
 	if err := mv.SetOffloads(macvtap.OffloadCSUM | macvtap.OffloadTSO4); err != nil {
 		t.Fatal(err)
 	}
-	s = &Snapshot{Netdev: Netdev{Type: "tap", Options: map[string]string{"fd": "3"}}}
+	s = &Snapshot{Netdev: Netdev{Type: "tap", Options: map[string]string{"fd": strconv.Itoa(mv.FD())}}}
 	tap.Close()
 	tap2.Close()
 	s.readTap(os.Getpid())

@@ -103,8 +103,6 @@ var lowerFeature = map[virtio.Features][]string{
 	virtio.NetHostECN:   {"tx-tcp-ecn-segmentation"},
 	virtio.NetHostUSO:   {"tx-udp-segmentation"},
 	virtio.NetGuestCsum: {"rx-checksum"},
-	virtio.NetGuestTSO4: {"rx-gro-hw", "large-receive-offload", "rx-gro"},
-	virtio.NetGuestTSO6: {"rx-gro-hw", "large-receive-offload", "rx-gro"},
-	virtio.NetGuestUSO4: {"rx-udp-gro-forwarding", "rx-gro-hw"},
-	virtio.NetGuestUSO6: {"rx-udp-gro-forwarding", "rx-gro-hw"},
+	virtio.NetGuestTSO4: {"rx-gro-hw", "large-receive-offload"}, // hardware only: rx-gro is software
+	virtio.NetGuestTSO6: {"rx-gro-hw", "large-receive-offload"},
 }

@@ -15,7 +15,7 @@ type qemuFeatures struct {
 	Transports []string `json:"transports"`
 	Dev        []string `json:"dev-features"`
 	Unknown    uint64   `json:"unknown-dev-features"`
-	Unknown2   uint64   `json:"unknown-dev-features2"` // bits 64-127 (QEMU 10.1+)
+	Unknown2   uint64   `json:"unknown-dev-features2"` // bits 64-127 (QEMU 10.2+)
 }
 
 // qemuVhost is the vhost-dev member QEMU adds when a vhost backend runs.
@@ -69,7 +69,7 @@ func (q qemuFeatures) word() (virtio.Features, []string) {
 			f |= b
 			continue
 		}
-		if strings.Contains(name, "UDP_TUNNEL") { // bits 65-68 (QEMU 10.1): beyond the 64-bit word
+		if strings.Contains(name, "UDP_TUNNEL") { // bits 65-68 (QEMU 10.2): beyond the 64-bit word
 			continue
 		}
 		unknown = append(unknown, name)
