@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 
 	"github.com/mdlayher/genetlink"
 	"github.com/mdlayher/netlink"
@@ -17,6 +18,9 @@ import (
 // ErrNoVDPA is wrapped by Dial's error when this kernel (or this network
 // namespace) has no vdpa family.
 var ErrNoVDPA = errors.New("no vdpa netlink family")
+
+// ErrBusy: a process holds the device's vhost-vdpa node open.
+var ErrBusy = errors.New("device busy")
 
 // Client talks to the vdpa family.
 type Client struct {
@@ -326,8 +330,18 @@ func (c *Client) AddDevice(o AddOptions) error {
 	return fmt.Errorf("vdpa: dev add %s mgmtdev %s: %w", o.Name, o.MgmtDev, err)
 }
 
-// DeleteDevice removes a device (vdpa dev del NAME).
+// DeleteDevice removes a device (vdpa dev del NAME). It refuses, instead
+// of blocking for as long as they keep it, while processes hold the
+// device's vhost-vdpa node open (see Holders).
 func (c *Client) DeleteDevice(name string) error {
+	if hs, err := Holders(name); err == nil && len(hs) > 0 {
+		var who []string
+		for _, h := range hs {
+			who = append(who, h.String())
+		}
+		return fmt.Errorf("vdpa: dev del %s: %s is open in %s; the kernel would wait until it is closed: stop the VM "+
+			"(or close the fd) first: %w", name, hs[0].Path, strings.Join(who, ", "), ErrBusy)
+	}
 	_, err := c.execute(linux.VDPA_CMD_DEV_DEL, netlink.Request|netlink.Acknowledge, func(ae *netlink.AttributeEncoder) {
 		ae.String(linux.VDPA_ATTR_DEV_NAME, name)
 	})

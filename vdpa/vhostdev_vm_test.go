@@ -3,6 +3,7 @@ package vdpa
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -201,6 +202,14 @@ func TestVMVhostVDPABringUp(t *testing.T) {
 	}
 	if s, _ := d.Status(); s != 0 || dev.Status() != 0 {
 		t.Errorf("after reset: status %#x, VDUSE saw %#x", s, dev.Status())
+	}
+	// While the vhost-vdpa fd is open, dev del would block: it refuses
+	// and names the process instead.
+	if hs, err := Holders("vhvdpa0"); err != nil || len(hs) != 1 || hs[0].PID != os.Getpid() || hs[0].Path != path {
+		t.Errorf("holders: %+v, %v", hs, err)
+	}
+	if err := c.DeleteDevice("vhvdpa0"); !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
+		t.Errorf("dev del with the fd open: %v", err)
 	}
 	d.Close()
 	for _, q := range queues {
