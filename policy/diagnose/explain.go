@@ -35,15 +35,18 @@ func word(f virtio.Features) Word {
 
 // Report is what netctl diagnose prints.
 type Report struct {
-	NIC      string   `json:"nic"`
-	QEMU     string   `json:"qemu,omitempty"`
-	Kernel   string   `json:"kernel,omitempty"` // the host's
-	Backend  string   `json:"backend"`
-	Status   []string `json:"status"`
-	Host     Word     `json:"host_features"`  // offered by the device
-	Guest    Word     `json:"guest_features"` // acknowledged by the guest
-	Header   string   `json:"vnet_hdr,omitempty"`
-	Features []Row    `json:"features"`
+	NIC     string   `json:"nic"`
+	QEMU    string   `json:"qemu,omitempty"`
+	Kernel  string   `json:"kernel,omitempty"` // the host's
+	Backend string   `json:"backend"`
+	Status  []string `json:"status"`
+	Host    Word     `json:"host_features"`  // offered by the device
+	Guest   Word     `json:"guest_features"` // acknowledged by the guest
+	// BackendWord is QEMU's backend-features word (set when a vhost
+	// backend took part in negotiation).
+	BackendWord Word   `json:"backend_features"`
+	Header      string `json:"vnet_hdr,omitempty"`
+	Features    []Row  `json:"features"`
 	// Off lists the offloads that are off, one line each.
 	Off   []string `json:"offloads_off"`
 	Notes []string `json:"notes,omitempty"`
@@ -87,7 +90,8 @@ func Explain(s *Snapshot) (*Report, error) {
 		r.Kernel = s.Host.Kernel
 	}
 	e.describeBackend(r)
-	r.Host, r.Guest = word(e.host), word(e.guest)
+	bw, _ := q.Backend.word()
+	r.Host, r.Guest, r.BackendWord = word(e.host), word(e.guest), word(bw)
 
 	rows := map[uint]Row{}
 	for _, o := range offloads {
