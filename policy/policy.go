@@ -52,34 +52,6 @@ type Decision struct {
 	ZeroCopy   string            `json:"zerocopy,omitempty"`
 }
 
-// offload is a guest receive feature and the tap offload that honours it.
-type offload struct {
-	f    virtio.Features
-	tap  []string // tap offloads that must all be available
-	prop string   // QEMU virtio-net-pci property
-}
-
-var rxOffloads = []offload{
-	{virtio.NetGuestCsum, []string{"csum"}, "guest_csum"},
-	{virtio.NetGuestTSO4, []string{"csum", "tso4"}, "guest_tso4"},
-	{virtio.NetGuestTSO6, []string{"csum", "tso6"}, "guest_tso6"},
-	{virtio.NetGuestECN, []string{"csum", "tso_ecn"}, "guest_ecn"},
-	{virtio.NetGuestUFO, []string{"csum", "ufo"}, "guest_ufo"},
-	{virtio.NetGuestUSO4, []string{"csum", "uso4", "uso6"}, "guest_uso4"},
-	{virtio.NetGuestUSO6, []string{"csum", "uso4", "uso6"}, "guest_uso6"},
-}
-
-// txOffloads are what the guest sends: tun takes any GSO type on write, but
-// USO frames only where tun knows USO (Linux 6.2).
-var txOffloads = []offload{
-	{virtio.NetCsum, nil, "csum"},
-	{virtio.NetHostTSO4, nil, "host_tso4"},
-	{virtio.NetHostTSO6, nil, "host_tso6"},
-	{virtio.NetHostECN, nil, "host_ecn"},
-	{virtio.NetHostUFO, nil, "host_ufo"},
-	{virtio.NetHostUSO, []string{"uso4", "uso6"}, "host_uso"},
-}
-
 // compatSet is what every kernel netctl supports honours.
 const compatSet = virtio.NetCsum | virtio.NetGuestCsum | virtio.NetGuestTSO4 | virtio.NetGuestTSO6 |
 	virtio.NetHostTSO4 | virtio.NetHostTSO6
@@ -156,31 +128,28 @@ func Decide(p *probe.Result, req Request) (Decision, error) {
 		return true, ""
 	}
 	var offer virtio.Features
-	consider := func(o offload, isRX bool) {
-		name := virtio.BitName(o.f.Bits()[0])
+	consider := func(o Offload) {
+		name := virtio.BitName(o.F.Bits()[0])
 		switch {
-		case req.Disable.Has(o.f):
+		case req.Disable.Has(o.F):
 			d.Dropped[name] = "disabled by request"
-		case req.Profile == Compat && !compatSet.Has(o.f):
+		case req.Profile == Compat && !compatSet.Has(o.F):
 			d.Dropped[name] = "the compat profile offers only checksum and TSO, which every supported kernel honours"
 		case d.Backend == BackendVhostNet:
-			if ok, missing := has(o.tap); !ok {
+			if ok, missing := has(o.Tap); !ok {
 				d.Dropped[name] = fmt.Sprintf("tun on %s refuses TUN_F_%s%s", p.Kernel, strings.ToUpper(missing), needs(missing))
 			} else {
-				offer |= o.f
+				offer |= o.F
 			}
 		default:
-			offer |= o.f // vDPA devices and the userspace path decide for themselves
+			offer |= o.F // vDPA devices and the userspace path decide for themselves
 		}
 		if _, dropped := d.Dropped[name]; dropped {
-			d.QEMU[o.prop] = "off"
+			d.QEMU[o.Prop] = "off"
 		}
 	}
-	for _, o := range rxOffloads {
-		consider(o, true)
-	}
-	for _, o := range txOffloads {
-		consider(o, false)
+	for _, o := range Offloads {
+		consider(o)
 	}
 	// Ring and transport features vhost-net offers.
 	if d.Backend == BackendVhostNet {
@@ -288,9 +257,9 @@ func Plan(hosts map[string]*probe.Result, req Request) (PlanResult, error) {
 			}
 		}
 		res.Differences = append(res.Differences, diff)
-		for _, o := range append(append([]offload{}, rxOffloads...), txOffloads...) {
-			if o.f == virtio.Bit(b) {
-				res.QEMU[o.prop] = "off"
+		for _, o := range Offloads {
+			if o.F == virtio.Bit(b) {
+				res.QEMU[o.Prop] = "off"
 			}
 		}
 	}

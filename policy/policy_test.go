@@ -140,13 +140,13 @@ func FuzzDecide(f *testing.F) {
 		if err != nil || d.Backend != BackendVhostNet {
 			return
 		}
-		for _, o := range rxOffloads {
-			if !d.Offer.Has(o.f) {
+		for _, o := range Offloads {
+			if !d.Offer.Has(o.F) {
 				continue
 			}
-			for _, need := range o.tap {
+			for _, need := range o.Tap {
 				if !slices.Contains(r.Tap.Offloads, need) {
-					t.Fatalf("offered %v without tap offload %s (tap has %v)", o.f, need, r.Tap.Offloads)
+					t.Fatalf("offered %v without tap offload %s (tap has %v)", o.F, need, r.Tap.Offloads)
 				}
 			}
 		}

@@ -162,17 +162,6 @@ func (r *rig) guestSend(q int, hdr guest.NetHdr, frame []byte) {
 	}
 }
 
-// reapTX frees the TX buffers vhost has used.
-func (r *rig) reapTX(q int) {
-	for {
-		if _, ok, err := r.tx[q].Poll(); err != nil {
-			r.t.Fatal(err)
-		} else if !ok {
-			return
-		}
-	}
-}
-
 // isTest matches the test's IPv4 frames from src.
 func isTest(src []byte) func([]byte) bool {
 	return func(f []byte) bool {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/netctl/netctl/policy"
 	"github.com/netctl/netctl/virtio"
 )
 
@@ -94,7 +95,7 @@ func Explain(s *Snapshot) (*Report, error) {
 	r.Host, r.Guest, r.BackendWord = word(e.host), word(e.guest), word(bw)
 
 	rows := map[uint]Row{}
-	for _, o := range offloads {
+	for _, o := range policy.Offloads {
 		row := e.offloadRow(o)
 		rows[row.Bit] = row
 	}
@@ -144,7 +145,7 @@ func shortKernel(release string) string {
 }
 
 func isOffload(f virtio.Features) bool {
-	return slices.ContainsFunc(offloads, func(o offload) bool { return o.f == f })
+	return slices.ContainsFunc(policy.Offloads, func(o policy.Offload) bool { return o.F == f })
 }
 
 func orEmpty(s []string) []string {
@@ -259,15 +260,15 @@ func (e *explainer) tunRefuses(names []string) string {
 	return ""
 }
 
-func (e *explainer) offloadRow(o offload) Row {
-	b := o.f.Bits()[0]
-	row := Row{Feature: virtio.BitName(b), Bit: b, Offered: e.host.Has(o.f), Acked: e.guest.Has(o.f), Backend: "-", Lower: "-"}
-	row.Lower = e.lower(o.f)
+func (e *explainer) offloadRow(o policy.Offload) Row {
+	b := o.F.Bits()[0]
+	row := Row{Feature: virtio.BitName(b), Bit: b, Offered: e.host.Has(o.F), Acked: e.guest.Has(o.F), Backend: "-", Lower: "-"}
+	row.Lower = e.lower(o.F)
 	switch {
 	case !row.Offered:
 		row.Verdict, row.Reason = "off", e.notOffered(o)
 	case !row.Acked:
-		row.Verdict, row.Reason = "off", e.notAcked(o.f, o.needs)
+		row.Verdict, row.Reason = "off", e.notAcked(o.F, o.Needs)
 	default:
 		row.Backend, row.Reason = e.honoured(o)
 		row.Verdict = "on"
@@ -275,7 +276,7 @@ func (e *explainer) offloadRow(o offload) Row {
 			row.Verdict = "off"
 		}
 	}
-	if row.Verdict == "on" && row.Lower == "no" && !o.rx {
+	if row.Verdict == "on" && row.Lower == "no" && !o.RX {
 		row.Reason += fmt.Sprintf("; %s does not do it in hardware, so the host does it in software", e.lowerName())
 	}
 	return row
@@ -315,24 +316,24 @@ func (e *explainer) lower(f virtio.Features) string {
 }
 
 // notOffered explains why QEMU's device did not offer an offload.
-func (e *explainer) notOffered(o offload) string {
+func (e *explainer) notOffered(o policy.Offload) string {
 	props := e.s.Props
-	on, has := props[o.prop]
+	on, has := props[o.Prop]
 	switch {
 	case props != nil && has && !on:
-		why := fmt.Sprintf("the NIC's property %s is off (-device virtio-net-pci,...,%s=off", o.prop, o.prop)
-		if o.virsh != "" {
-			why += "; libvirt: <driver>" + o.virsh
+		why := fmt.Sprintf("the NIC's property %s is off (-device virtio-net-pci,...,%s=off", o.Prop, o.Prop)
+		if o.Libvirt != "" {
+			why += "; libvirt: <driver>" + o.Libvirt
 		}
 		why += ")"
-		if o.qemu != "" {
-			why += fmt.Sprintf(", or the machine type is older than %s (its compat settings turn it off)", o.qemu)
+		if o.QEMU != "" {
+			why += fmt.Sprintf(", or the machine type is older than %s (its compat settings turn it off)", o.QEMU)
 		}
 		return why
-	case props != nil && !has && o.qemu != "":
-		why := fmt.Sprintf("QEMU %s has no %s property: %s needs QEMU %s", orDash(e.s.QEMU), o.prop, featureFamily(o.f), o.qemu)
-		if n := e.tunRefuses(o.tap); n != "" {
-			why += fmt.Sprintf(", and tun on %s refuses TUN_F_%s too; it needs %s", e.kernel, strings.ToUpper(n), o.linux)
+	case props != nil && !has && o.QEMU != "":
+		why := fmt.Sprintf("QEMU %s has no %s property: %s needs QEMU %s", orDash(e.s.QEMU), o.Prop, featureFamily(o.F), o.QEMU)
+		if n := e.tunRefuses(o.Tap); n != "" {
+			why += fmt.Sprintf(", and tun on %s refuses TUN_F_%s too; it needs %s", e.kernel, strings.ToUpper(n), o.Linux)
 		}
 		return why
 	}
@@ -340,25 +341,25 @@ func (e *explainer) notOffered(o offload) string {
 		if !t.VnetHdr {
 			return "the tap has no virtio-net header (vnet_hdr=off), so QEMU offers no offloads"
 		}
-		if n := e.tunRefuses(o.tap); n != "" {
+		if n := e.tunRefuses(o.Tap); n != "" {
 			kind := "tun"
 			if t.Macvtap {
 				kind = "macvtap"
 			}
 			why := fmt.Sprintf("%s on %s refuses TUN_F_%s", kind, e.kernel, strings.ToUpper(n))
-			if o.linux != "" {
-				why += "; it needs " + o.linux
+			if o.Linux != "" {
+				why += "; it needs " + o.Linux
 			}
 			return why
 		}
 	}
-	if v := e.s.VDPA; v != nil && !virtio.Features(v.Features).Has(o.f) {
+	if v := e.s.VDPA; v != nil && !virtio.Features(v.Features).Has(o.F) {
 		return fmt.Sprintf("the vdpa device %s does not offer it", v.Device)
 	}
 	if props == nil {
-		why := fmt.Sprintf("QEMU did not offer it: the NIC's %s property is off", o.prop)
-		if o.qemu != "" {
-			why += fmt.Sprintf(", or QEMU is older than %s (netctl had no NIC properties to tell which)", o.qemu)
+		why := fmt.Sprintf("QEMU did not offer it: the NIC's %s property is off", o.Prop)
+		if o.QEMU != "" {
+			why += fmt.Sprintf(", or QEMU is older than %s (netctl had no NIC properties to tell which)", o.QEMU)
 		}
 		return why
 	}
@@ -398,20 +399,20 @@ func (e *explainer) statusNames() []string { return e.q.statuses() }
 
 // honoured says whether the backend carries an acknowledged offload:
 // "yes", "no", or "?" when nothing could be checked.
-func (e *explainer) honoured(o offload) (string, string) {
+func (e *explainer) honoured(o policy.Offload) (string, string) {
 	s := e.s
 	switch {
 	case s.VDPA != nil:
 		if !s.VDPA.HasNegotiated {
 			return "?", "acknowledged; the vdpa device's negotiated features were not readable"
 		}
-		if e.backend.Has(o.f) {
+		if e.backend.Has(o.F) {
 			return "yes", "negotiated with the vdpa device " + s.VDPA.Device
 		}
 		return "no", "the guest acknowledged it but the vdpa device " + s.VDPA.Device + " did not negotiate it"
 	case s.Tap != nil:
-		if !o.rx {
-			if o.f == virtio.NetHostUFO {
+		if !o.RX {
+			if o.F == virtio.NetHostUFO {
 				return "yes", "the tap takes the guest's UFO frames (Linux guests have sent none since 4.14)"
 			}
 			return "yes", "the tap takes the guest's frames with their virtio-net header"
@@ -419,15 +420,15 @@ func (e *explainer) honoured(o offload) (string, string) {
 		if s.Tap.OffloadsUnknown {
 			return "?", "acknowledged; a macvtap does not show the offloads QEMU set on it, so netctl cannot check them"
 		}
-		ok, missing := e.tapHas(o.tap)
-		if ok && o.f == virtio.NetGuestUFO {
+		ok, missing := e.tapHas(o.Tap)
+		if ok && o.F == virtio.NetGuestUFO {
 			return "yes", "tun takes TUN_F_UFO, but Linux has made no UFO frames since 4.14, so nothing changes"
 		}
 		if ok {
-			return "yes", "the tap's " + strings.Join(without(o.tap, "csum"), ",") + " offload is on"
+			return "yes", "the tap's " + strings.Join(without(o.Tap, "csum"), ",") + " offload is on"
 		}
 		why := fmt.Sprintf("the guest acknowledged it but the tap's %s offload is off: ", missing)
-		if (o.f == virtio.NetGuestUSO4 || o.f == virtio.NetGuestUSO6) && e.guest&(virtio.NetGuestUSO4|virtio.NetGuestUSO6) != virtio.NetGuestUSO4|virtio.NetGuestUSO6 {
+		if (o.F == virtio.NetGuestUSO4 || o.F == virtio.NetGuestUSO6) && e.guest&(virtio.NetGuestUSO4|virtio.NetGuestUSO6) != virtio.NetGuestUSO4|virtio.NetGuestUSO6 {
 			return "no", why + "tun takes USO only as the pair USO4+USO6 and the guest acknowledged one, so QEMU sets neither"
 		}
 		var causes []string

@@ -1,36 +1,9 @@
 package diagnose
 
 import (
+	"github.com/netctl/netctl/policy"
 	"github.com/netctl/netctl/virtio"
 )
-
-// offload is what diagnose knows about one offload bit.
-type offload struct {
-	f     virtio.Features
-	prop  string          // QEMU virtio-net property
-	virsh string          // libvirt's <driver> sub-element attribute
-	rx    bool            // the guest receives such frames: the tap must have the offload set
-	tap   []string        // tap offloads (TUN_F_*) the backend needs; nil: the header alone
-	needs virtio.Features // one of these must be acknowledged too (the spec's dependencies)
-	qemu  string          // first QEMU with the property, "" for old ones
-	linux string          // first Linux whose tun takes the tap offloads, "" for old ones
-}
-
-var offloads = []offload{
-	{virtio.NetCsum, "csum", "<host csum='off'/>", false, nil, 0, "", ""},
-	{virtio.NetGuestCsum, "guest_csum", "<guest csum='off'/>", true, []string{"csum"}, 0, "", ""},
-	{virtio.NetGuestTSO4, "guest_tso4", "<guest tso4='off'/>", true, []string{"csum", "tso4"}, virtio.NetGuestCsum, "", ""},
-	{virtio.NetGuestTSO6, "guest_tso6", "<guest tso6='off'/>", true, []string{"csum", "tso6"}, virtio.NetGuestCsum, "", ""},
-	{virtio.NetGuestECN, "guest_ecn", "<guest ecn='off'/>", true, []string{"csum", "tso_ecn"}, virtio.NetGuestTSO4 | virtio.NetGuestTSO6, "", ""},
-	{virtio.NetGuestUFO, "guest_ufo", "<guest ufo='off'/>", true, []string{"csum", "ufo"}, virtio.NetGuestCsum, "", ""},
-	{virtio.NetHostTSO4, "host_tso4", "<host tso4='off'/>", false, nil, virtio.NetCsum, "", ""},
-	{virtio.NetHostTSO6, "host_tso6", "<host tso6='off'/>", false, nil, virtio.NetCsum, "", ""},
-	{virtio.NetHostECN, "host_ecn", "<host ecn='off'/>", false, nil, virtio.NetHostTSO4 | virtio.NetHostTSO6, "", ""},
-	{virtio.NetHostUFO, "host_ufo", "<host ufo='off'/>", false, []string{"ufo"}, virtio.NetCsum, "", ""},
-	{virtio.NetGuestUSO4, "guest_uso4", "", true, []string{"csum", "uso4", "uso6"}, virtio.NetGuestCsum, "8.2", "6.2"},
-	{virtio.NetGuestUSO6, "guest_uso6", "", true, []string{"csum", "uso4", "uso6"}, virtio.NetGuestCsum, "8.2", "6.2"},
-	{virtio.NetHostUSO, "host_uso", "", false, []string{"uso4", "uso6"}, virtio.NetCsum, "8.2", "6.2"},
-}
 
 // otherProps are the NIC properties of the ring and control bits.
 var otherProps = map[virtio.Features]string{
@@ -59,8 +32,8 @@ var otherProps = map[virtio.Features]string{
 // Props lists every NIC property Gather reads.
 func Props() []string {
 	var ps []string
-	for _, o := range offloads {
-		ps = append(ps, o.prop)
+	for _, o := range policy.Offloads {
+		ps = append(ps, o.Prop)
 	}
 	for _, p := range otherProps {
 		ps = append(ps, p)
