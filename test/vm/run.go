@@ -85,7 +85,12 @@ func (img *Image) Run(ctx context.Context, opts RunOptions) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	release, err := takeSlot(ctx, img.Cache)
+	if err != nil {
+		return nil, err
+	}
 	res, err := img.boot(ctx, out, accel, opts)
+	release()
 	if err != nil && res != nil && res.Console != "" {
 		// Keep the whole console of a failed run: the error shows only its tail.
 		kept := filepath.Join(img.Cache, "failed")
