@@ -104,7 +104,7 @@ func TestVMVhostVDPABringUp(t *testing.T) {
 	}
 	private, _ := unix.Mmap(-1, 0, 1<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	defer unix.Munmap(private)
-	if err := d.Map(1<<30, 1<<20, uint64(uintptrOf(private)), linux.VHOST_ACCESS_RW); err == nil ||
+	if err := d.Map(1<<30, 1<<20, linux.MappedAddr(private, 0), linux.VHOST_ACCESS_RW); err == nil ||
 		!strings.Contains(err.Error(), "not a shared mapping of a file") {
 		t.Errorf("mapping private anonymous memory: %v", err)
 	}

@@ -4,10 +4,10 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/netctl/netctl/internal/linux"
 	"github.com/netctl/netctl/internal/testenv"
 	"github.com/netctl/netctl/macvtap"
 	"github.com/netctl/netctl/virtio"
@@ -22,7 +22,7 @@ func ringMem(t *testing.T) (mem []byte, addr VringAddr) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { unix.Munmap(mem) })
-	base := uint64(uintptr(unsafe.Pointer(&mem[0])))
+	base := linux.MappedAddr(mem, 0)
 	return mem, VringAddr{Desc: base, Avail: base + 4096, Used: base + 8192}
 }
 
@@ -79,7 +79,7 @@ func TestVMControlPlane(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Munmap(buf)
-	ua := uint64(uintptr(unsafe.Pointer(&buf[0])))
+	ua := linux.MappedAddr(buf, 0)
 	if err := d.SetMemTable([]MemoryRegion{{GuestPhysAddr: 0, Size: 1 << 19, UserAddr: ua}, {GuestPhysAddr: 1 << 30, Size: 1 << 19, UserAddr: ua + 1<<19}}); err != nil {
 		t.Fatal(err)
 	}

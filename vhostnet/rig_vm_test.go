@@ -85,7 +85,7 @@ func newRig(t *testing.T, c rigConfig) *rig {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { unix.Munmap(r.logBuf) })
-		cfg.LogBase = uint64(uintptrOf(r.logBuf))
+		cfg.LogBase = linux.MappedAddr(r.logBuf, 0)
 	}
 	for i := 0; i < c.queues; i++ {
 		rxq, err := guest.NewQueue(r.mem, c.rx)

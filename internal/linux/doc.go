@@ -6,6 +6,8 @@
 // Names follow the kernel's UAPI headers so they can be grepped for:
 // include/uapi/linux/vhost.h, vhost_types.h, vduse.h, vdpa.h, if_tun.h,
 // virtio_net.h, virtio_config.h and virtio_ring.h. Values are for amd64 and
+// arm64, which share the asm-generic ioctl encoding and these layouts (the
+// package refuses to build for any other architecture), and
 // were checked against ../shared/docs/kernel-facts.md (Linux 6.12.117); each
 // mirrored struct has a test of its size and field offsets.
 //

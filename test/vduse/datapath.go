@@ -46,7 +46,7 @@ func (d *Device) translate(iova uint64, n int) ([]byte, error) {
 		}
 	}
 	e := linux.VduseIOTLBEntry{Start: iova, Last: iova + uint64(n) - 1}
-	fd, err := linux.IoctlRet(d.fd, linux.VDUSE_IOTLB_GET_FD, uintptr(unsafe.Pointer(&e)))
+	fd, err := linux.IoctlPtrRet(d.fd, linux.VDUSE_IOTLB_GET_FD, unsafe.Pointer(&e))
 	if err != nil {
 		return nil, fmt.Errorf("IOTLB_GET_FD [%#x,+%d): %w", iova, n, err)
 	}

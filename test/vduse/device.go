@@ -169,11 +169,11 @@ func (d *Device) serve() {
 		if _, err := unix.Read(d.fd, req); err != nil {
 			continue
 		}
-		typ := binary.LittleEndian.Uint32(req[0:])
-		id := binary.LittleEndian.Uint32(req[4:])
+		typ := binary.NativeEndian.Uint32(req[0:])
+		id := binary.NativeEndian.Uint32(req[4:])
 		clear(resp)
-		binary.LittleEndian.PutUint32(resp[0:], id)
-		binary.LittleEndian.PutUint32(resp[4:], linux.VDUSE_REQ_RESULT_OK)
+		binary.NativeEndian.PutUint32(resp[0:], id)
+		binary.NativeEndian.PutUint32(resp[4:], linux.VDUSE_REQ_RESULT_OK)
 		switch typ {
 		case linux.VDUSE_SET_STATUS:
 			st := req[24]
@@ -193,10 +193,10 @@ func (d *Device) serve() {
 				d.stopDataPath()
 			}
 		case linux.VDUSE_GET_VQ_STATE:
-			idx := binary.LittleEndian.Uint32(req[24:])
-			binary.LittleEndian.PutUint32(resp[24:], idx)
+			idx := binary.NativeEndian.Uint32(req[24:])
+			binary.NativeEndian.PutUint32(resp[24:], idx)
 			if idx < 2 && d.running {
-				binary.LittleEndian.PutUint16(resp[28:], d.dp.vqs[idx].lastAvail)
+				binary.NativeEndian.PutUint16(resp[28:], d.dp.vqs[idx].lastAvail)
 			} else {
 				info := linux.VduseVQInfo{Index: idx}
 				if linux.Ioctl(d.fd, linux.VDUSE_VQ_GET_INFO, unsafe.Pointer(&info)) == nil {

@@ -8,6 +8,7 @@ package guest
 import (
 	"fmt"
 
+	"github.com/netctl/netctl/internal/linux"
 	"golang.org/x/sys/unix"
 )
 
@@ -51,7 +52,7 @@ func (m *Memory) Alloc(n, align int) (int, error) {
 }
 
 // VA is the process virtual address of guest offset off.
-func (m *Memory) VA(off int) uint64 { return uint64(uintptr(unsafePointer(m.Buf, off))) }
+func (m *Memory) VA(off int) uint64 { return linux.MappedAddr(m.Buf, off) }
 
 // Len is the size of the memory.
 func (m *Memory) Len() int { return len(m.Buf) }

@@ -1,5 +1,0 @@
-package vdpa
-
-import "unsafe"
-
-func uintptrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(&b[0])) }

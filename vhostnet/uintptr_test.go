@@ -1,5 +1,0 @@
-package vhostnet
-
-import "unsafe"
-
-func uintptrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(&b[0])) }
