@@ -5,7 +5,9 @@
 // netctl opens (getfd, then netdev_add with fds=/vhostfds=).
 //
 // A Client is safe for concurrent use: commands are sent one at a time.
-// Every call that waits takes a context.
+// Every call that waits takes a context. Everything read from QEMU is
+// bounded: a line by MaxLine, the event queue by MaxEvents and
+// MaxEventBytes.
 package qmp
 
 import (
@@ -14,7 +16,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -53,14 +57,23 @@ type Greeting struct {
 	} `json:"QMP"`
 }
 
-// Client is a QMP connection.
+// Client is a QMP connection. It owns the connection (Close closes it).
+//
+// A Client is safe for concurrent use. Commands run one at a time; a
+// command whose context ends before QEMU answers returns the context's
+// error, and the late reply is recognised by its id and skipped by the
+// next command. After a protocol error (see ErrProtocol) or a failed
+// write the client is out of step with QEMU and every later call fails.
 type Client struct {
-	mu       sync.Mutex // one command at a time; guards events
-	conn     *net.UnixConn
-	r        *bufio.Reader
 	Greeting Greeting
-	events   []Event
-	nextID   int
+
+	conn *net.UnixConn
+
+	mu     sync.Mutex // guards everything below; held for a whole command
+	r      lineReader
+	events eventQueue
+	nextID int64
+	broken error // set when the client and QEMU are out of step
 }
 
 // Dial connects to a QMP socket and does the capabilities handshake.
@@ -78,17 +91,20 @@ func Dial(ctx context.Context, path string) (*Client, error) {
 	return cl, nil
 }
 
-// New runs the handshake on an open connection, which the Client then owns.
+// New runs the handshake on an open connection. On success the Client
+// owns conn; on failure the caller keeps it (and should close it).
 func New(ctx context.Context, conn *net.UnixConn) (*Client, error) {
-	c := &Client{conn: conn, r: bufio.NewReader(conn)}
+	c := &Client{conn: conn, r: lineReader{r: bufio.NewReader(conn)}}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	stop := c.deadline(ctx)
 	defer stop()
-	line, err := c.r.ReadBytes('\n')
+	line, err := c.r.readLine()
 	if err != nil {
-		return nil, fmt.Errorf("qmp: no greeting: %w", err)
+		return nil, c.ioErr(ctx, "waiting for the greeting", err)
 	}
-	if err := json.Unmarshal(line, &c.Greeting); err != nil || c.Greeting.QMP.Capabilities == nil {
-		return nil, fmt.Errorf("qmp: not a QMP greeting: %q", line)
+	if c.Greeting, err = parseGreeting(line); err != nil {
+		return nil, err
 	}
 	if _, err := c.execute(ctx, "qmp_capabilities", nil, nil); err != nil {
 		return nil, err
@@ -96,20 +112,25 @@ func New(ctx context.Context, conn *net.UnixConn) (*Client, error) {
 	return c, nil
 }
 
-// deadline applies ctx's deadline (and cancellation) to the connection.
-func (c *Client) deadline(ctx context.Context) func() {
+// deadline applies ctx's deadline and cancellation to the connection until
+// the returned function is called. That function returns only after a
+// cancellation that raced with it has finished, so it always leaves the
+// connection without a deadline.
+func (c *Client) deadline(ctx context.Context) (stop func()) {
 	if dl, ok := ctx.Deadline(); ok {
 		c.conn.SetDeadline(dl)
 	}
-	done := make(chan struct{})
-	go func() {
-		select {
-		case <-ctx.Done():
-			c.conn.SetDeadline(time.Unix(1, 0))
-		case <-done:
+	fired := make(chan struct{})
+	stopWatch := context.AfterFunc(ctx, func() {
+		c.conn.SetDeadline(time.Unix(1, 0)) // in the past: wakes a blocked read or write
+		close(fired)
+	})
+	return func() {
+		if !stopWatch() {
+			<-fired // the cancellation ran or is running: let it finish first
 		}
-	}()
-	return func() { close(done); c.conn.SetDeadline(time.Time{}) }
+		c.conn.SetDeadline(time.Time{})
+	}
 }
 
 // Execute runs a command with arguments (nil for none) and returns the raw
@@ -129,7 +150,7 @@ func (c *Client) Run(ctx context.Context, cmd string, args, out any) error {
 		return err
 	}
 	if err := json.Unmarshal(raw, out); err != nil {
-		return fmt.Errorf("qmp: %s: decode reply: %w", cmd, err)
+		return fmt.Errorf("qmp: %s: decode reply %s: %w", cmd, quote(raw), err)
 	}
 	return nil
 }
@@ -145,7 +166,11 @@ func (c *Client) SendFD(ctx context.Context, name string, fd int) error {
 	return err
 }
 
+// execute sends one command and waits for its reply; c.mu is held.
 func (c *Client) execute(ctx context.Context, cmd string, args any, oob []byte) (json.RawMessage, error) {
+	if c.broken != nil {
+		return nil, fmt.Errorf("qmp: %s: not sent: the connection is out of step with QEMU after an earlier error (%w); dial again", cmd, c.broken)
+	}
 	c.nextID++
 	id := c.nextID
 	req := map[string]any{"execute": cmd, "id": id}
@@ -154,60 +179,103 @@ func (c *Client) execute(ctx context.Context, cmd string, args any, oob []byte) 
 	}
 	b, err := json.Marshal(req)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("qmp: %s: encode arguments: %w", cmd, err)
 	}
 	b = append(b, '\n')
-	if _, _, err := c.conn.WriteMsgUnix(b, oob, nil); err != nil {
+	n, _, err := c.conn.WriteMsgUnix(b, oob, nil)
+	if err != nil {
+		if n > 0 {
+			c.broken = err // half a request went out
+		}
 		return nil, c.ioErr(ctx, cmd, err)
 	}
+	raw, err := c.awaitReply(id)
+	if err != nil {
+		if errors.Is(err, ErrProtocol) {
+			c.broken = err
+			return nil, fmt.Errorf("qmp: %s: %w", cmd, err)
+		}
+		var qe *Error
+		if errors.As(err, &qe) {
+			qe.Command = cmd
+			return nil, qe
+		}
+		return nil, c.ioErr(ctx, cmd, err)
+	}
+	return raw, nil
+}
+
+// awaitReply reads lines until the reply to request id: events are queued,
+// replies to earlier requests (whose caller gave up) are skipped. c.mu is
+// held.
+func (c *Client) awaitReply(id int64) (json.RawMessage, error) {
 	for {
-		line, err := c.r.ReadBytes('\n')
+		line, err := c.r.readLine()
 		if err != nil {
-			return nil, c.ioErr(ctx, cmd, err)
+			return nil, err
 		}
-		var m struct {
-			Return json.RawMessage `json:"return"`
-			Error  *Error          `json:"error"`
-			Event  string          `json:"event"`
-			Data   json.RawMessage `json:"data"`
-			ID     *int            `json:"id"`
+		m, err := parseMessage(line)
+		if err != nil {
+			return nil, err
 		}
-		if err := json.Unmarshal(line, &m); err != nil {
-			return nil, fmt.Errorf("qmp: %s: bad reply %q: %w", cmd, line, err)
-		}
-		switch {
-		case m.Event != "":
-			c.events = append(c.events, Event{Event: m.Event, Data: m.Data})
+		if m.Event != "" {
+			c.events.push(Event{Event: m.Event, Data: m.Data})
 			continue
-		case m.ID != nil && *m.ID != id:
-			continue // a stale reply
-		case m.Error != nil:
-			m.Error.Command = cmd
-			return nil, m.Error
-		case m.Return != nil:
-			return m.Return, nil
 		}
-		return nil, fmt.Errorf("qmp: %s: reply with neither return nor error: %q", cmd, line)
+		if m.ID != nil {
+			var got int64
+			json.Unmarshal(m.ID, &got) // parseMessage checked it
+			switch {
+			case got < id && got > 0:
+				continue // a stale reply to a command whose caller gave up
+			case got != id:
+				return nil, fmt.Errorf("%w: a reply to request %d, which was never sent (waiting for %d): %s", ErrProtocol, got, id, quote(line))
+			}
+		}
+		if m.Error != nil {
+			return nil, m.Error
+		}
+		return m.Return, nil
 	}
 }
 
 func (c *Client) ioErr(ctx context.Context, cmd string, err error) error {
+	if dl, ok := ctx.Deadline(); ok && errors.Is(err, os.ErrDeadlineExceeded) {
+		// The connection's deadline is ctx's: its timer fires at about
+		// the same moment, so wait for it and report ctx's error.
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Until(dl) + 100*time.Millisecond):
+		}
+	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("qmp: %s: %w (QEMU did not answer in time)", cmd, ctx.Err())
 	}
 	if errors.Is(err, net.ErrClosed) {
 		return fmt.Errorf("qmp: %s: connection closed: %w", cmd, err)
 	}
+	if errors.Is(err, io.EOF) {
+		return fmt.Errorf("qmp: %s: QEMU closed the connection: %w", cmd, err)
+	}
 	return fmt.Errorf("qmp: %s: %w", cmd, err)
 }
 
-// Events returns and clears the events received so far.
+// Events returns and clears the events received so far (at most
+// MaxEvents, MaxEventBytes of them: older ones are dropped and counted by
+// DroppedEvents). Events arrive only while a command runs.
 func (c *Client) Events() []Event {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ev := c.events
-	c.events = nil
-	return ev
+	return c.events.take()
+}
+
+// DroppedEvents is how many events were dropped, oldest first, because
+// Events was not called before the queue reached MaxEvents or
+// MaxEventBytes.
+func (c *Client) DroppedEvents() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.events.dropped
 }
 
 // Close closes the connection.

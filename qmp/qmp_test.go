@@ -1,10 +1,10 @@
 package qmp
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"strings"
@@ -40,13 +40,21 @@ func pair(t *testing.T) (*net.UnixConn, *net.UnixConn) {
 	return mk(fds[0]), mk(fds[1])
 }
 
-func startFake(t *testing.T, reply func(req map[string]any) string) (*fakeQEMU, *net.UnixConn) {
+const greeting72 = `{"QMP": {"version": {"qemu": {"micro": 22, "minor": 2, "major": 7}, "package": "Debian 1:7.2+dfsg-7+deb12u18+b3"}, "capabilities": ["oob"]}}`
+
+// serve runs a fake QEMU on the server end of a socketpair: it writes
+// greeting as is (nothing if empty), then answers each request with the
+// lines reply returns, written as is (with "ID" replaced by the request's
+// id); a nil answer closes the connection. fds passed with a request are
+// recorded.
+func serve(t *testing.T, greeting string, reply func(req map[string]any) []string) (*fakeQEMU, *net.UnixConn) {
 	server, client := pair(t)
-	f := &fakeQEMU{conn: server, gotFDs: make(chan int, 4), reqs: make(chan map[string]any, 16)}
+	f := &fakeQEMU{conn: server, gotFDs: make(chan int, 4), reqs: make(chan map[string]any, 1024)}
 	go func() {
 		defer server.Close()
-		server.Write([]byte(`{"QMP": {"version": {"qemu": {"micro": 19, "minor": 2, "major": 7}, "package": "Debian 1:7.2+dfsg-7"}, "capabilities": ["oob"]}}` + "\n"))
-		r := bufio.NewReader(server)
+		if !writeLines(server, []string{greeting}, "", "") {
+			return
+		}
 		for {
 			buf := make([]byte, 4096)
 			oob := make([]byte, 64)
@@ -64,18 +72,59 @@ func startFake(t *testing.T, reply func(req map[string]any) string) (*fakeQEMU, 
 					}
 				}
 			}
-			_ = r
 			for _, line := range strings.Split(strings.TrimSpace(string(buf[:n])), "\n") {
 				var req map[string]any
 				json.Unmarshal([]byte(line), &req)
-				f.reqs <- req
-				id, _ := json.Marshal(req["id"])
-				server.Write([]byte(`{"event": "NIC_RX_FILTER_CHANGED", "data": {"name": "net0"}, "timestamp": {"seconds": 1, "microseconds": 2}}` + "\n"))
-				server.Write([]byte(strings.ReplaceAll(reply(req), "ID", string(id)) + "\n"))
+				select {
+				case f.reqs <- req:
+				default:
+				}
+				id, _ := req["id"].(float64)
+				answer := reply(req)
+				if answer == nil || !writeLines(server, answer, fmt.Sprint(id), fmt.Sprint(id-1)) {
+					return
+				}
 			}
 		}
 	}()
 	return f, client
+}
+
+// closeConn, as a line of a fake's answer, closes the connection there;
+// pause waits 300 ms.
+const (
+	closeConn = "\x00close"
+	pause     = "\x00pause"
+)
+
+// writeLines writes a fake's answer with ID and PREV replaced; false means
+// the connection is to be closed.
+func writeLines(c *net.UnixConn, lines []string, id, prev string) bool {
+	for _, l := range lines {
+		switch l {
+		case closeConn:
+			return false
+		case pause:
+			time.Sleep(300 * time.Millisecond)
+			continue
+		}
+		l = strings.ReplaceAll(strings.ReplaceAll(l, "PREV", prev), "ID", id)
+		if _, err := c.Write([]byte(l)); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// startFake is serve with QEMU 7.2's greeting and an event before every
+// reply.
+func startFake(t *testing.T, reply func(req map[string]any) string) (*fakeQEMU, *net.UnixConn) {
+	return serve(t, greeting72+"\n", func(req map[string]any) []string {
+		return []string{
+			`{"event": "NIC_RX_FILTER_CHANGED", "data": {"name": "net0"}, "timestamp": {"seconds": 1, "microseconds": 2}}` + "\n",
+			reply(req) + "\n",
+		}
+	})
 }
 
 func TestHandshakeCommandsErrorsEvents(t *testing.T) {
