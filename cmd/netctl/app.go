@@ -1,16 +1,31 @@
 package main
 
 import (
+	"fmt"
+	"regexp"
+	"strings"
+
 	"github.com/urfave/cli/v2"
 )
 
+func init() {
+	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprintln(c.App.Writer, buildVersion()) }
+	cli.FlagStringer = flagString
+}
+
+// newApp builds the command tree. Every command goes through prepare,
+// which gives the whole tree the same rules (see exitcode.go): positional
+// arguments are counted against ArgsUsage, required flags are checked, and
+// mistakes become usage errors (exit 2, one line and a hint, never the
+// whole help).
 func newApp() *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:  "netctl",
 		Usage: "set up and explain in-kernel virtio-net data paths (vhost-net, vDPA)",
 		Description: "netctl opens /dev/vhost-net and vDPA devices, binds them to tap, macvtap or packet-socket\n" +
-			"backends with the right virtio-net header and offloads, and explains every feature bit.",
-		HideHelpCommand: true,
+			"backends with the right virtio-net header and offloads, and explains every feature bit.\n" +
+			"Exit status: 0 success, 1 failure, 2 usage error.",
+		Version: buildVersion().Version,
 		Commands: []*cli.Command{
 			selftestCommand(),
 			vdpaCommand(),
@@ -19,5 +34,196 @@ func newApp() *cli.App {
 			diagnoseCommand(),
 			versionCommand(),
 		},
+		// urfave/cli would call os.Exit itself for an ExitCoder; runMain
+		// decides the exit code instead.
+		ExitErrHandler: func(*cli.Context, error) {},
 	}
+	app.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return usageErr("netctl", "%v", err) }
+	app.Action = groupAction("netctl")
+	prepare(app.Commands, "netctl")
+	return app
+}
+
+// prepare applies netctl's command-line rules to every command under
+// parent (the command path, "netctl vdpa").
+func prepare(cmds []*cli.Command, parent string) {
+	for _, cmd := range cmds {
+		path := parent + " " + cmd.Name
+		cmd.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return usageErr(path, "%v", err) }
+		if len(cmd.Subcommands) > 0 {
+			prepare(cmd.Subcommands, path)
+			if cmd.Action == nil {
+				cmd.Action = groupAction(path)
+			}
+			continue
+		}
+		// urfave/cli prints the whole help when a required flag is
+		// missing: check them here instead, as usage errors.
+		var required []string
+		for _, f := range cmd.Flags {
+			if unrequire(f) {
+				required = append(required, f.Names()[0])
+			}
+		}
+		minArgs, maxArgs := arity(cmd.ArgsUsage)
+		action := cmd.Action
+		cmd.Action = func(c *cli.Context) error {
+			for _, name := range required {
+				if !c.IsSet(name) {
+					return usageErr(path, "--%s is required", name)
+				}
+			}
+			if err := checkArgs(c, path, cmd.ArgsUsage, minArgs, maxArgs); err != nil {
+				return err
+			}
+			return commandError(path, action(c))
+		}
+	}
+}
+
+// groupAction runs for a command that only groups others ("netctl",
+// "netctl vdpa") when no known subcommand was named.
+func groupAction(path string) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		if c.Args().Present() {
+			return usageErr(path, "unknown command %q", c.Args().First())
+		}
+		var names []string
+		for _, s := range c.Command.Subcommands {
+			if !s.Hidden && s.Name != "help" {
+				names = append(names, s.Name)
+			}
+		}
+		if len(names) == 0 { // the root: its commands are the app's
+			for _, s := range c.App.Commands {
+				if !s.Hidden && s.Name != "help" {
+					names = append(names, s.Name)
+				}
+			}
+		}
+		return usageErr(path, "name a command: %s", strings.Join(names, ", "))
+	}
+}
+
+// unrequire turns off urfave/cli's own check of a required flag and says
+// whether the flag was required.
+func unrequire(f cli.Flag) bool {
+	switch f := f.(type) {
+	case *cli.StringFlag:
+		r := f.Required
+		f.Required = false
+		if r {
+			f.Usage += " (required)"
+		}
+		return r
+	case *cli.IntFlag:
+		r := f.Required
+		f.Required = false
+		if r {
+			f.Usage += " (required)"
+		}
+		return r
+	case *cli.UintFlag:
+		r := f.Required
+		f.Required = false
+		if r {
+			f.Usage += " (required)"
+		}
+		return r
+	case *cli.BoolFlag:
+		r := f.Required
+		f.Required = false
+		if r {
+			f.Usage += " (required)"
+		}
+		return r
+	case *cli.DurationFlag:
+		r := f.Required
+		f.Required = false
+		if r {
+			f.Usage += " (required)"
+		}
+		return r
+	case *cli.StringSliceFlag:
+		r := f.Required
+		f.Required = false
+		if r {
+			f.Usage += " (required)"
+		}
+		return r
+	}
+	if r, ok := f.(cli.RequiredFlag); ok && r.IsRequired() {
+		panic(fmt.Sprintf("netctl: flag %s: add its type to unrequire", f.Names()[0]))
+	}
+	return false
+}
+
+// arity reads how many positional arguments a command takes from its
+// ArgsUsage: "" or " " none, "DEV" one, "DEV QUEUE" two, "[DEV]" zero or
+// one, "HOST.json..." one or more. -1 is no upper bound.
+func arity(usage string) (min, max int) {
+	for _, w := range strings.Fields(usage) {
+		optional := strings.HasPrefix(w, "[")
+		switch {
+		case strings.HasSuffix(strings.TrimSuffix(w, "]"), "..."):
+			if !optional {
+				min++
+			}
+			return min, -1
+		case optional:
+			max++
+		default:
+			min++
+			max++
+		}
+	}
+	return min, max
+}
+
+func checkArgs(c *cli.Context, path, usage string, min, max int) error {
+	args := c.Args().Slice()
+	for _, a := range args {
+		if len(a) > 1 && a[0] == '-' {
+			return usageErr(path, "%q after the arguments: put flags first (%s [flags] %s)", a, path, strings.TrimSpace(usage))
+		}
+	}
+	n := len(args)
+	switch {
+	case max == 0 && n > 0:
+		return usageErr(path, "takes no arguments, got %q", strings.Join(args, " "))
+	case n < min || (max >= 0 && n > max):
+		want := fmt.Sprintf("%d", min)
+		switch {
+		case max < 0:
+			want = fmt.Sprintf("at least %d", min)
+		case max != min:
+			want = fmt.Sprintf("%d to %d", min, max)
+		}
+		return usageErr(path, "takes %s argument(s) (%s), got %d", want, strings.TrimSpace(usage), n)
+	}
+	return nil
+}
+
+// defaultFlagStringer is urfave/cli's own (init replaces cli.FlagStringer).
+var defaultFlagStringer = cli.FlagStringer
+
+// defaultText matches the "(default: X)" urfave/cli appends to a flag's
+// usage.
+var defaultText = regexp.MustCompile(` \(default: ([^)]*)\)$`)
+
+// flagString is urfave/cli's flag line with the default shown once: not
+// when the usage already names it, and not for false, 0, "" or 0s (which
+// mean "off" or "the device's own value").
+func flagString(f cli.Flag) string {
+	s := defaultFlagStringer(f)
+	m := defaultText.FindStringSubmatchIndex(s)
+	if m == nil {
+		return s
+	}
+	usage, def := s[:m[0]], s[m[2]:m[3]]
+	switch {
+	case strings.Contains(usage, "(default"), def == "false", def == "0", def == `""`, def == "0s":
+		return usage
+	}
+	return s
 }

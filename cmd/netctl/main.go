@@ -1,15 +1,10 @@
 // Command netctl sets up and explains in-kernel virtio-net data paths
-// (vhost-net and vDPA) for virtual machines.
+// (vhost-net and vDPA) for virtual machines. Exit status: 0 success, 1
+// failure, 2 usage error (see exitcode.go).
 package main
 
-import (
-	"fmt"
-	"os"
-)
+import "os"
 
 func main() {
-	if err := newApp().Run(os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "netctl:", err)
-		os.Exit(1)
-	}
+	os.Exit(runMain(os.Args, os.Stdout, os.Stderr))
 }

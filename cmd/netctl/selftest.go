@@ -38,7 +38,7 @@ func selftestCommand() *cli.Command {
 				}
 			}
 			if err != nil {
-				return fmt.Errorf("selftest failed: %w", err)
+				return err
 			}
 			if !c.Bool("json") {
 				fmt.Fprintln(c.App.Writer, "result: ok, vhost-net carried traffic both ways on every queue")

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/netctl/netctl/internal/errs"
+)
+
+// Exit codes, errors and --json.
+//
+// netctl exits 0 on success, 1 when the command failed and 2 on a usage
+// error: an unknown command or flag, a flag value that does not parse, a
+// wrong number of arguments, a missing required flag, or a value out of
+// range. A usage error prints one line and a hint ("run 'netctl plan
+// --help'"), never the whole help.
+//
+// A command reports a usage error in either of two ways, and both give
+// exit 2 (prepare and runMain do the mapping for every command, so no command
+// needs to do anything else):
+//   - return usageErr(path, ...), or
+//   - return an error that wraps errs.ErrInvalid (the packages' range
+//     checks do: fmt.Errorf("selftest: %d queue pairs: use 1 to 16: %w", n,
+//     errs.ErrInvalid)). Wrap ErrInvalid only for input the user gave,
+//     never for an EINVAL from the kernel.
+//
+// Every error is printed once, on stderr, as "netctl: <what failed>:
+// <why>", followed by a hint when there is one. Each layer adds its own
+// context once: a command's error is prefixed with the command's name
+// unless the message already starts with it. With --json (-j) anywhere on
+// the command line the error is also written to stdout as one JSON object,
+// {"error": "...", "hint": "..."}.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+// usageError is a mistake in how netctl was called.
+type usageError struct {
+	path string // the command, "netctl vdpa dev add"
+	err  error
+}
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// usageErr is a usage error of the command at path; the message starts
+// with the command's name after "netctl".
+func usageErr(path, format string, a ...any) error {
+	msg := fmt.Sprintf(format, a...)
+	if name := strings.TrimPrefix(path, "netctl "); name != path {
+		msg = name + ": " + msg
+	}
+	return &usageError{path: path, err: errors.New(msg)}
+}
+
+// commandError gives a command's error its context once and marks bad
+// input (errs.ErrInvalid) as a usage error of that command.
+func commandError(path string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ue *usageError
+	if errors.As(err, &ue) {
+		return err
+	}
+	noun := strings.Fields(path)[1] // "selftest", "vdpa", ...
+	if !strings.HasPrefix(err.Error(), noun+":") && !strings.HasPrefix(err.Error(), noun+" ") {
+		err = fmt.Errorf("%s: %w", noun, err)
+	}
+	if errors.Is(err, errs.ErrInvalid) {
+		return &usageError{path: path, err: err}
+	}
+	return err
+}
+
+// hint says what to do about err, or "".
+func hint(err error) string {
+	var ue *usageError
+	switch {
+	case errors.As(err, &ue):
+		return fmt.Sprintf("run '%s --help'", ue.path)
+	case errors.Is(err, errs.ErrInvalid):
+		return "run 'netctl help'"
+	case errors.Is(err, os.ErrPermission):
+		return "run as root: netctl needs CAP_NET_ADMIN"
+	case errors.Is(err, errs.ErrNotAvailable), errors.Is(err, errs.ErrNotSupported):
+		return "run 'netctl probe' to see what this kernel offers"
+	case errors.Is(err, errs.ErrBusy):
+		return "close what holds the device, then try again"
+	}
+	return ""
+}
+
+// exitCode is the exit status for err.
+func exitCode(err error) int {
+	var ue *usageError
+	var ec cli.ExitCoder
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ue), errors.Is(err, errs.ErrInvalid):
+		return exitUsage
+	case errors.As(err, &ec): // urfave/cli's own: "No help topic for 'x'"
+		return exitUsage
+	}
+	return exitFailure
+}
+
+// runMain runs netctl with args (args[0] is the program) and returns its exit
+// status.
+func runMain(args []string, stdout, stderr io.Writer) int {
+	return runApp(newApp(), args, stdout, stderr)
+}
+
+// runApp is runMain with a given command tree.
+func runApp(app *cli.App, args []string, stdout, stderr io.Writer) int {
+	app.Writer, app.ErrWriter = stdout, stderr
+	err := app.Run(args)
+	code := exitCode(err)
+	if err == nil {
+		return code
+	}
+	h := hint(err)
+	if code == exitUsage && h == "" {
+		h = "run 'netctl help'"
+	}
+	fmt.Fprintln(stderr, "netctl:", err)
+	if h != "" {
+		fmt.Fprintln(stderr, h)
+	}
+	if argsWantJSON(args[1:]) {
+		b, _ := json.Marshal(struct {
+			Error string `json:"error"`
+			Hint  string `json:"hint"`
+		}{err.Error(), h})
+		fmt.Fprintln(stdout, string(b))
+	}
+	return code
+}
+
+// argsWantJSON is true when -j or --json is on the command line (before
+// a "--"): it decides the error's format even when the flags did not
+// parse.
+func argsWantJSON(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || (name != "j" && name != "json") {
+			continue
+		}
+		if !hasVal || val == "true" || val == "1" {
+			return true
+		}
+	}
+	return false
+}
