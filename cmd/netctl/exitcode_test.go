@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -71,13 +70,12 @@ func execNetctl(t *testing.T, args ...string) result {
 	return result{cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()}
 }
 
-// stutter finds a layer's context repeated ("selftest: selftest:") or a
+// hasStutter finds a layer's context repeated ("selftest: selftest:") or a
 // "failed:" wrapper around an error that already says what failed.
-var stutter = regexp.MustCompile(`\b([\w-]+): (?:[\w-]+ )?failed: |\b([\w-]+): ([\w-]+: )?\b([\w-]+):`)
-
 func hasStutter(line string) bool {
-	for _, m := range stutter.FindAllStringSubmatch(line, -1) {
-		if m[1] != "" || (m[2] != "" && m[2] == m[4]) {
+	parts := strings.Split(line, ": ")
+	for i, p := range parts {
+		if strings.HasSuffix(p, " failed") || (i > 0 && p == parts[i-1]) {
 			return true
 		}
 	}
