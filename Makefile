@@ -11,7 +11,7 @@ export VMEXEC := $(BIN)/netctl-vm
 VM_PKGS = $(sort $(patsubst %/,%,$(dir $(shell find . -name '*_vm_test.go' -not -path './.cache/*'))))
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build test test-unit test-host test-harness test-vm vm-deps vm-prepare lint demo bench clean
+.PHONY: all build test test-unit test-host fuzz test-harness test-vm vm-deps vm-prepare lint demo bench clean
 
 all: build
 
@@ -22,14 +22,32 @@ build:
 ## test: every layer: unit, host (root, throwaway netns), VM harness self-test, VM on both kernels.
 test: test-unit test-host test-harness test-vm
 
-## test-unit: pure and fake-backed tests, no root, no VM.
-test-unit:
-	$(GO) test -count=1 -skip '^(TestHost|TestVM|TestHarness)' ./...
+# The unit and host layers run with -race, through test/cmd/testcheck, which
+# fails the run if a host test skipped (it checked nothing) or if a package
+# ran no test although it has tests of that layer ("ok ... [no tests to run]").
+UNIT_SKIP = ^(TestHost|TestVM|TestHarness)
+# Packages with host tests (func TestHost... in a *_test.go file).
+HOST_PKGS = $(sort $(patsubst %/,%,$(dir $(shell grep -rl --include='*_test.go' --exclude-dir=.cache '^func TestHost' .))))
+TESTCHECK = $(BIN)/testcheck
+FUZZTIME ?= 30s
+
+$(TESTCHECK): $(wildcard test/cmd/testcheck/*.go)
+	CGO_ENABLED=0 $(GO) build -o $@ ./test/cmd/testcheck
+
+## test-unit: pure and fake-backed tests (and the fuzz targets' seed corpora), no root, no VM; -race.
+test-unit: $(TESTCHECK)
+	set -o pipefail; $(GO) test -race -count=1 -json -skip '$(UNIT_SKIP)' ./... | $(TESTCHECK) -skip '$(UNIT_SKIP)'
 
 ## test-host: root tests on this machine's kernel, each in its own network namespace
-## (two talk to a real QEMU, one booting the 6.12 kernel, so the VM tools and images come first).
-test-host: vm-prepare
-	NETCTL_TEST_HOST=1 $(GO) test -count=1 -run '^TestHost' ./...
+## (two talk to a real QEMU, one booting the 6.12 kernel, so the VM tools and images come first); -race.
+## A host test that skips fails the run.
+test-host: vm-prepare $(TESTCHECK)
+	set -o pipefail; NETCTL_TEST_HOST=1 $(GO) test -race -count=1 -json -run '^TestHost' $(HOST_PKGS) | \
+		$(TESTCHECK) -run '^TestHost' -no-skip '^TestHost'
+
+## fuzz: every FuzzXxx target in the module, one at a time, FUZZTIME each (default 30s).
+fuzz:
+	bash test/fuzz.sh $(FUZZTIME)
 
 vm-deps:
 	@bash test/host-deps.sh

@@ -1,0 +1,282 @@
+// Command testcheck reads `go test -json` on stdin, prints what plain
+// `go test` would (package results, and the output of failed tests), and
+// fails the run when a test layer reports PASS without having tested:
+//
+//   - a test whose name matches -no-skip was skipped (make test-host: a
+//     host test that skips under NETCTL_TEST_HOST=1 checked nothing);
+//   - a package ran no test although its *_test.go files have Test or Fuzz
+//     functions that -run and -skip select ("ok ... [no tests to run]"
+//     where tests were expected).
+//
+// It also fails on any failed test or package, so `go test -json ... |
+// testcheck` (with pipefail) replaces `go test ...` in the Makefile.
+//
+//	go test -json -run '^TestHost' ./pkg | testcheck -run '^TestHost' -no-skip '^TestHost'
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// event is one line of test2json output (cmd/test2json, go help test).
+type event struct {
+	Action  string
+	Package string
+	Test    string
+	Output  string
+}
+
+type pkgState struct {
+	ran     int               // top-level tests that ran
+	output  map[string]string // test -> its output so far
+	skipped map[string]string // test -> why
+	failed  bool
+}
+
+type checker struct {
+	run, skip, noSkip *regexp.Regexp
+	module, root      string // the module's path and directory
+	out               io.Writer
+	pkgs              map[string]*pkgState
+	order             []string
+	problems          []string
+}
+
+func main() {
+	runRe := flag.String("run", "", "the -run given to go test: which top-level tests were meant to run")
+	skipRe := flag.String("skip", "", "the -skip given to go test")
+	noSkip := flag.String("no-skip", "", "fail if a test matching this was skipped")
+	flag.Parse()
+	c := &checker{out: os.Stdout, pkgs: map[string]*pkgState{}}
+	var err error
+	if c.run, err = compile(*runRe); err == nil {
+		if c.skip, err = compile(*skipRe); err == nil {
+			c.noSkip, err = compile(*noSkip)
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testcheck:", err)
+		os.Exit(2)
+	}
+	if c.module, c.root, err = findModule(); err != nil {
+		fmt.Fprintln(os.Stderr, "testcheck:", err)
+		os.Exit(2)
+	}
+	if err := c.read(os.Stdin); err != nil {
+		fmt.Fprintln(os.Stderr, "testcheck:", err)
+		os.Exit(2)
+	}
+	if !c.finish() {
+		os.Exit(1)
+	}
+}
+
+func compile(s string) (*regexp.Regexp, error) {
+	if s == "" {
+		return nil, nil
+	}
+	return regexp.Compile(s)
+}
+
+// findModule reads the module path from go.mod in the current directory
+// or above.
+func findModule() (path, dir string, err error) {
+	dir, err = os.Getwd()
+	if err != nil {
+		return "", "", err
+	}
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil {
+			for _, l := range strings.Split(string(b), "\n") {
+				if f := strings.Fields(l); len(f) == 2 && f[0] == "module" {
+					return f[1], dir, nil
+				}
+			}
+			return "", "", fmt.Errorf("%s/go.mod has no module line", dir)
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", "", fmt.Errorf("no go.mod here or above")
+		}
+		dir = parent
+	}
+}
+
+func (c *checker) pkg(name string) *pkgState {
+	p := c.pkgs[name]
+	if p == nil {
+		p = &pkgState{output: map[string]string{}, skipped: map[string]string{}}
+		c.pkgs[name] = p
+		c.order = append(c.order, name)
+	}
+	return p
+}
+
+func (c *checker) read(r io.Reader) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		var e event
+		if len(line) == 0 || line[0] != '{' || json.Unmarshal(line, &e) != nil {
+			fmt.Fprintln(c.out, string(line)) // not test2json: pass it on
+			continue
+		}
+		c.event(e)
+	}
+	return sc.Err()
+}
+
+func (c *checker) event(e event) {
+	if e.Package == "" {
+		fmt.Fprint(c.out, e.Output)
+		return
+	}
+	p := c.pkg(e.Package)
+	if e.Test == "" {
+		switch e.Action {
+		case "output", "build-output":
+			switch {
+			case e.Output == "PASS\n", e.Output == "testing: warning: no tests to run\n", strings.HasPrefix(e.Output, "=== "):
+			case strings.HasSuffix(e.Output, "[no tests to run]\n") && p.ran == 0:
+				// Not "ok": nothing was tested here. finish fails
+				// the run if tests of this layer were expected.
+				fmt.Fprintf(c.out, "-   \t%s\t[no tests of this layer]\n", e.Package)
+			default:
+				fmt.Fprint(c.out, e.Output)
+			}
+		case "fail", "build-fail":
+			p.failed = true
+		}
+		return
+	}
+	top := !strings.Contains(e.Test, "/")
+	switch e.Action {
+	case "run":
+		if top {
+			p.ran++
+		}
+	case "output":
+		p.output[e.Test] += e.Output
+	case "skip":
+		p.skipped[e.Test] = skipReason(p.output[e.Test])
+		delete(p.output, e.Test)
+	case "fail":
+		p.failed = true
+		fmt.Fprint(c.out, p.output[e.Test])
+		delete(p.output, e.Test)
+	case "pass":
+		delete(p.output, e.Test)
+	}
+}
+
+// skipReason is the t.Skip message in a skipped test's output.
+func skipReason(out string) string {
+	var lines []string
+	for _, l := range strings.Split(out, "\n") {
+		l = strings.TrimSpace(l)
+		if l != "" && !strings.HasPrefix(l, "=== ") && !strings.HasPrefix(l, "--- SKIP") {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines, " ")
+}
+
+// finish reports the problems; false means the run must fail.
+func (c *checker) finish() bool {
+	ok := true
+	var skips []string
+	for _, name := range c.order {
+		p := c.pkgs[name]
+		if p.failed {
+			ok = false
+		}
+		tests := make([]string, 0, len(p.skipped))
+		for t := range p.skipped {
+			tests = append(tests, t)
+		}
+		sort.Strings(tests)
+		for _, t := range tests {
+			s := fmt.Sprintf("%s %s: %s", name, t, p.skipped[t])
+			if c.noSkip != nil && c.noSkip.MatchString(t) {
+				c.problems = append(c.problems, "skipped, so it checked nothing: "+s)
+			} else {
+				skips = append(skips, s)
+			}
+		}
+		if p.ran == 0 && !p.failed {
+			want, err := c.expected(name)
+			switch {
+			case err != nil:
+				c.problems = append(c.problems, fmt.Sprintf("%s: %v", name, err))
+			case len(want) > 0:
+				c.problems = append(c.problems, fmt.Sprintf("%s: no test ran, but %s should have", name, strings.Join(want, ", ")))
+			}
+		}
+	}
+	for _, s := range skips {
+		fmt.Fprintln(c.out, "testcheck: skipped:", s)
+	}
+	for _, pr := range c.problems {
+		fmt.Fprintln(c.out, "testcheck: FAIL:", pr)
+	}
+	return ok && len(c.problems) == 0
+}
+
+// expected lists the Test and Fuzz functions of a package's test files
+// that -run and -skip select.
+func (c *checker) expected(pkg string) ([]string, error) {
+	rel, ok := strings.CutPrefix(pkg, c.module)
+	if !ok {
+		return nil, nil // not this module's
+	}
+	dir := filepath.Join(c.root, filepath.FromSlash(strings.TrimPrefix(rel, "/")))
+	files, err := filepath.Glob(filepath.Join(dir, "*_test.go"))
+	if err != nil {
+		return nil, err
+	}
+	var want []string
+	fset := token.NewFileSet()
+	for _, f := range files {
+		af, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range af.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || fd.Recv != nil || !isTest(fd.Name.Name) {
+				continue
+			}
+			n := fd.Name.Name
+			if (c.run == nil || c.run.MatchString(n)) && (c.skip == nil || !c.skip.MatchString(n)) {
+				want = append(want, n)
+			}
+		}
+	}
+	return want, nil
+}
+
+// isTest: TestXxx or FuzzXxx as go test finds them (not TestMain).
+func isTest(name string) bool {
+	for _, p := range []string{"Test", "Fuzz"} {
+		if rest, ok := strings.CutPrefix(name, p); ok && name != "TestMain" {
+			if rest == "" || !(rest[0] >= 'a' && rest[0] <= 'z') {
+				return true
+			}
+		}
+	}
+	return false
+}

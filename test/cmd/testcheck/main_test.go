@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// fakeModule makes a module example.com/m with package p whose test file
+// holds the given functions.
+func fakeModule(t *testing.T, funcs ...string) string {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/m\n"), 0o644)
+	os.Mkdir(filepath.Join(dir, "p"), 0o755)
+	src := "package p\n\nimport \"testing\"\n\n"
+	for _, f := range funcs {
+		src += "func " + f + "\n\n"
+	}
+	os.WriteFile(filepath.Join(dir, "p", "p_test.go"), []byte(src), 0o644)
+	return dir
+}
+
+func check(t *testing.T, dir, run, skip, noSkip, events string) (bool, string) {
+	t.Helper()
+	var out bytes.Buffer
+	c := &checker{out: &out, pkgs: map[string]*pkgState{}, module: "example.com/m", root: dir}
+	c.run, _ = compile(run)
+	c.skip, _ = compile(skip)
+	c.noSkip, _ = compile(noSkip)
+	if err := c.read(strings.NewReader(events)); err != nil {
+		t.Fatal(err)
+	}
+	return c.finish(), out.String()
+}
+
+const (
+	hostSkipped = `{"Action":"start","Package":"example.com/m/p"}
+{"Action":"run","Package":"example.com/m/p","Test":"TestHostTap"}
+{"Action":"output","Package":"example.com/m/p","Test":"TestHostTap","Output":"=== RUN   TestHostTap\n"}
+{"Action":"output","Package":"example.com/m/p","Test":"TestHostTap","Output":"    tap_test.go:12: needs /dev/net/tun\n"}
+{"Action":"output","Package":"example.com/m/p","Test":"TestHostTap","Output":"--- SKIP: TestHostTap (0.00s)\n"}
+{"Action":"skip","Package":"example.com/m/p","Test":"TestHostTap"}
+{"Action":"output","Package":"example.com/m/p","Output":"ok  \texample.com/m/p\t0.01s\n"}
+{"Action":"pass","Package":"example.com/m/p"}
+`
+	noneRan = `{"Action":"start","Package":"example.com/m/p"}
+{"Action":"output","Package":"example.com/m/p","Output":"ok  \texample.com/m/p\t0.01s [no tests to run]\n"}
+{"Action":"pass","Package":"example.com/m/p"}
+`
+	failed = `{"Action":"run","Package":"example.com/m/p","Test":"TestA"}
+{"Action":"output","Package":"example.com/m/p","Test":"TestA","Output":"    a_test.go:3: boom\n"}
+{"Action":"fail","Package":"example.com/m/p","Test":"TestA"}
+{"Action":"output","Package":"example.com/m/p","Output":"FAIL\texample.com/m/p\t0.01s\n"}
+{"Action":"fail","Package":"example.com/m/p"}
+`
+)
+
+func TestSkippedHostTestFails(t *testing.T) {
+	dir := fakeModule(t, "TestHostTap(t *testing.T) {}")
+	ok, out := check(t, dir, "^TestHost", "", "^TestHost", hostSkipped)
+	if ok || !strings.Contains(out, "TestHostTap: tap_test.go:12: needs /dev/net/tun") || !strings.Contains(out, "checked nothing") {
+		t.Errorf("a skipped host test passed: %v\n%s", ok, out)
+	}
+	// Without -no-skip (the unit layer) a skip is listed, not failed.
+	ok, out = check(t, dir, "^TestHost", "", "", hostSkipped)
+	if !ok || !strings.Contains(out, "skipped: example.com/m/p TestHostTap: tap_test.go:12: needs /dev/net/tun") {
+		t.Errorf("unit layer: %v\n%s", ok, out)
+	}
+}
+
+func TestNoTestsRanFails(t *testing.T) {
+	dir := fakeModule(t, "TestHostTap(t *testing.T) {}", "TestParse(t *testing.T) {}", "FuzzParse(f *testing.F) {}", "TestMain(m *testing.M) {}", "Testify() {}")
+	ok, out := check(t, dir, "", "^(TestHost|TestVM)", "", noneRan)
+	if ok || !strings.Contains(out, "no test ran, but TestParse, FuzzParse should have") || strings.Contains(out, "ok  ") {
+		t.Errorf("a package whose unit tests did not run passed: %v\n%s", ok, out)
+	}
+	// A package whose tests all belong to another layer may run none.
+	dir = fakeModule(t, "TestHostTap(t *testing.T) {}", "TestVMRing(t *testing.T) {}")
+	if ok, out := check(t, dir, "", "^(TestHost|TestVM)", "", noneRan); !ok {
+		t.Errorf("host- and VM-only package in the unit layer failed:\n%s", out)
+	}
+}
+
+func TestFailurePrinted(t *testing.T) {
+	ok, out := check(t, fakeModule(t), "", "", "", failed)
+	if ok || !strings.Contains(out, "boom") || !strings.Contains(out, "FAIL\texample.com/m/p") {
+		t.Errorf("failure: %v\n%s", ok, out)
+	}
+}
+
+func TestIsTest(t *testing.T) {
+	for n, want := range map[string]bool{"Test": true, "TestX": true, "Test_x": true, "Testify": false, "TestMain": false, "FuzzX": true, "Fuzzy": false, "BenchmarkX": false} {
+		if isTest(n) != want {
+			t.Errorf("isTest(%q) = %v", n, !want)
+		}
+	}
+}

@@ -1,0 +1,30 @@
+#!/bin/bash
+# fuzz.sh [FUZZTIME]: runs every fuzz target in the module (each func
+# FuzzXxx in a *_test.go file, found by grep) for FUZZTIME (default 30s),
+# one at a time, and fails if any target fails. A failing input is saved
+# by go test under the package's testdata/fuzz/FuzzXxx/; fix the bug and
+# commit that file as a seed.
+set -u
+fuzztime=${1:-30s}
+cd "$(dirname "$0")/.."
+mapfile -t targets < <(grep -rHo --include='*_test.go' --exclude-dir=.cache --exclude-dir=testdata --exclude-dir=bin \
+  -E '^func Fuzz[A-Z0-9_][A-Za-z0-9_]*\(' . | sed -E 's|^\./(.*)/[^/]*:func (Fuzz[A-Za-z0-9_]*)\(|\1 \2|' | sort -u)
+if [ ${#targets[@]} -eq 0 ]; then
+  echo "fuzz: no fuzz targets found" >&2
+  exit 1
+fi
+echo "fuzz: ${#targets[@]} targets, $fuzztime each"
+failed=()
+for t in "${targets[@]}"; do
+  read -r dir name <<<"$t"
+  echo "=== fuzz $name (./$dir)"
+  if ! go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "./$dir"; then
+    failed+=("$name (./$dir)")
+  fi
+done
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "fuzz: FAILED: ${failed[*]}" >&2
+  echo "fuzz: the failing inputs are under each package's testdata/fuzz/; fix the bug, then commit them as seeds" >&2
+  exit 1
+fi
+echo "fuzz: all ${#targets[@]} targets ran $fuzztime without a failure"
