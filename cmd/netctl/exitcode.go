@@ -102,13 +102,10 @@ func hint(err error) string {
 // exitCode is the exit status for err.
 func exitCode(err error) int {
 	var ue *usageError
-	var ec cli.ExitCoder
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.As(err, &ue), errors.Is(err, errs.ErrInvalid):
-		return exitUsage
-	case errors.As(err, &ec): // urfave/cli's own: "No help topic for 'x'"
 		return exitUsage
 	}
 	return exitFailure
@@ -124,6 +121,15 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 func runApp(app *cli.App, args []string, stdout, stderr io.Writer) int {
 	app.Writer, app.ErrWriter = stdout, stderr
 	err := app.Run(args)
+	var ec cli.ExitCoder
+	var ue *usageError
+	if errors.As(err, &ec) && !errors.As(err, &ue) { // urfave/cli's "No help topic for 'x'"
+		msg := ec.Error()
+		if msg != "" {
+			msg = strings.ToLower(msg[:1]) + msg[1:]
+		}
+		err = usageErr("netctl", "help: %s", msg)
+	}
 	code := exitCode(err)
 	if err == nil {
 		return code

@@ -104,7 +104,7 @@ func TestExitCodes(t *testing.T) {
 
 		{nil, 2, "", "netctl: name a command: selftest, vdpa, probe, plan, diagnose, version"},
 		{[]string{"nosuch"}, 2, "", `unknown command "nosuch"`},
-		{[]string{"help", "nosuch"}, 2, "", "nosuch"},
+		{[]string{"help", "nosuch"}, 2, "", "netctl: help: no help topic for 'nosuch'"},
 		{[]string{"--bogus"}, 2, "", "flag provided but not defined: -bogus"},
 		{[]string{"vdpa"}, 2, "", "vdpa: name a command: mgmtdev, dev"},
 		{[]string{"vdpa", "bogus"}, 2, "", `vdpa: unknown command "bogus"`},
