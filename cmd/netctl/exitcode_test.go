@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/urfave/cli/v2"
@@ -17,39 +16,15 @@ import (
 	"github.com/netctl/netctl/internal/errs"
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// netctlBinary builds cmd/netctl once for the exec tests.
+// netctlBinary builds cmd/netctl into the test's temporary directory, for
+// tests that run the real binary.
 func netctlBinary(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "netctl-exec-test")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "netctl")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	bin := filepath.Join(t.TempDir(), "netctl")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	return binPath
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binPath != "" {
-		os.RemoveAll(filepath.Dir(binPath))
-	}
-	os.Exit(code)
+	return bin
 }
 
 type result struct {
@@ -57,9 +32,9 @@ type result struct {
 	stdout, stderr string
 }
 
-func execNetctl(t *testing.T, args ...string) result {
+func execNetctl(t *testing.T, bin string, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(netctlBinary(t), args...)
+	cmd := exec.Command(bin, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -86,6 +61,7 @@ func hasStutter(line string) bool {
 // on a usage error; a usage error is one line and a hint on stderr, never
 // the help text.
 func TestExitCodes(t *testing.T) {
+	bin := netctlBinary(t)
 	probe := "../../policy/testdata/probe-6.1.json"
 	for _, tc := range []struct {
 		args   []string
@@ -133,7 +109,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"diagnose", "--from", "/nonexistent.json"}, 1, "", "netctl: diagnose: "},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			r := execNetctl(t, tc.args...)
+			r := execNetctl(t, bin, tc.args...)
 			if r.code != tc.code {
 				t.Errorf("exit %d, want %d\nstdout: %s\nstderr: %s", r.code, tc.code, r.stdout, r.stderr)
 			}
@@ -182,7 +158,7 @@ func TestSelftestErrorStutter(t *testing.T) {
 	if _, err := os.Stat("/dev/vhost-net"); err == nil {
 		t.Skip("this host has /dev/vhost-net")
 	}
-	r := execNetctl(t, "selftest", "-j")
+	r := execNetctl(t, netctlBinary(t), "selftest", "-j")
 	if r.code != 1 || !strings.HasPrefix(r.stderr, "netctl: selftest: ") || hasStutter(r.stderr) {
 		t.Errorf("exit %d, stderr %q", r.code, r.stderr)
 	}
