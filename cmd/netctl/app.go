@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/urfave/cli/v2"
 )
@@ -105,9 +106,25 @@ func groupAction(path string) cli.ActionFunc {
 	}
 }
 
-// unrequire turns off urfave/cli's own check of a required flag and says
-// whether the flag was required.
+// wasRequired holds the flags unrequire made optional, so that a flag
+// shared by several commands (a package-level var) or seen by a second
+// newApp is still known to be required.
+var wasRequired sync.Map // cli.Flag -> struct{}
+
+// unrequire turns off urfave/cli's own check of a required flag (which
+// prints the whole help) and says whether the flag is required.
 func unrequire(f cli.Flag) bool {
+	if _, ok := wasRequired.Load(f); ok {
+		return true
+	}
+	r := unrequireOnce(f)
+	if r {
+		wasRequired.Store(f, struct{}{})
+	}
+	return r
+}
+
+func unrequireOnce(f cli.Flag) bool {
 	switch f := f.(type) {
 	case *cli.StringFlag:
 		r := f.Required

@@ -258,3 +258,26 @@ func TestHasStutter(t *testing.T) {
 		}
 	}
 }
+
+// TestRequiredFlagShared: a required flag that is one value shared by two
+// commands (or by two newApp calls) is required in both.
+func TestRequiredFlagShared(t *testing.T) {
+	shared := &cli.StringFlag{Name: "name", Required: true, Usage: "device name"}
+	var cmds []*cli.Command
+	for _, n := range []string{"a", "b"} {
+		cmds = append(cmds, &cli.Command{Name: n, Flags: []cli.Flag{shared}, Action: func(*cli.Context) error { return nil }})
+	}
+	prepare(cmds, "netctl")
+	prepare(cmds, "netctl")
+	for _, n := range []string{"a", "b"} {
+		app := newApp()
+		app.Commands = cmds
+		var stdout, stderr bytes.Buffer
+		if code := runApp(app, []string{"netctl", n}, &stdout, &stderr); code != exitUsage || !strings.Contains(stderr.String(), "--name is required") {
+			t.Errorf("netctl %s without --name: exit %d, %q", n, code, stderr.String())
+		}
+	}
+	if shared.Usage != "device name (required)" {
+		t.Errorf("usage %q", shared.Usage)
+	}
+}
