@@ -94,6 +94,13 @@ type Line struct {
 var kernel string
 
 func emit(l Line) {
+	b, _ := json.Marshal(finish(l))
+	fmt.Println(string(b))
+}
+
+// finish fills in what every line carries: schema, kernel, commit, time,
+// the ratio of the medians and the range of the per-round ratios.
+func finish(l Line) Line {
 	l.Schema = schema
 	l.Kernel, l.Commit, l.Time = kernel, *commit, time.Now().UTC().Format(time.RFC3339)
 	l.CPU = "qemu -cpu max,erms=off (TCG unless KVM works)"
@@ -114,8 +121,7 @@ func emit(l Line) {
 			l.RatioMin, l.RatioMax = f(round(lo, 3)), f(round(hi, 3))
 		}
 	}
-	b, _ := json.Marshal(l)
-	fmt.Println(string(b))
+	return l
 }
 
 func round(v float64, digits int) float64 {

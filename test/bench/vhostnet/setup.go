@@ -175,6 +175,19 @@ func (p *devicePool) resize(n int) {
 	wg.Wait()
 }
 
+// interleaveSized measures with 1000 devices held, then with 10, and
+// again, rounds times each (A B A B ...): resize(n) sets the number held
+// before each measurement.
+func interleaveSized(rounds int, resize func(n int), measure func() setupTimes) (at1000, at10 []setupTimes) {
+	for r := 0; r < rounds; r++ {
+		resize(1000)
+		at1000 = append(at1000, measure())
+		resize(10)
+		at10 = append(at10, measure())
+	}
+	return at1000, at10
+}
+
 // benchScale: the per-device setup and teardown with 1000 vhost-net
 // devices held open (each set up, with an AF_PACKET socket as its
 // backend) against 10, in interleaved rounds: before each "1000" round
@@ -199,16 +212,14 @@ func benchScale() {
 	const iters = 100
 	pool.resize(10)
 	nsPerSetup(cfg, 20)
-	var at1000, at10 []setupTimes
 	var resize []float64
-	for r := 0; r < *rounds; r++ {
+	at1000, at10 := interleaveSized(*rounds, func(n int) {
 		t0 := time.Now()
-		pool.resize(1000)
-		resize = append(resize, round(time.Since(t0).Seconds(), 2))
-		at1000 = append(at1000, nsPerSetup(cfg, iters))
-		pool.resize(10)
-		at10 = append(at10, nsPerSetup(cfg, iters))
-	}
+		pool.resize(n)
+		if n == 1000 {
+			resize = append(resize, round(time.Since(t0).Seconds(), 2))
+		}
+	}, func() setupTimes { return nsPerSetup(cfg, iters) })
 	as, at, asum := split(at1000)
 	bs, bt, bsum := split(at10)
 	for _, l := range []struct {
