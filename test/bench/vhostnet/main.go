@@ -7,7 +7,8 @@
 //
 // The JSON lines stay comparable across commits: a field keeps its name
 // only while its meaning stays the same. Schema 2 (this one) added
-// "schema", "rounds", "ratio_min"/"ratio_max" and each side's
+// "schema", "rounds", "ratio_min"/"ratio_max"/"ratio_pair_median",
+// "host_load" and each side's
 // "min"/"max"/"rounds"; "value" is the median of the rounds (schema 1
 // lines, which have no "schema" field, took the median of 3 rounds, and
 // the memcpy side took the best round).
@@ -23,6 +24,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -35,8 +37,13 @@ var (
 	commit   = flag.String("commit", "", "commit being measured")
 	duration = flag.Duration("d", 1500*time.Millisecond, "duration of one throughput round")
 	rounds   = flag.Int("rounds", 5, "interleaved rounds per side (at least 5)")
-	rxBufF   = flag.Int("rxbuf", 4096, "RX buffer size with MRG_RXBUF")
-	only     = flag.String("only", "", "comma-separated benchmarks to run (default all)")
+	// The setup benchmarks take many short rounds: on a shared machine a
+	// burst of load lasts seconds, and short rounds let it hit both sides
+	// of a pair alike.
+	setupRounds = flag.Int("setup-rounds", 15, "interleaved rounds per side of the setup benchmarks (at least 5)")
+	rxBufF      = flag.Int("rxbuf", 4096, "RX buffer size with MRG_RXBUF")
+	only        = flag.String("only", "", "comma-separated benchmarks to run (default all)")
+	hostLoad    = flag.String("host-load", "", "the host's /proc/loadavg, recorded in every line (make bench passes it)")
 )
 
 // schema is the version of the JSON lines' meaning (see the package doc).
@@ -77,15 +84,19 @@ type Line struct {
 	Ratio    float64  `json:"ratio"`               // median(A) / median(B)
 	RatioMin *float64 `json:"ratio_min,omitempty"` // the lowest A/B of one round's pair
 	RatioMax *float64 `json:"ratio_max,omitempty"` // the highest
-	Rounds   int      `json:"rounds"`              // rounds per side
-	Anchor   *float64 `json:"anchor,omitempty"`
-	Goal     string   `json:"goal"`
-	Meets    *bool    `json:"meets,omitempty"`
-	Kernel   string   `json:"kernel"`
-	Commit   string   `json:"commit,omitempty"`
-	Time     string   `json:"time"`
-	CPU      string   `json:"cpu"`
-	Details  any      `json:"details,omitempty"`
+	// RatioPairMedian is the median of the per-pair ratios: steadier than
+	// Ratio when the machine's load drifts between rounds.
+	RatioPairMedian *float64 `json:"ratio_pair_median,omitempty"`
+	Rounds          int      `json:"rounds"` // rounds per side
+	Anchor          *float64 `json:"anchor,omitempty"`
+	Goal            string   `json:"goal"`
+	Meets           *bool    `json:"meets,omitempty"`
+	Kernel          string   `json:"kernel"`
+	Commit          string   `json:"commit,omitempty"`
+	Time            string   `json:"time"`
+	CPU             string   `json:"cpu"`
+	HostLoad        string   `json:"host_load,omitempty"` // the host's /proc/loadavg when make bench started
+	Details         any      `json:"details,omitempty"`
 	// unpaired: A's and B's rounds did not run in pairs, so no ratio per
 	// round.
 	unpaired bool
@@ -104,6 +115,7 @@ func finish(l Line) Line {
 	l.Schema = schema
 	l.Kernel, l.Commit, l.Time = kernel, *commit, time.Now().UTC().Format(time.RFC3339)
 	l.CPU = "qemu -cpu max,erms=off (TCG unless KVM works)"
+	l.HostLoad = *hostLoad
 	if l.B.Value != 0 {
 		l.Ratio = round(l.A.Value/l.B.Value, 3)
 	}
@@ -111,14 +123,15 @@ func finish(l Line) Line {
 	// Rounds ran in pairs (A then B), so each pair's ratio shows how far
 	// one round's noise moves the figure.
 	if !l.unpaired && len(l.A.Rounds) == len(l.B.Rounds) {
-		lo, hi := math.Inf(1), math.Inf(-1)
+		var rs []float64
 		for i, a := range l.A.Rounds {
 			if b := l.B.Rounds[i]; b != 0 {
-				lo, hi = math.Min(lo, a/b), math.Max(hi, a/b)
+				rs = append(rs, a/b)
 			}
 		}
-		if lo <= hi {
-			l.RatioMin, l.RatioMax = f(round(lo, 3)), f(round(hi, 3))
+		if len(rs) > 0 {
+			l.RatioMin, l.RatioMax = f(round(slices.Min(rs), 3)), f(round(slices.Max(rs), 3))
+			l.RatioPairMedian = f(round(median(rs), 3))
 		}
 	}
 	return l
@@ -135,6 +148,9 @@ func round(v float64, digits int) float64 {
 func median(xs []float64) float64 {
 	s := append([]float64(nil), xs...)
 	sort.Float64s(s)
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
 	return s[len(s)/2]
 }
 
@@ -189,8 +205,8 @@ func want(name string) bool {
 
 func main() {
 	flag.Parse()
-	if *rounds < 5 || *rounds > 1000 {
-		fatal("-rounds %d: every figure is the median of at least 5 rounds (5 to 1000)", *rounds)
+	if *rounds < 5 || *rounds > 1000 || *setupRounds < 5 || *setupRounds > 1000 {
+		fatal("-rounds %d, -setup-rounds %d: every figure is the median of at least 5 rounds (5 to 1000)", *rounds, *setupRounds)
 	}
 	rxBuf = *rxBufF
 	var uts unix.Utsname

@@ -75,11 +75,11 @@ func benchSetup() {
 	rx, _ := guest.NewQueue(mem, guest.QueueConfig{})
 	tx, _ := guest.NewQueue(mem, guest.QueueConfig{})
 	cfg := setupConfig(mem, rx, tx, tap.FD())
-	const iters = 200
+	const iters = 60
 	nsPerSetup(cfg, 20) // warm up
 	runC(20)
 	var goRounds, cRounds []setupTimes
-	for r := 0; r < *rounds; r++ {
+	for r := 0; r < *setupRounds; r++ {
 		goRounds = append(goRounds, nsPerSetup(cfg, iters))
 		s, td := runC(iters)
 		cRounds = append(cRounds, setupTimes{s, td})
@@ -209,11 +209,11 @@ func benchScale() {
 	}
 	defer unix.Close(probe)
 	cfg := setupConfig(mem, rx, tx, probe)
-	const iters = 100
+	const iters = 40
 	pool.resize(10)
 	nsPerSetup(cfg, 20)
 	var resize []float64
-	at1000, at10 := interleaveSized(*rounds, func(n int) {
+	at1000, at10 := interleaveSized(*setupRounds, func(n int) {
 		t0 := time.Now()
 		pool.resize(n)
 		if n == 1000 {

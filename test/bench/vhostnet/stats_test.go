@@ -43,6 +43,19 @@ func TestScaleRoundsInterleave(t *testing.T) {
 	}
 }
 
+func TestMedian(t *testing.T) {
+	for _, c := range []struct {
+		xs   []float64
+		want float64
+	}{
+		{[]float64{5, 1, 3}, 3}, {[]float64{4, 1, 3, 2}, 2.5}, {[]float64{7}, 7},
+	} {
+		if got := median(c.xs); got != c.want {
+			t.Errorf("median(%v) = %v, want %v", c.xs, got, c.want)
+		}
+	}
+}
+
 func TestSideMedianMinMax(t *testing.T) {
 	s := side("x", []float64{3000, 1000, 5000, 2000, 90000}, 1e-3, 2)
 	want := Side{Name: "x", Value: 3, Min: 1, Max: 90, Rounds: []float64{3, 1, 5, 2, 90}}
@@ -62,7 +75,7 @@ func TestLineCarriesSchemaRoundsAndRange(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := m["a"].(map[string]any)
-	for k, want := range map[string]any{"schema": 2.0, "rounds": 5.0, "ratio": 3.0, "ratio_min": 0.5, "ratio_max": 4.0} {
+	for k, want := range map[string]any{"schema": 2.0, "rounds": 5.0, "ratio": 3.0, "ratio_min": 0.5, "ratio_max": 4.0, "ratio_pair_median": 2.0} {
 		if m[k] != want {
 			t.Errorf("%s = %v, want %v in %s", k, m[k], want, b)
 		}
