@@ -153,6 +153,14 @@ func TestScriptExportsKernelAndCaps(t *testing.T) {
 	}
 }
 
+func TestGuestEnvSaysHowTheGuestRuns(t *testing.T) {
+	env := guestEnv("tcg", RunOptions{CPU: "max,erms=off", SMP: 2, Env: map[string]string{"X": "1", "NETCTL_VM_ACCEL": "kvm"}})
+	want := map[string]string{"X": "1", "NETCTL_VM_ACCEL": "tcg", "NETCTL_VM_CPU": "max,erms=off", "NETCTL_VM_SMP": "2"}
+	if !reflect.DeepEqual(env, want) {
+		t.Errorf("guest env %v, want %v", env, want)
+	}
+}
+
 // selfTestImage boots nothing unless NETCTL_VM_SELFTEST=1 (make test-harness
 // sets it); then a missing image or QEMU is a failure.
 func selfTestImage(t *testing.T, kernel string) *Image {

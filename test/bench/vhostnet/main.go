@@ -11,7 +11,8 @@
 // "host_load" and each side's
 // "min"/"max"/"rounds"; "value" is the median of the rounds (schema 1
 // lines, which have no "schema" field, took the median of 3 rounds, and
-// the memcpy side took the best round).
+// the memcpy side took the best round). Since schema 2, "cpu" names the
+// accelerator the harness used (kvm or tcg) instead of guessing.
 //
 // It runs as root inside the throwaway VM, in the VM's own network
 // namespace: all traffic stays inside the VM.
@@ -114,7 +115,7 @@ func emit(l Line) {
 func finish(l Line) Line {
 	l.Schema = schema
 	l.Kernel, l.Commit, l.Time = kernel, *commit, time.Now().UTC().Format(time.RFC3339)
-	l.CPU = "qemu -cpu max,erms=off (TCG unless KVM works)"
+	l.CPU = cpuDesc()
 	l.HostLoad = *hostLoad
 	if l.B.Value != 0 {
 		l.Ratio = round(l.A.Value/l.B.Value, 3)
@@ -135,6 +136,17 @@ func finish(l Line) Line {
 		}
 	}
 	return l
+}
+
+// cpuDesc says how the VM runs, from what the harness exports:
+// "qemu tcg -cpu max,erms=off, 2 vCPUs" (schema 1 said "qemu -cpu
+// max,erms=off (TCG unless KVM works)" whatever the accelerator).
+func cpuDesc() string {
+	accel, cpu, smp := os.Getenv("NETCTL_VM_ACCEL"), os.Getenv("NETCTL_VM_CPU"), os.Getenv("NETCTL_VM_SMP")
+	if accel == "" {
+		return "unknown: not run by netctl-vm"
+	}
+	return fmt.Sprintf("qemu %s -cpu %s, %s vCPUs", accel, cpu, smp)
 }
 
 func round(v float64, digits int) float64 {
