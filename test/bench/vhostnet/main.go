@@ -5,14 +5,21 @@
 // alike. Every figure is the median of -rounds rounds (at least 5), with
 // the minimum, the maximum and each round's value beside it.
 //
-// The JSON lines stay comparable across commits: a field keeps its name
-// only while its meaning stays the same. Schema 2 (this one) added
-// "schema", "rounds", "ratio_min"/"ratio_max"/"ratio_pair_median",
-// "host_load" and each side's
-// "min"/"max"/"rounds"; "value" is the median of the rounds (schema 1
-// lines, which have no "schema" field, took the median of 3 rounds, and
-// the memcpy side took the best round). Since schema 2, "cpu" names the
-// accelerator the harness used (kvm or tcg) instead of guessing.
+// The JSON lines stay comparable across commits: a field or a bench name
+// keeps its name only while its meaning stays the same. Schema 2 (this
+// one) added "schema", "rounds", "ratio_min", "ratio_max",
+// "ratio_pair_median", "host_load" and each side's "min", "max" and
+// "rounds"; "value" is the median of the rounds (schema 1 lines, which
+// have no "schema" field, took the median of 3 rounds, and the memcpy side
+// took the best round); "cpu" names the accelerator the harness used
+// instead of "TCG unless KVM works". New lines: setup alone and teardown
+// alone beside each setup-and-teardown line
+// (vhostnet_queue_pair_setup_only_netctl_vs_c,
+// vhostnet_queue_pair_teardown_netctl_vs_c,
+// vhostnet_setup_only_1000_open_vs_10, vhostnet_teardown_1000_open_vs_10).
+// backends_tso_tx_tap_macvtap_packet (a tap watched directly against the
+// others over a veth) is replaced by backends_tso_tx_over_veth_tap_vs_macvtap
+// and backends_tso_tx_over_veth_tap_vs_packet_socket.
 //
 // It runs as root inside the throwaway VM, in the VM's own network
 // namespace: all traffic stays inside the VM.
