@@ -19,7 +19,9 @@
 // vhostnet_setup_only_1000_open_vs_10, vhostnet_teardown_1000_open_vs_10).
 // backends_tso_tx_tap_macvtap_packet (a tap watched directly against the
 // others over a veth) is replaced by backends_tso_tx_over_veth_tap_vs_macvtap
-// and backends_tso_tx_over_veth_tap_vs_packet_socket.
+// and backends_tso_tx_over_veth_tap_vs_packet_socket. The raw TX and RX
+// lines give CPU per MB per round under details.cpu_ms_per_MB.<side>
+// (schema 1: details.cpu_ms_per_MB_<side>, one figure over all rounds).
 //
 // It runs as root inside the throwaway VM, in the VM's own network
 // namespace: all traffic stays inside the VM.
