@@ -6,7 +6,11 @@
 // (make test-vm), where the harness exports the kernel's name and its known
 // capabilities. A VM test whose kernel is known to have a capability must
 // fail, not skip, when it is missing: use Kernel.Has to decide what to
-// expect, never the presence of a device node.
+// expect, never the presence of a device node. Require does this for a
+// test that needs one capability: it fails where the capability should be
+// and is not, and where the kernel lacks it, runs a check of what the code
+// does there and ends the test, so that no test reports PASS having
+// checked nothing.
 package testenv
 
 import (

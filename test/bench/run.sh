@@ -2,19 +2,23 @@
 # make bench: runs the vhost-net benchmarks in the 6.12 VM and appends their
 # JSON lines to bench/results.jsonl (one line per benchmark, with the commit),
 # so runs can be compared across commits. One VM boot with 2 vCPUs (the
-# vhost worker and the driver each get one).
+# vhost worker and the driver each get one). Every figure is the median of
+# 5 interleaved rounds, with min and max (schema 2, see
+# test/bench/vhostnet/main.go).
 set -euo pipefail
 BIN=${BIN:?}
 VMEXEC=${VMEXEC:?}
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 git diff --quiet 2>/dev/null || commit="$commit+dirty"
 mkdir -p bench
+t0=$(date +%s)
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 run() {
   "$VMEXEC" run -kernel 6.12 -timeout 15m "$@" | tee -a "$out"
 }
-run -smp 2 -mem 2048 -- "/host$BIN/vhostnet-bench" -commit "$commit" -c "/host$BIN/setup-c" -vdpa-c "/host$BIN/vdpa-setup-c" \
+run -smp 2 -mem 2048 -- "/host$BIN/vhostnet-bench" -commit "$commit" -c "/host$BIN/setup-c" -vdpa-c "/host$BIN/vdpa-setup-c" -rounds 5 \
+  -host-load "$(cat /proc/loadavg)" \
   -only tx,rx,rxtcp,txtcp,uso,backends,zerocopy,setup,scale,iotlb,vdpasetup
 grep '^{' "$out" >> bench/results.jsonl
-echo "bench: $(grep -c '^{' "$out") results appended to bench/results.jsonl"
+echo "bench: $(grep -c '^{' "$out") results appended to bench/results.jsonl in $(( $(date +%s) - t0 ))s"

@@ -20,6 +20,10 @@ const (
 	CapVDUSE     = "vduse"      // /dev/vduse/control
 )
 
+// AllCaps lists every capability name (internal/testenv.Caps must hold the
+// same: a test checks it).
+var AllCaps = []string{CapTun, CapTunUSO, CapMacvtap, CapVeth, CapVhostNet, CapVDPA, CapVhostVDPA, CapVDUSE}
+
 // Kernel describes one kernel of the test matrix.
 type Kernel struct {
 	Name    string // "6.12", "6.1": what tests and make see

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -78,11 +79,12 @@ func (img *Image) Run(ctx context.Context, opts RunOptions) (*Result, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(out)
-	if err := os.WriteFile(filepath.Join(out, "cmd"), []byte(img.script(opts)), 0o644); err != nil {
-		return nil, err
-	}
 	accel, err := img.accel(ctx)
 	if err != nil {
+		return nil, err
+	}
+	opts.Env = guestEnv(accel, opts)
+	if err := os.WriteFile(filepath.Join(out, "cmd"), []byte(img.script(opts)), 0o644); err != nil {
 		return nil, err
 	}
 	release, err := takeSlot(ctx, img.Cache)
@@ -105,6 +107,18 @@ func (img *Image) Run(ctx context.Context, opts RunOptions) (*Result, error) {
 }
 
 // script is the file the guest init runs: environment, mounts, command.
+// guestEnv is opts.Env plus how the guest runs: NETCTL_VM_ACCEL (kvm or
+// tcg), NETCTL_VM_CPU (QEMU's -cpu) and NETCTL_VM_SMP (vCPUs), which
+// benchmarks record. The harness's values win over the caller's.
+func guestEnv(accel string, opts RunOptions) map[string]string {
+	env := maps.Clone(opts.Env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	env["NETCTL_VM_ACCEL"], env["NETCTL_VM_CPU"], env["NETCTL_VM_SMP"] = accel, opts.CPU, strconv.Itoa(opts.SMP)
+	return env
+}
+
 func (img *Image) script(opts RunOptions) string {
 	var b strings.Builder
 	env := map[string]string{

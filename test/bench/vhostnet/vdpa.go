@@ -99,7 +99,7 @@ func benchIOTLB() {
 	}
 	a, b := interleave(func() float64 { return run(false) }, func() float64 { return run(true) })
 	emit(Line{Bench: "vdpa_iotlb_map_1gib_per_region_vs_batched", Unit: "ms to map 1 GiB as 512 regions of 2 MiB",
-		A: Side{Name: "one_message_per_region", Value: round(a, 2)}, B: Side{Name: "one_batch", Value: round(b, 2)},
+		A: side("one_message_per_region", a, 1, 2), B: side("one_batch", b, 1, 2),
 		Goal: "report the ratio: what batching saves"})
 }
 
@@ -174,8 +174,8 @@ func benchVDPASetup() {
 		}
 		goSide()
 		a, b := interleave(goSide, cSide)
+		sa, sb := side("netctl", a, 1e-3, 2), side("c", b, 1e-3, 2)
 		emit(Line{Bench: "vdpa_bringup_netctl_vs_c", Unit: "µs per vhost-vdpa bring-up (open to DRIVER_OK, reset, close) over VDUSE",
-			A: Side{Name: "netctl", Value: round(a/1e3, 2)}, B: Side{Name: "c", Value: round(b/1e3, 2)},
-			Goal: "ratio at most 1.2", Meets: t(a/b <= 1.2)})
+			A: sa, B: sb, Goal: "ratio at most 1.2", Meets: t(sa.Value/sb.Value <= 1.2)})
 	})
 }
