@@ -43,7 +43,8 @@ func TestHostPacketSocketBackend(t *testing.T) {
 		want string
 	}{
 		{macvtap.PacketConfig{Interface: "nosuch0"}, `interface "nosuch0" does not exist`},
-		{macvtap.PacketConfig{Interface: "nctlpk0", VnetHdrSize: 20}, "use 0, 10 or 12"},
+		{macvtap.PacketConfig{Interface: "nctlpk0", VnetHdrSize: 20}, "20-byte virtio-net header (HASH_REPORT) is not possible"},
+		{macvtap.PacketConfig{Interface: "nctlpk0", VnetHdrSize: 11}, "use 0, 10 or 12"},
 	} {
 		if _, err := macvtap.OpenPacketSocket(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v", c.cfg, err)

@@ -3,6 +3,7 @@ package macvtap
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"strings"
 	"unsafe"
@@ -27,9 +28,12 @@ type TapConfig struct {
 	// VnetHdrSize is the header size: 10 (legacy), 12 (VERSION_1 or
 	// MRG_RXBUF) or 20 (with hash report). Zero keeps the kernel's 10.
 	VnetHdrSize int
-	// Queues is the number of queues to open (IFF_MULTI_QUEUE when more
-	// than one; at most 256). Zero means one.
+	// Queues is the number of queues to open, 1 to 256 (IFF_MULTI_QUEUE
+	// when more than one; tun's MAX_TAP_QUEUES is 256). Zero means one.
 	Queues int
+	// MTU of the tap, 68 to 65521 (tun's 65535 less the Ethernet
+	// header); 0 keeps the kernel's 1500 (or an existing tap's MTU).
+	MTU int
 	// Persistent keeps the tap when its last fd closes (TUNSETPERSIST);
 	// remove it with Delete.
 	Persistent bool
@@ -63,7 +67,15 @@ func CreateTap(cfg TapConfig) (*Tap, error) {
 		return nil, err
 	}
 	if cfg.VnetHdrSize != 0 && !cfg.VnetHdr {
-		return nil, errors.New("tap: a virtio-net header size needs VnetHdr (IFF_VNET_HDR)")
+		return nil, fmt.Errorf("tap: a virtio-net header size needs VnetHdr (IFF_VNET_HDR): %w", ErrInvalid)
+	}
+	if cfg.MTU != 0 {
+		if err := checkTapMTU(cfg.MTU); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.SndBuf < 0 {
+		return nil, fmt.Errorf("tap: send buffer %d: use 1 to %d bytes, or 0 for the kernel's default: %w", cfg.SndBuf, math.MaxInt32, ErrInvalid)
 	}
 	flags := uint16(linux.IFF_TAP | linux.IFF_NO_PI)
 	if cfg.VnetHdr {
@@ -136,6 +148,11 @@ func CreateTap(cfg TapConfig) (*Tap, error) {
 		}
 	}
 	fd0 := t.fds[0]
+	if cfg.MTU != 0 {
+		if err := SetLinkMTU(t.name, cfg.MTU); err != nil {
+			return nil, fmt.Errorf("tap %s: %w", t.name, err)
+		}
+	}
 	if cfg.Owner != nil {
 		if err := linux.IoctlValue(fd0, linux.TUNSETOWNER, uintptr(*cfg.Owner)); err != nil {
 			return nil, fmt.Errorf("tap %s: owner %d: %w", t.name, *cfg.Owner, err)
@@ -218,7 +235,7 @@ func (t *Tap) AttachQueue(q int) error { return t.setQueue(q, linux.IFF_ATTACH_Q
 func (t *Tap) setQueue(q int, flag uint16) error {
 	fd := t.QueueFD(q)
 	if fd < 0 {
-		return fmt.Errorf("tap %s: no queue %d", t.name, q)
+		return fmt.Errorf("tap %s: no queue %d (it has %d; after Close none): %w", t.name, q, t.Queues(), ErrInvalid)
 	}
 	var ifr linux.Ifreq
 	ifr.Flags = flag
@@ -231,8 +248,24 @@ func (t *Tap) setQueue(q int, flag uint16) error {
 	return nil
 }
 
-// SetMTU, SetMAC and Up configure the tap's link.
-func (t *Tap) SetMTU(mtu int) error              { return SetLinkMTU(t.name, mtu) }
+// SetMTU sets the tap's MTU: 68 to 65521 (tun's 65535 less the Ethernet
+// header); anything else is refused with ErrInvalid and changes nothing.
+func (t *Tap) SetMTU(mtu int) error {
+	if err := checkTapMTU(mtu); err != nil {
+		return err
+	}
+	return SetLinkMTU(t.name, mtu)
+}
+
+// checkTapMTU validates a tap's MTU.
+func checkTapMTU(mtu int) error {
+	if mtu < minMTU || mtu > maxTapMTU {
+		return fmt.Errorf("tap: MTU %d: a tap takes %d to %d: %w", mtu, minMTU, maxTapMTU, ErrInvalid)
+	}
+	return nil
+}
+
+// SetMAC and Up configure the tap's link.
 func (t *Tap) SetMAC(mac net.HardwareAddr) error { return SetLinkMAC(t.name, mac) }
 func (t *Tap) Up() error                         { return LinkUp(t.name) }
 

@@ -1,0 +1,175 @@
+package macvtap_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/netctl/netctl/internal/linux"
+	"github.com/netctl/netctl/internal/testenv"
+	"github.com/netctl/netctl/macvtap"
+)
+
+// nodeState is what must not change about a node netctl does not own.
+type nodeState struct {
+	ino, rdev uint64
+	mode      uint32
+	mtime     unix.Timespec
+}
+
+func snapshotDir(t *testing.T, dir string) map[string]nodeState {
+	t.Helper()
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]nodeState{}
+	for _, e := range es {
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(dir, e.Name()), &st); err != nil {
+			t.Fatal(err)
+		}
+		m[e.Name()] = nodeState{st.Ino, st.Rdev, st.Mode, st.Mtim}
+	}
+	return m
+}
+
+func sameDir(t *testing.T, what string, before, after map[string]nodeState) {
+	t.Helper()
+	for n, b := range before {
+		if a, ok := after[n]; !ok {
+			t.Errorf("%s: %s was removed", what, n)
+		} else if a != b {
+			t.Errorf("%s: %s changed: %+v, was %+v", what, n, a, b)
+		}
+	}
+	for n := range after {
+		if _, ok := before[n]; !ok {
+			t.Errorf("%s: %s was left behind", what, n)
+		}
+	}
+}
+
+// queueDevice names the device a tap or macvtap queue fd serves (TUNGETIFF).
+func queueDevice(t *testing.T, fd int) string {
+	t.Helper()
+	var ifr linux.Ifreq
+	if err := linux.Ioctl(fd, linux.TUNGETIFF, unsafe.Pointer(&ifr)); err != nil {
+		t.Fatal(err)
+	}
+	return unix.ByteSliceToString(ifr.Name[:])
+}
+
+// TestHostMacvtapLeavesForeignNodesAlone: /dev is shared between network
+// namespaces but ifindexes are not, so the tapN node for netctl's macvtap
+// may be another macvtap's. Here every tap1..tap64 in the device directory
+// is the node of a "host" macvtap netctl did not make (as udev made it):
+// netctl must open its own queues anyway, through a private node, and
+// leave every node, and the private directory, exactly as it was.
+func TestHostMacvtapLeavesForeignNodesAlone(t *testing.T) {
+	testenv.Host(t)
+	priv := t.TempDir()
+	t.Setenv("TMPDIR", priv) // where netctl makes its private node
+	devDir := t.TempDir()
+	lowerVeth(t, "nctlfn0")
+	// The foreign macvtap, made without netctl.
+	lower, _ := netlink.LinkByName("nctlfn0")
+	attrs := netlink.NewLinkAttrs()
+	attrs.Name, attrs.ParentIndex = "hostmv0", lower.Attrs().Index
+	if err := netlink.LinkAdd(&netlink.Macvtap{Macvlan: netlink.Macvlan{LinkAttrs: attrs, Mode: netlink.MACVLAN_MODE_BRIDGE}}); err != nil {
+		t.Fatal(err)
+	}
+	host, _ := netlink.LinkByName("hostmv0")
+	dev, err := os.ReadFile(fmt.Sprintf("/sys/class/net/hostmv0/macvtap/tap%d/dev", host.Attrs().Index))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var maj, min uint32
+	if _, err := fmt.Sscanf(strings.TrimSpace(string(dev)), "%d:%d", &maj, &min); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 64; i++ {
+		if err := unix.Mknod(fmt.Sprintf("%s/tap%d", devDir, i), unix.S_IFCHR|0o600, int(unix.Mkdev(maj, min))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := snapshotDir(t, devDir)
+	fds := testenv.OpenFDs(t)
+
+	m, err := macvtap.CreateMacvtap(macvtap.MacvtapConfig{Name: "nctlfn1", Lower: "nctlfn0", Queues: 2, DevDir: devDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Ifindex() > 64 {
+		t.Fatalf("ifindex %d: the test covers tap1..tap64 only", m.Ifindex())
+	}
+	for q := 0; q < m.Queues(); q++ {
+		if got := queueDevice(t, m.QueueFD(q)); got != "nctlfn1" {
+			t.Errorf("queue %d serves %q, want nctlfn1", q, got)
+		}
+	}
+	sameDir(t, "device directory while the macvtap is open", before, snapshotDir(t, devDir))
+	sameDir(t, "TMPDIR while the macvtap is open", map[string]nodeState{}, snapshotDir(t, priv))
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sameDir(t, "device directory after Close", before, snapshotDir(t, devDir))
+	sameDir(t, "TMPDIR after Close", map[string]nodeState{}, snapshotDir(t, priv))
+	if n := testenv.OpenFDs(t); n != fds {
+		t.Errorf("%d fds open after Close, %d before", n, fds)
+	}
+
+	// An empty device directory (no udev): netctl creates nothing there.
+	empty := t.TempDir()
+	m, err = macvtap.CreateMacvtap(macvtap.MacvtapConfig{Name: "nctlfn2", Lower: "nctlfn0", DevDir: empty})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := queueDevice(t, m.QueueFD(0)); got != "nctlfn2" {
+		t.Errorf("queue 0 serves %q, want nctlfn2", got)
+	}
+	sameDir(t, "empty device directory", map[string]nodeState{}, snapshotDir(t, empty))
+	m.Close()
+	sameDir(t, "empty device directory after Close", map[string]nodeState{}, snapshotDir(t, empty))
+	sameDir(t, "TMPDIR after the second Close", map[string]nodeState{}, snapshotDir(t, priv))
+}
+
+// TestHostMacvtapOwnNodeInDev: with the default /dev, where devtmpfs makes
+// tapN for the new macvtap, netctl opens that node (it is the macvtap's
+// own) and leaves nothing of its own in /dev.
+func TestHostMacvtapOwnNodeInDev(t *testing.T) {
+	testenv.Host(t)
+	t.Setenv("TMPDIR", t.TempDir())
+	lowerVeth(t, "nctlod0")
+	devBefore := map[string]bool{}
+	es, _ := os.ReadDir("/dev")
+	for _, e := range es {
+		devBefore[e.Name()] = true
+	}
+	m, err := macvtap.CreateMacvtap(macvtap.MacvtapConfig{Name: "nctlod1", Lower: "nctlod0", Queues: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for q := 0; q < 3; q++ {
+		if got := queueDevice(t, m.QueueFD(q)); got != "nctlod1" {
+			t.Errorf("queue %d serves %q, want nctlod1", q, got)
+		}
+	}
+	tap := fmt.Sprintf("tap%d", m.Ifindex())
+	m.Close()
+	es, _ = os.ReadDir("/dev")
+	for _, e := range es {
+		if !devBefore[e.Name()] && e.Name() != tap {
+			t.Errorf("/dev/%s appeared", e.Name())
+		}
+		if strings.HasPrefix(e.Name(), "netctl-") {
+			t.Errorf("/dev/%s left behind", e.Name())
+		}
+	}
+}
