@@ -8,7 +8,7 @@ import "github.com/netctl/netctl/internal/errs"
 var (
 	// ErrNotSupported: this kernel refuses what was asked, for example
 	// USO offloads before Linux 6.2, or a 12-byte header on a packet
-	// socket before Linux 6.2 (PACKET_VNET_HDR_SZ).
+	// socket on a kernel without PACKET_VNET_HDR_SZ (6.1).
 	ErrNotSupported = errs.ErrNotSupported
 	// ErrInvalid: an argument is out of range (queues, MTU, header size,
 	// offload combination, mode); nothing was created or changed. The

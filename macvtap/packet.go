@@ -99,7 +99,7 @@ func (p *PacketSocket) FD() int {
 }
 
 // checkPacketHdrSize: a packet socket's header is 0 (none), 10
-// (PACKET_VNET_HDR) or 12 (PACKET_VNET_HDR_SZ, Linux 6.2).
+// (PACKET_VNET_HDR) or 12 (PACKET_VNET_HDR_SZ, which 6.1 lacks).
 func checkPacketHdrSize(n int) error {
 	switch n {
 	case 0, linux.VIRTIO_NET_HDR_LEN, linux.VIRTIO_NET_HDR_MRG_RXBUF_LEN:
@@ -132,7 +132,7 @@ func (p *PacketSocket) SetVnetHdrSize(n int) error {
 	case linux.VIRTIO_NET_HDR_MRG_RXBUF_LEN:
 		err = unix.SetsockoptInt(p.fd, unix.SOL_PACKET, unix.PACKET_VNET_HDR_SZ, n)
 		if errors.Is(err, unix.ENOPROTOOPT) {
-			return fmt.Errorf("packet socket on %s: a 12-byte virtio-net header needs PACKET_VNET_HDR_SZ (Linux 6.2), "+
+			return fmt.Errorf("packet socket on %s: a 12-byte virtio-net header needs PACKET_VNET_HDR_SZ, "+
 				"which this kernel lacks (6.1 has only the 10-byte header): negotiate without VERSION_1 and MRG_RXBUF, "+
 				"or use a tap: %w: %w", p.iface, ErrNotSupported, err)
 		}
