@@ -2,8 +2,8 @@ package macvtap_test
 
 import (
 	"bytes"
-	"errors"
 	"encoding/binary"
+	"errors"
 	"net"
 	"os"
 	"strings"

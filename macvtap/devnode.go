@@ -131,15 +131,22 @@ func openTapQueues(name string, ifindex int, devDir string, maj, min uint32, n i
 			unix.Close(pfd)
 		}
 	}
-	var tried []error
-	for _, base := range []string{os.TempDir(), devDir} {
+	var why error
+	bases := []string{os.TempDir(), devDir}
+	if filepath.Clean(bases[0]) == filepath.Clean(bases[1]) {
+		bases = bases[:1]
+	}
+	for _, base := range bases {
 		fds, err := openPrivate(base, tap, want, n)
 		if err == nil {
 			return fds, nil
 		}
-		tried = append(tried, err)
+		if why == nil {
+			why = err
+		} else {
+			why = fmt.Errorf("%w; %w", why, err)
+		}
 	}
-	why := errors.Join(tried...)
 	if conflict != "" {
 		return nil, fmt.Errorf("macvtap %s: %s; netctl leaves it as it is, and could not open the queues through a private node "+
 			"(needs CAP_MKNOD and a directory on a filesystem without nodev): %w: %w", name, conflict, ErrConflict, why)

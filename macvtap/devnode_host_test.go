@@ -1,6 +1,7 @@
 package macvtap_test
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -171,5 +172,40 @@ func TestHostMacvtapOwnNodeInDev(t *testing.T) {
 		if strings.HasPrefix(e.Name(), "netctl-") {
 			t.Errorf("/dev/%s left behind", e.Name())
 		}
+	}
+}
+
+// TestHostMacvtapConflictWithoutPrivateNode: when the tapN node is another
+// macvtap's and no private node can be opened (every candidate directory
+// is on a nodev mount), CreateMacvtap fails with ErrConflict naming the
+// node, and leaves no link, no fd and no file behind.
+func TestHostMacvtapConflictWithoutPrivateNode(t *testing.T) {
+	testenv.Host(t) // a private mount namespace: the tmpfs below stays in it
+	nodev := t.TempDir()
+	if err := unix.Mount("tmpfs", nodev, "tmpfs", unix.MS_NODEV, "mode=0700"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Unmount(nodev, unix.MNT_DETACH) })
+	t.Setenv("TMPDIR", nodev)
+	lowerVeth(t, "nctlcf0")
+	for i := 1; i <= 64; i++ {
+		if err := unix.Mknod(fmt.Sprintf("%s/tap%d", nodev, i), unix.S_IFCHR|0o600, int(unix.Mkdev(1, 3))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := snapshotDir(t, nodev)
+	links, _ := netlink.LinkList()
+	fds := testenv.OpenFDs(t)
+	_, err := macvtap.CreateMacvtap(macvtap.MacvtapConfig{Name: "nctlcf1", Lower: "nctlcf0", DevDir: nodev})
+	if !errors.Is(err, macvtap.ErrConflict) || !strings.Contains(err.Error(), "is character device 1:3, not macvtap nctlcf1's") {
+		t.Errorf("CreateMacvtap over a foreign node with no private node possible: %v, want ErrConflict naming the node", err)
+	}
+	t.Logf("refused: %v", err)
+	sameDir(t, "device directory after the refusal", before, snapshotDir(t, nodev))
+	if after, _ := netlink.LinkList(); len(after) != len(links) {
+		t.Errorf("%d links after the refusal, %d before", len(after), len(links))
+	}
+	if n := testenv.OpenFDs(t); n != fds {
+		t.Errorf("%d fds open after the refusal, %d before", n, fds)
 	}
 }

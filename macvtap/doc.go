@@ -19,8 +19,11 @@
 // shared, so /dev/tapN may belong to another namespace's macvtap: netctl
 // opens it only when its major:minor is the one sysfs gives for this
 // macvtap, and otherwise opens the queues through a private node in a
-// fresh directory of its own, which it removes before CreateMacvtap
-// returns. It never creates, replaces or removes anything in /dev.
+// fresh directory of its own (under os.TempDir(), or under /dev when that
+// is on a nodev mount), which it removes before CreateMacvtap returns. It
+// never creates, replaces or removes a node in /dev. When no private node
+// can be made either, CreateMacvtap fails with ErrConflict, naming the
+// node in the way, and leaves nothing behind.
 //
 // # Offloads
 //

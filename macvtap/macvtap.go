@@ -72,8 +72,10 @@ type MacvtapConfig struct {
 	// DevDir is where udev puts the tapN character devices (default
 	// /dev). netctl opens DevDir/tapN only when it is this macvtap's
 	// device (the major:minor in sysfs); otherwise it opens the queues
-	// through a private node of its own, removed before CreateMacvtap
-	// returns. Nothing in DevDir is ever created, replaced or removed.
+	// through a private node in a fresh directory of its own (under
+	// os.TempDir(), or under DevDir when the temporary directory is on a
+	// nodev mount), removed before CreateMacvtap returns. No node in
+	// DevDir is ever created, replaced or removed.
 	DevDir string
 }
 
