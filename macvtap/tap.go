@@ -60,6 +60,7 @@ type Tap struct {
 // CreateTap creates (or attaches to) a tap with IFF_TAP|IFF_NO_PI and, if
 // asked, IFF_VNET_HDR with the given header size, opening Queues queues. On
 // any failure every fd it opened is closed, so a new tap goes away again.
+// The Tap owns the queue fds (QueueFD lends them) and closes them in Close.
 // Equivalent: ip tuntap add mode tap vnet_hdr [multi_queue].
 func CreateTap(cfg TapConfig) (*Tap, error) {
 	queues, err := checkConfig(KindTap, cfg.VnetHdrSize, cfg.Name, cfg.Queues)
@@ -235,7 +236,11 @@ func (t *Tap) AttachQueue(q int) error { return t.setQueue(q, linux.IFF_ATTACH_Q
 func (t *Tap) setQueue(q int, flag uint16) error {
 	fd := t.QueueFD(q)
 	if fd < 0 {
-		return fmt.Errorf("tap %s: no queue %d (it has %d; after Close none): %w", t.name, q, t.Queues(), ErrInvalid)
+		if n := t.Queues(); n == 0 {
+			return fmt.Errorf("tap %s: queue %d: %w", t.name, q, ErrClosed)
+		} else {
+			return fmt.Errorf("tap %s: no queue %d: it has queues 0 to %d: %w", t.name, q, n-1, ErrInvalid)
+		}
 	}
 	var ifr linux.Ifreq
 	ifr.Flags = flag
