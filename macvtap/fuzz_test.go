@@ -2,6 +2,9 @@ package macvtap
 
 import (
 	"maps"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -46,8 +49,9 @@ func encodeFeatures(t *testing.T, f *DeviceFeatures) []byte {
 }
 
 // FuzzParseFeatures: the seeds under testdata/fuzz/FuzzParseFeatures are
-// real ETHTOOL_MSG_FEATURES_GET replies (a tap with csum|tso4|tso6|uso, and
-// lo, on Linux 6.18). No input panics, what is decoded is bounded by the
+// real ETHTOOL_MSG_FEATURES_GET replies: a tap with csum|tso4|tso6|uso and
+// lo on Linux 6.18, a tap with csum|tso4|tso6 and a macvtap in the 6.12 VM.
+// No input panics, what is decoded is bounded by the
 // input, and decode -> encode -> decode gives the same features.
 func FuzzParseFeatures(f *testing.F) {
 	f.Add([]byte{})
@@ -98,10 +102,10 @@ func FuzzParseOffloads(f *testing.F) {
 }
 
 // FuzzParseDevNumber: seeds are real sysfs dev files (/sys/class/misc/tun,
-// /sys/dev/char/1:3, a macvtap's tapN on 6.18). No input
+// /sys/dev/char/1:3, a macvtap's tapN on 6.18 and in the 6.12 VM). No input
 // panics; what parses is the kernel's own format, so format(parse(x)) is x.
 func FuzzParseDevNumber(f *testing.F) {
-	for _, s := range []string{"10:200\n", "1:3\n", "246:1\n", "4095:1048575\n", "0:0\n"} {
+	for _, s := range []string{"10:200\n", "1:3\n", "246:1\n", "244:1\n", "4095:1048575\n", "0:0\n"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -147,6 +151,47 @@ func TestParseDevNumber(t *testing.T) {
 		maj, min, err := parseDevNumber([]byte(c.in))
 		if (err == nil) != c.ok || maj != c.maj || min != c.min {
 			t.Errorf("%q: %d:%d, %v", c.in, maj, min, err)
+		}
+	}
+}
+
+// TestParseFeaturesRealReplies: the captured replies decode to what the
+// devices had: the offloads set on the taps, and lo's fixed features.
+func TestParseFeaturesRealReplies(t *testing.T) {
+	for _, c := range []struct {
+		file    string
+		on, off []string
+	}{
+		{"tap-6.18", []string{"tx-checksum-ip-generic", "tx-tcp-segmentation", "tx-tcp6-segmentation", "tx-udp-segmentation"}, []string{"loopback"}},
+		{"tap-6.12", []string{"tx-checksum-ip-generic", "tx-tcp-segmentation", "tx-tcp6-segmentation"}, []string{"tx-udp-segmentation"}},
+		{"macvtap-6.12", []string{"tx-scatter-gather"}, []string{"loopback"}},
+		{"lo-6.18", []string{"loopback", "tx-checksum-ip-generic"}, []string{"rx-hashing"}},
+	} {
+		b, err := os.ReadFile(filepath.Join("testdata/fuzz/FuzzParseFeatures", c.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(string(b), "\n")
+		lit, err := strconv.Unquote(strings.TrimSuffix(strings.TrimPrefix(lines[1], "[]byte("), ")"))
+		if err != nil {
+			t.Fatalf("%s: %v", c.file, err)
+		}
+		f, err := parseFeatures(c.file, []byte(lit))
+		if err != nil {
+			t.Fatalf("%s: %v", c.file, err)
+		}
+		for _, n := range c.on {
+			if !f.Active[n] {
+				t.Errorf("%s: %s is off; on: %v", c.file, n, f.On())
+			}
+		}
+		for _, n := range c.off {
+			if f.Active[n] {
+				t.Errorf("%s: %s is on", c.file, n)
+			}
+		}
+		if len(f.Changeable) == 0 {
+			t.Errorf("%s: no changeable features decoded", c.file)
 		}
 	}
 }
