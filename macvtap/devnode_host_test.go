@@ -163,6 +163,9 @@ func TestHostMacvtapOwnNodeInDev(t *testing.T) {
 		}
 	}
 	tap := fmt.Sprintf("tap%d", m.Ifindex())
+	if target, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", m.QueueFD(0))); err != nil || target != "/dev/"+tap {
+		t.Errorf("queue 0 opened through %q (%v), want devtmpfs's own /dev/%s", target, err, tap)
+	}
 	m.Close()
 	es, _ = os.ReadDir("/dev")
 	for _, e := range es {
