@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/netctl/netctl/internal/errs"
 	"github.com/netctl/netctl/virtio"
 )
 
@@ -104,6 +105,19 @@ func TestApplyGuestFeaturesIsOneStep(t *testing.T) {
 		}
 		if err == nil && d.Offloads != f.offloads {
 			t.Errorf("%s: decision says %v, backend has %v", c.name, d.Offloads, f.offloads)
+		}
+	}
+}
+
+// TestSentinelsAreShared: callers may test against macvtap's sentinels or
+// internal/errs' (and so vdpa's, vhostnet's): they are the same values.
+func TestSentinelsAreShared(t *testing.T) {
+	for _, c := range []struct{ ours, shared error }{
+		{ErrNotSupported, errs.ErrNotSupported}, {ErrInvalid, errs.ErrInvalid}, {ErrConflict, errs.ErrConflict},
+		{ErrClosed, errs.ErrClosed}, {ErrNotAvailable, errs.ErrNotAvailable}, {ErrBusy, errs.ErrBusy},
+	} {
+		if c.ours != c.shared {
+			t.Errorf("%v is not internal/errs' value", c.ours)
 		}
 	}
 }

@@ -35,7 +35,8 @@
 // # Errors
 //
 // Errors wrap ErrInvalid (bad input, nothing changed), ErrNotSupported
-// (this kernel refuses it), ErrConflict (a node or link netctl does not
-// own is in the way) and ErrClosed (used after Close); test with
-// errors.Is. They also keep the kernel's errno (%w).
+// (this kernel refuses it), ErrNotAvailable (a module or device node is
+// missing), ErrConflict (a node or link netctl does not own is in the way),
+// ErrBusy (another device holds it) and ErrClosed (used after Close); test
+// with errors.Is. They also keep the kernel's errno (%w).
 package macvtap

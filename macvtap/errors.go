@@ -20,4 +20,11 @@ var (
 	ErrConflict = errs.ErrConflict
 	// ErrClosed: the backend was used after Close.
 	ErrClosed = errs.ErrClosed
+	// ErrNotAvailable: a module or device node the call needs is missing
+	// (tun: /dev/net/tun; the macvtap module); load it.
+	ErrNotAvailable = errs.ErrNotAvailable
+	// ErrBusy: another device holds what was asked for (a passthru
+	// macvtap's lower device already has a macvlan or macvtap); nothing
+	// was changed.
+	ErrBusy = errs.ErrBusy
 )

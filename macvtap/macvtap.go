@@ -153,9 +153,9 @@ func CreateMacvtap(cfg MacvtapConfig) (*Macvtap, error) {
 		case errors.Is(err, unix.EEXIST):
 			return nil, fmt.Errorf("macvtap: %q already exists: pick another name or delete it (ip link del %s): %w: %w", cfg.Name, cfg.Name, ErrConflict, err)
 		case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENOENT):
-			return nil, fmt.Errorf("macvtap: this kernel cannot create macvtap links: load the macvtap module (modprobe macvtap): %w: %w", ErrNotSupported, err)
+			return nil, fmt.Errorf("macvtap: this kernel cannot create macvtap links: load the macvtap module (modprobe macvtap): %w: %w", ErrNotAvailable, err)
 		case errors.Is(err, unix.EINVAL) && cfg.Mode == ModePassthru:
-			return nil, fmt.Errorf("macvtap: passthru mode: the lower device %s already has a macvlan or macvtap: %w", cfg.Lower, err)
+			return nil, fmt.Errorf("macvtap: passthru mode: the lower device %s already has a macvlan or macvtap: %w: %w", cfg.Lower, ErrBusy, err)
 		}
 		return nil, fmt.Errorf("macvtap: add a %v macvtap on %s: %w", cfg.Mode, cfg.Lower, err)
 	}

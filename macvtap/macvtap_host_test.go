@@ -110,8 +110,8 @@ func TestHostMacvtapBadInputCreatesNothing(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want %q", c.cfg, err, c.want)
 		}
-		if c.want != "already exists" && !errors.Is(err, macvtap.ErrInvalid) {
-			t.Errorf("%+v: %v does not wrap ErrInvalid", c.cfg, err)
+		if want := map[bool]error{true: macvtap.ErrConflict, false: macvtap.ErrInvalid}[c.want == "already exists"]; !errors.Is(err, want) {
+			t.Errorf("%+v: %v does not wrap %v", c.cfg, err, want)
 		}
 	}
 	if _, err := macvtap.ParseMode("bridged"); err == nil || !strings.Contains(err.Error(), "use bridge, vepa") {
@@ -123,8 +123,8 @@ func TestHostMacvtapBadInputCreatesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := macvtap.CreateMacvtap(macvtap.MacvtapConfig{Name: "nctlpt1", Lower: "nctlv1", Mode: macvtap.ModePassthru}); err == nil {
-		t.Error("a second passthru macvtap on one lower device was accepted")
+	if _, err := macvtap.CreateMacvtap(macvtap.MacvtapConfig{Name: "nctlpt1", Lower: "nctlv1", Mode: macvtap.ModePassthru}); !errors.Is(err, macvtap.ErrBusy) {
+		t.Errorf("a second passthru macvtap on one lower device: %v, want ErrBusy", err)
 	}
 	p1.Close()
 	after, _ := netlink.LinkList()

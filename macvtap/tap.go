@@ -106,7 +106,7 @@ func CreateTap(cfg TapConfig) (*Tap, error) {
 		if err != nil {
 			switch {
 			case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENODEV), errors.Is(err, unix.ENXIO):
-				return nil, fmt.Errorf("tap: %s: %w: load the tun module (modprobe tun)", dev, err)
+				return nil, fmt.Errorf("tap: %s: %w: load the tun module (modprobe tun): %w", dev, err, ErrNotAvailable)
 			case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
 				return nil, fmt.Errorf("tap: %s: %w: this user may not open it; run as root, or make it "+
 					"read-write for this user (most distributions ship it as 0666: chmod 0666 %s)", dev, err, dev)
