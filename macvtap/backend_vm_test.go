@@ -3,6 +3,7 @@ package macvtap_test
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"net"
 	"os"
 	"strings"
@@ -233,7 +234,7 @@ func TestVMUSOByKernel(t *testing.T) {
 	uso := macvtap.OffloadCSUM | macvtap.OffloadUSO4 | macvtap.OffloadUSO6
 	acked := virtio.Version1 | virtio.NetGuestCsum | virtio.NetGuestUSO4 | virtio.NetGuestUSO6
 	for _, b := range []macvtap.Backend{tap, mv} {
-		sup, err := b.SupportedOffloads()
+		sup, err := macvtap.ProbeOffloads(b.Kind())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -242,18 +243,61 @@ func TestVMUSOByKernel(t *testing.T) {
 		if aerr != nil {
 			t.Fatalf("%s: %v", b.Kind(), aerr)
 		}
+		if n, herr := b.VnetHdrSize(); herr != nil || n != 12 {
+			t.Errorf("%s on %s: header size %d (%v) after ApplyGuestFeatures, want 12", b.Kind(), k.Name, n, herr)
+		}
 		if k.Has("tun_uso") {
 			if err != nil || sup&uso != uso || d.Offloads != uso {
 				t.Errorf("%s on %s: USO refused: %v (supported %v, applied %v)", b.Kind(), k.Name, err, sup, d.Offloads)
 			}
 			continue
 		}
-		if err == nil || !strings.Contains(err.Error(), "Linux 6.2") {
-			t.Errorf("%s on %s: USO: %v, want a refusal naming Linux 6.2", b.Kind(), k.Name, err)
+		if !errors.Is(err, macvtap.ErrNotSupported) || !strings.Contains(err.Error(), "Linux 6.2") {
+			t.Errorf("%s on %s: USO: %v, want ErrNotSupported naming Linux 6.2", b.Kind(), k.Name, err)
 		}
 		if sup&(macvtap.OffloadUSO4|macvtap.OffloadUSO6) != 0 || d.Offloads != macvtap.OffloadCSUM ||
 			!strings.Contains(d.Dropped[virtio.NetGuestUSO4], "Linux 6.2") {
 			t.Errorf("%s on %s: supported %v, applied %v, dropped %v", b.Kind(), k.Name, sup, d.Offloads, d.Dropped)
 		}
+	}
+}
+
+// TestVMPacketHeaderByKernel: a packet socket takes the 12-byte header
+// (PACKET_VNET_HDR_SZ) on 6.12; 6.1 refuses it, and ApplyGuestFeatures then
+// fails with ErrNotSupported and leaves the 10-byte header and the
+// offloads as they were.
+func TestVMPacketHeaderByKernel(t *testing.T) {
+	k := testenv.VM(t)
+	testenv.Host(t)
+	if err := vethPair("pkhv"); err != nil {
+		t.Fatal(err)
+	}
+	p, err := macvtap.OpenPacketSocket(macvtap.PacketConfig{Interface: "pkhv", VnetHdrSize: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.SetOffloads(macvtap.OffloadCSUM); err != nil {
+		t.Fatal(err)
+	}
+	d, err := macvtap.ApplyGuestFeatures(p, virtio.Version1|virtio.NetGuestCsum|virtio.NetGuestTSO4)
+	n, _ := p.VnetHdrSize()
+	if k.Name != "6.1" {
+		if err != nil || n != 12 || d.Offloads != macvtap.OffloadCSUM|macvtap.OffloadTSO4 {
+			t.Errorf("on %s: %v, header %d, offloads %v; want the 12-byte header and csum|tso4", k.Name, err, n, d.Offloads)
+		}
+		if v, err := unix.GetsockoptInt(p.FD(), unix.SOL_PACKET, unix.PACKET_VNET_HDR_SZ); err != nil || v != 12 {
+			t.Errorf("on %s: PACKET_VNET_HDR_SZ %d, %v", k.Name, v, err)
+		}
+		return
+	}
+	if !errors.Is(err, macvtap.ErrNotSupported) || !strings.Contains(err.Error(), "PACKET_VNET_HDR_SZ") {
+		t.Errorf("on 6.1: %v, want ErrNotSupported naming PACKET_VNET_HDR_SZ", err)
+	}
+	if v, err := unix.GetsockoptInt(p.FD(), unix.SOL_PACKET, unix.PACKET_VNET_HDR); err != nil || v != 1 || n != 10 {
+		t.Errorf("on 6.1: PACKET_VNET_HDR %d (%v), header %d after the refusal; want the 10-byte header kept", v, err, n)
+	}
+	if o := p.Offloads(); o != macvtap.OffloadCSUM {
+		t.Errorf("on 6.1: offloads %v after the refusal, want csum", o)
 	}
 }

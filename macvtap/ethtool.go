@@ -50,6 +50,20 @@ func ReadFeatures(name string) (*DeviceFeatures, error) {
 }
 
 func readFeatures(c *genetlink.Conn, name string) (*DeviceFeatures, error) {
+	data, err := featuresReply(c, name)
+	if err != nil {
+		return nil, err
+	}
+	f, err := parseFeatures(name, data)
+	if err != nil {
+		return nil, fmt.Errorf("ethtool: features of %s: %w", name, err)
+	}
+	return f, nil
+}
+
+// featuresReply asks for the features of the named device and returns the
+// reply's attributes.
+func featuresReply(c *genetlink.Conn, name string) ([]byte, error) {
 	fam, err := c.GetFamily(unix.ETHTOOL_GENL_NAME)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -79,8 +93,17 @@ func readFeatures(c *genetlink.Conn, name string) (*DeviceFeatures, error) {
 	if len(msgs) != 1 {
 		return nil, fmt.Errorf("ethtool: features of %s: %d replies, want 1", name, len(msgs))
 	}
+	return msgs[0].Data, nil
+}
+
+// parseFeatures decodes the attributes of an ETHTOOL_MSG_FEATURES_GET
+// reply (verbose bitsets, include/uapi/linux/ethtool_netlink.h): ACTIVE
+// into Active, HW into Changeable. Other attributes are skipped; a
+// malformed one is an error, never a panic. What it allocates is bounded by
+// the size of data.
+func parseFeatures(name string, data []byte) (*DeviceFeatures, error) {
 	f := &DeviceFeatures{Device: name, Active: map[string]bool{}, Changeable: map[string]bool{}}
-	ad, err := netlink.NewAttributeDecoder(msgs[0].Data)
+	ad, err := netlink.NewAttributeDecoder(data)
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +116,7 @@ func readFeatures(c *genetlink.Conn, name string) (*DeviceFeatures, error) {
 		}
 	}
 	if err := ad.Err(); err != nil {
-		return nil, fmt.Errorf("ethtool: decode features of %s: %w", name, err)
+		return nil, fmt.Errorf("decode: %w", err)
 	}
 	return f, nil
 }
@@ -128,13 +151,18 @@ func decodeBitset(ad *netlink.AttributeDecoder, set map[string]bool) error {
 								b.value = true
 							}
 						}
-						return nil
+						return x.Err()
 					})
-					bits = append(bits, b)
+					if b.name != "" { // the kernel sends "" for feature bits that have no name
+						bits = append(bits, b)
+					}
 				}
-				return nil
+				return bad.Err()
 			})
 		}
+	}
+	if err := ad.Err(); err != nil {
+		return err
 	}
 	for _, b := range bits {
 		set[b.name] = nomask || b.value

@@ -1,6 +1,7 @@
 package macvtap
 
 import (
+	"errors"
 	"fmt"
 	"net"
 
@@ -30,13 +31,22 @@ func LinkUp(name string) error {
 	return nil
 }
 
-// SetLinkMTU sets an interface's MTU (like ip link set NAME mtu N).
+// SetLinkMTU sets an interface's MTU (like ip link set NAME mtu N): 68 to
+// 65535; the device may take less (a tap at most 65521, a macvtap at most
+// its lower device's MTU), and then the kernel's refusal wraps ErrInvalid.
 func SetLinkMTU(name string, mtu int) error {
+	if mtu < minMTU || mtu > 65535 {
+		return fmt.Errorf("link %s: MTU %d: use %d to 65535: %w", name, mtu, minMTU, ErrInvalid)
+	}
 	l, err := netlink.LinkByName(name)
 	if err != nil {
 		return fmt.Errorf("link %s: %w", name, err)
 	}
 	if err := netlink.LinkSetMTU(l, mtu); err != nil {
+		if errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("link %s: MTU %d: out of this device's range (a tap takes up to 65521, a macvtap up to its lower device's MTU): %w: %w",
+				name, mtu, ErrInvalid, err)
+		}
 		return fmt.Errorf("link %s: mtu %d: %w", name, mtu, err)
 	}
 	return nil

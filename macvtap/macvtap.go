@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -45,7 +43,7 @@ func ParseMode(s string) (Mode, error) {
 			return m, nil
 		}
 	}
-	return 0, fmt.Errorf("macvtap: unknown mode %q: use bridge, vepa, private, passthru or source", s)
+	return 0, fmt.Errorf("macvtap: unknown mode %q: use bridge, vepa, private, passthru or source: %w", s, ErrInvalid)
 }
 
 func (m Mode) netlink() netlink.MacvlanMode {
@@ -61,13 +59,23 @@ type MacvtapConfig struct {
 	MAC   net.HardwareAddr // empty: a random one
 	// SourceMACs are the senders a ModeSource macvtap receives from.
 	SourceMACs []net.HardwareAddr
-	Queues     int // queues to open (each open of /dev/tapN is one); 0 means 1
+	// Queues to open, 1 to 256 (each open of /dev/tapN is one; macvtap
+	// has at most MAX_TAP_QUEUES = 256); 0 means 1.
+	Queues int
+	// MTU of the macvtap, 68 up to the lower device's MTU (macvlan
+	// refuses more); 0 takes the lower device's MTU.
+	MTU int
 	// NoVnetHdr turns the virtio-net header off (macvtap queues start
 	// with it on, at 10 bytes).
 	NoVnetHdr   bool
 	VnetHdrSize int // 10, 12 or 20; 0 keeps 10
-	// DevDir holds the tapN character devices (default /dev); a missing
-	// node is created from the major:minor in sysfs.
+	// DevDir is where udev puts the tapN character devices (default
+	// /dev). netctl opens DevDir/tapN only when it is this macvtap's
+	// device (the major:minor in sysfs); otherwise it opens the queues
+	// through a private node in a fresh directory of its own (under
+	// os.TempDir(), or under DevDir when the temporary directory is on a
+	// nodev mount), removed before CreateMacvtap returns. No node in
+	// DevDir is ever created, replaced or removed.
 	DevDir string
 }
 
@@ -80,29 +88,41 @@ type Macvtap struct {
 	created bool
 }
 
+// Ifindex is the macvtap's interface index in its network namespace (the
+// N of tapN).
+func (m *Macvtap) Ifindex() int { return m.ifindex }
+
 // CreateMacvtap creates a macvtap on a lower device and opens its queues.
-// On any failure nothing is left: no fd, no link. Equivalent:
-// ip link add link LOWER name NAME type macvtap mode MODE; open /dev/tapN.
+// Bad input is refused with ErrInvalid before anything is created. On any
+// failure nothing is left: no fd, no link, no device node. The Macvtap owns
+// the queue fds. Equivalent: ip link add link LOWER name NAME [mtu MTU]
+// type macvtap mode MODE; open /dev/tapN once per queue.
 func CreateMacvtap(cfg MacvtapConfig) (*Macvtap, error) {
 	queues, err := checkConfig(KindMacvtap, cfg.VnetHdrSize, cfg.Name, cfg.Queues)
 	if err != nil {
 		return nil, err
 	}
 	if cfg.NoVnetHdr && cfg.VnetHdrSize != 0 {
-		return nil, errors.New("macvtap: a virtio-net header size needs the header on")
+		return nil, fmt.Errorf("macvtap: a virtio-net header size needs the header on: %w", ErrInvalid)
 	}
 	if _, ok := modeNames[cfg.Mode]; !ok {
-		return nil, fmt.Errorf("macvtap: unknown mode %d: use bridge, vepa, private, passthru or source", int(cfg.Mode))
+		return nil, fmt.Errorf("macvtap: unknown mode %d: use bridge, vepa, private, passthru or source: %w", int(cfg.Mode), ErrInvalid)
 	}
 	if cfg.Lower == "" {
-		return nil, errors.New("macvtap: no lower device: name the interface the macvtap sits on")
+		return nil, fmt.Errorf("macvtap: no lower device: name the interface the macvtap sits on: %w", ErrInvalid)
+	}
+	if cfg.Mode != ModeSource && len(cfg.SourceMACs) > 0 {
+		return nil, fmt.Errorf("macvtap: source MACs need mode source: %w", ErrInvalid)
 	}
 	lower, err := netlink.LinkByName(cfg.Lower)
 	if err != nil {
-		return nil, fmt.Errorf("macvtap: lower device %q does not exist (%v): name an existing interface (ip link show)", cfg.Lower, err)
+		return nil, fmt.Errorf("macvtap: lower device %q does not exist (%v): name an existing interface (ip link show): %w", cfg.Lower, err, ErrInvalid)
 	}
-	if cfg.Mode != ModeSource && len(cfg.SourceMACs) > 0 {
-		return nil, errors.New("macvtap: source MACs need mode source")
+	if cfg.MTU != 0 {
+		if max := lower.Attrs().MTU; cfg.MTU < minMTU || cfg.MTU > max {
+			return nil, fmt.Errorf("macvtap: MTU %d: a macvtap on %s takes %d to %d (the lower device's MTU; raise that first): %w",
+				cfg.MTU, cfg.Lower, minMTU, max, ErrInvalid)
+		}
 	}
 	template := cfg.Name
 	if template == "" {
@@ -118,7 +138,7 @@ func CreateMacvtap(cfg MacvtapConfig) (*Macvtap, error) {
 			}
 		}
 		attrs := netlink.NewLinkAttrs()
-		attrs.Name, attrs.ParentIndex, attrs.HardwareAddr = name, lower.Attrs().Index, cfg.MAC
+		attrs.Name, attrs.ParentIndex, attrs.HardwareAddr, attrs.MTU = name, lower.Attrs().Index, cfg.MAC, cfg.MTU
 		link = &netlink.Macvtap{Macvlan: netlink.Macvlan{LinkAttrs: attrs, Mode: cfg.Mode.netlink(), MACAddrs: cfg.SourceMACs}}
 		err = netlink.LinkAdd(link)
 		if errors.Is(err, unix.EEXIST) && name != template && i < 1000 {
@@ -131,11 +151,11 @@ func CreateMacvtap(cfg MacvtapConfig) (*Macvtap, error) {
 		case errors.Is(err, unix.EPERM):
 			return nil, fmt.Errorf("macvtap: creating a macvtap needs CAP_NET_ADMIN: run as root: %w", err)
 		case errors.Is(err, unix.EEXIST):
-			return nil, fmt.Errorf("macvtap: %q already exists: pick another name or delete it (ip link del %s): %w", cfg.Name, cfg.Name, err)
+			return nil, fmt.Errorf("macvtap: %q already exists: pick another name or delete it (ip link del %s): %w: %w", cfg.Name, cfg.Name, ErrConflict, err)
 		case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENOENT):
-			return nil, fmt.Errorf("macvtap: this kernel cannot create macvtap links: load the macvtap module (modprobe macvtap): %w", err)
+			return nil, fmt.Errorf("macvtap: this kernel cannot create macvtap links: load the macvtap module (modprobe macvtap): %w: %w", ErrNotAvailable, err)
 		case errors.Is(err, unix.EINVAL) && cfg.Mode == ModePassthru:
-			return nil, fmt.Errorf("macvtap: passthru mode: the lower device %s already has a macvlan or macvtap: %w", cfg.Lower, err)
+			return nil, fmt.Errorf("macvtap: passthru mode: the lower device %s already has a macvlan or macvtap: %w: %w", cfg.Lower, ErrBusy, err)
 		}
 		return nil, fmt.Errorf("macvtap: add a %v macvtap on %s: %w", cfg.Mode, cfg.Lower, err)
 	}
@@ -151,16 +171,16 @@ func CreateMacvtap(cfg MacvtapConfig) (*Macvtap, error) {
 		return nil, fmt.Errorf("macvtap: find the new link %s: %w", m.name, err)
 	}
 	m.ifindex = l.Attrs().Index
-	node, err := tapNode(m.name, m.ifindex, cfg.DevDir)
+	maj, min, err := macvtapDevNumber(m.name, m.ifindex)
 	if err != nil {
 		return nil, err
 	}
-	for q := 0; q < queues; q++ {
-		fd, err := unix.Open(node, unix.O_RDWR|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return nil, fmt.Errorf("macvtap %s: open %s (queue %d): %w", m.name, node, q, err)
-		}
-		m.fds = append(m.fds, fd)
+	fds, err := openTapQueues(m.name, m.ifindex, cfg.DevDir, maj, min, queues)
+	if err != nil {
+		return nil, err
+	}
+	m.fds = fds
+	for q, fd := range m.fds {
 		var ifr linux.Ifreq
 		ifr.Flags = linux.IFF_TAP | linux.IFF_NO_PI
 		if !cfg.NoVnetHdr {
@@ -171,6 +191,15 @@ func CreateMacvtap(cfg MacvtapConfig) (*Macvtap, error) {
 		}
 		if err := linux.Ioctl(fd, linux.TUNSETIFF, unsafe.Pointer(&ifr)); err != nil {
 			return nil, fmt.Errorf("macvtap %s queue %d: %w", m.name, q, err)
+		}
+		// The queue must belong to this macvtap (the node was checked by
+		// major:minor; the kernel names the device it serves).
+		var got linux.Ifreq
+		if err := linux.Ioctl(fd, linux.TUNGETIFF, unsafe.Pointer(&got)); err != nil {
+			return nil, fmt.Errorf("macvtap %s queue %d: %w", m.name, q, err)
+		}
+		if n := unix.ByteSliceToString(got.Name[:]); n != m.name {
+			return nil, fmt.Errorf("macvtap %s queue %d: the node opened serves %q: %w", m.name, q, n, ErrConflict)
 		}
 		if cfg.VnetHdrSize != 0 {
 			if err := linux.SetI32(fd, linux.TUNSETVNETHDRSZ, int32(cfg.VnetHdrSize)); err != nil {
@@ -185,38 +214,6 @@ func CreateMacvtap(cfg MacvtapConfig) (*Macvtap, error) {
 	return m, nil
 }
 
-// tapNode returns the /dev/tapN node of a macvtap, creating it from the
-// major:minor in sysfs when udev has not (or DevDir is not /dev).
-func tapNode(name string, ifindex int, devDir string) (string, error) {
-	if devDir == "" {
-		devDir = "/dev"
-	}
-	tap := "tap" + strconv.Itoa(ifindex)
-	sys := filepath.Join("/sys/class/net", name, "macvtap", tap, "dev")
-	b, err := os.ReadFile(sys)
-	if err != nil {
-		return "", fmt.Errorf("macvtap %s: read %s: %w (is /sys mounted in this network namespace?)", name, sys, err)
-	}
-	var maj, min uint32
-	if _, err := fmt.Sscanf(strings.TrimSpace(string(b)), "%d:%d", &maj, &min); err != nil {
-		return "", fmt.Errorf("macvtap %s: %s holds %q: %w", name, sys, b, err)
-	}
-	node := filepath.Join(devDir, tap)
-	var st unix.Stat_t
-	if err := unix.Stat(node, &st); err == nil {
-		if st.Mode&unix.S_IFMT == unix.S_IFCHR && unix.Major(st.Rdev) == maj && unix.Minor(st.Rdev) == min {
-			return node, nil
-		}
-		// A stale node from an earlier device with this ifindex.
-		if err := os.Remove(node); err != nil {
-			return "", fmt.Errorf("macvtap %s: %s is not %d:%d and cannot be replaced: %w", name, node, maj, min, err)
-		}
-	}
-	if err := unix.Mknod(node, unix.S_IFCHR|0o600, int(unix.Mkdev(maj, min))); err != nil {
-		return "", fmt.Errorf("macvtap %s: create %s (%d:%d): %w", name, node, maj, min, err)
-	}
-	return node, nil
-}
 func (m *Macvtap) Lower() string { return m.lower }
 
 // SetOffloads sets what the macvtap's reader accepts (TUNSETOFFLOAD).
@@ -225,10 +222,10 @@ func (m *Macvtap) Lower() string { return m.lower }
 // is what was asked.
 func (m *Macvtap) SetOffloads(o Offloads) error {
 	if o&^OffloadCSUM != 0 && o&OffloadCSUM == 0 {
-		return fmt.Errorf("macvtap %s: offloads %v: every offload needs csum", m.name, o)
+		return fmt.Errorf("macvtap %s: offloads %v: every offload needs csum: %w", m.name, o, ErrInvalid)
 	}
 	if (o&OffloadUSO4 != 0) != (o&OffloadUSO6 != 0) {
-		return fmt.Errorf("macvtap %s: offloads %v: uso4 and uso6 go together", m.name, o)
+		return fmt.Errorf("macvtap %s: offloads %v: uso4 and uso6 go together: %w", m.name, o, ErrInvalid)
 	}
 	return m.setOffloads(o)
 }

@@ -1,6 +1,7 @@
 package macvtap_test
 
 import (
+	"errors"
 	"net"
 	"strings"
 	"testing"
@@ -65,10 +66,6 @@ func TestHostMacvtapEveryMode(t *testing.T) {
 			if f, err := m.Flags(); err != nil || f&linux.IFF_VNET_HDR == 0 {
 				t.Errorf("flags %#x, %v", f, err)
 			}
-			sup, err := m.SupportedOffloads()
-			if err != nil || sup != macvtap.OffloadAll {
-				t.Errorf("supported offloads %v, %v", sup, err)
-			}
 			if err := m.SetOffloads(macvtap.OffloadCSUM | macvtap.OffloadTSO4 | macvtap.OffloadUSO4 | macvtap.OffloadUSO6); err != nil {
 				t.Error(err)
 			}
@@ -101,13 +98,20 @@ func TestHostMacvtapBadInputCreatesNothing(t *testing.T) {
 		{macvtap.MacvtapConfig{Lower: "nosuchdev"}, `lower device "nosuchdev" does not exist`},
 		{macvtap.MacvtapConfig{Lower: "nctlv1", Mode: macvtap.Mode(9)}, "unknown mode 9"},
 		{macvtap.MacvtapConfig{Lower: "nctlv1", Queues: 257}, "a macvtap has 1 to 256"},
+		{macvtap.MacvtapConfig{Lower: "nctlv1", Queues: -1}, "a macvtap has 1 to 256"},
+		{macvtap.MacvtapConfig{Lower: "nctlv1", MTU: 70000}, "takes 68 to 1500"},
+		{macvtap.MacvtapConfig{Lower: "nctlv1", MTU: 67}, "takes 68 to 1500"},
 		{macvtap.MacvtapConfig{Lower: "nctlv1", VnetHdrSize: 16}, "use 10 (legacy), 12"},
 		{macvtap.MacvtapConfig{}, "no lower device"},
 		{macvtap.MacvtapConfig{Lower: "nctlv1", SourceMACs: []net.HardwareAddr{{2, 0, 0, 0, 0, 1}}}, "need mode source"},
 		{macvtap.MacvtapConfig{Name: "nctlv1p", Lower: "nctlv1"}, "already exists"},
 	} {
-		if _, err := macvtap.CreateMacvtap(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+		_, err := macvtap.CreateMacvtap(c.cfg)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want %q", c.cfg, err, c.want)
+		}
+		if want := map[bool]error{true: macvtap.ErrConflict, false: macvtap.ErrInvalid}[c.want == "already exists"]; !errors.Is(err, want) {
+			t.Errorf("%+v: %v does not wrap %v", c.cfg, err, want)
 		}
 	}
 	if _, err := macvtap.ParseMode("bridged"); err == nil || !strings.Contains(err.Error(), "use bridge, vepa") {
@@ -119,8 +123,8 @@ func TestHostMacvtapBadInputCreatesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := macvtap.CreateMacvtap(macvtap.MacvtapConfig{Name: "nctlpt1", Lower: "nctlv1", Mode: macvtap.ModePassthru}); err == nil {
-		t.Error("a second passthru macvtap on one lower device was accepted")
+	if _, err := macvtap.CreateMacvtap(macvtap.MacvtapConfig{Name: "nctlpt1", Lower: "nctlv1", Mode: macvtap.ModePassthru}); !errors.Is(err, macvtap.ErrBusy) {
+		t.Errorf("a second passthru macvtap on one lower device: %v, want ErrBusy", err)
 	}
 	p1.Close()
 	after, _ := netlink.LinkList()

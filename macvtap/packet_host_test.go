@@ -1,6 +1,7 @@
 package macvtap_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -41,13 +42,18 @@ func TestHostPacketSocketBackend(t *testing.T) {
 	for _, c := range []struct {
 		cfg  macvtap.PacketConfig
 		want string
+		is   error
 	}{
-		{macvtap.PacketConfig{Interface: "nosuch0"}, `interface "nosuch0" does not exist`},
-		{macvtap.PacketConfig{Interface: "nctlpk0", VnetHdrSize: 20}, "use 0, 10 or 12"},
+		{macvtap.PacketConfig{Interface: "nosuch0"}, `interface "nosuch0" does not exist`, macvtap.ErrInvalid},
+		{macvtap.PacketConfig{Interface: "nctlpk0", VnetHdrSize: 20}, "20-byte virtio-net header (HASH_REPORT) is not possible", macvtap.ErrNotSupported},
+		{macvtap.PacketConfig{Interface: "nctlpk0", VnetHdrSize: 11}, "use 0, 10 or 12", macvtap.ErrInvalid},
 	} {
-		if _, err := macvtap.OpenPacketSocket(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%+v: %v", c.cfg, err)
+		if _, err := macvtap.OpenPacketSocket(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, c.is) {
+			t.Errorf("%+v: %v, want %q wrapping %v", c.cfg, err, c.want, c.is)
 		}
+	}
+	if n := testenv.OpenFDs(t); n != fds {
+		t.Errorf("%d fds open after the refused opens, %d before", n, fds)
 	}
 	np, _ := macvtap.OpenPacketSocket(macvtap.PacketConfig{Interface: "nctlpk0"})
 	defer np.Close()

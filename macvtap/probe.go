@@ -3,14 +3,83 @@ package macvtap
 import (
 	"errors"
 	"fmt"
+	"runtime"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
+// ProbeOffloads finds by trial which offloads this kernel's tap (KindTap)
+// or macvtap (KindMacvtap) takes: the kernel refuses flags it does not
+// know with EINVAL (USO before Linux 6.2). Trial means setting every
+// combination on a device, so ProbeOffloads makes its own scratch device in
+// a throwaway network namespace, on a thread of its own, and never touches
+// a device that carries traffic; the namespace and everything in it go
+// away when it returns. It needs CAP_NET_ADMIN and CAP_SYS_ADMIN (root).
+// A packet socket cannot refuse what its interface delivers: KindPacket
+// gives every offload the virtio-net header can describe.
+func ProbeOffloads(kind Kind) (Offloads, error) {
+	switch kind {
+	case KindPacket:
+		return OffloadAll, nil
+	case KindTap, KindMacvtap:
+	default:
+		return 0, fmt.Errorf("probe offloads: unknown backend kind %q: use tap, macvtap or packet: %w", kind, ErrInvalid)
+	}
+	type result struct {
+		o   Offloads
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread and its namespaces end with this goroutine
+		o, err := probeScratch(kind)
+		done <- result{o, err}
+	}()
+	r := <-done
+	return r.o, r.err
+}
+
+// probeScratch runs on a locked thread that it moves into a new network
+// and mount namespace (with a /sys that shows the new network namespace,
+// where a macvtap's tapN number is read).
+func probeScratch(kind Kind) (Offloads, error) {
+	if err := unix.Unshare(unix.CLONE_NEWNET | unix.CLONE_NEWNS); err != nil {
+		return 0, fmt.Errorf("probe %s offloads: a scratch network namespace needs CAP_SYS_ADMIN (run as root): %w", kind, err)
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return 0, fmt.Errorf("probe %s offloads: make the scratch namespace's mounts private: %w", kind, err)
+	}
+	if err := unix.Mount("sysfs", "/sys", "sysfs", 0, ""); err != nil {
+		return 0, fmt.Errorf("probe %s offloads: mount a scratch /sys: %w", kind, err)
+	}
+	var q *queueSet
+	if kind == KindTap {
+		t, err := CreateTap(TapConfig{Name: "scratch0", VnetHdr: true})
+		if err != nil {
+			return 0, fmt.Errorf("probe tap offloads: scratch tap: %w", err)
+		}
+		defer t.Close()
+		q = &t.queueSet
+	} else {
+		attrs := netlink.NewLinkAttrs()
+		attrs.Name = "scratchv0"
+		if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: attrs, PeerName: "scratchv1"}); err != nil {
+			return 0, fmt.Errorf("probe macvtap offloads: a scratch veth to put the macvtap on: %w", err)
+		}
+		m, err := CreateMacvtap(MacvtapConfig{Name: "scratchmv0", Lower: "scratchv0"})
+		if err != nil {
+			return 0, fmt.Errorf("probe macvtap offloads: scratch macvtap: %w", err)
+		}
+		defer m.Close()
+		q = &m.queueSet
+	}
+	return probeOffloads(q.setOffloadsRaw)
+}
+
 // probeOffloads finds which offload combinations set accepts: all at once,
-// else each feature with CSUM on its own. It then sets restore again.
-func probeOffloads(set func(Offloads) error, restore Offloads) (Offloads, error) {
-	defer set(restore)
+// else each feature with CSUM on its own.
+func probeOffloads(set func(Offloads) error) (Offloads, error) {
 	if err := set(OffloadAll); err == nil {
 		return OffloadAll, nil
 	} else if !errors.Is(err, unix.EINVAL) {
@@ -36,13 +105,15 @@ func offloadError(o Offloads, err error) error {
 	}
 	switch {
 	case o&^OffloadCSUM != 0 && o&OffloadCSUM == 0:
-		return fmt.Errorf("offloads %v: every offload needs csum: %w", o, err)
+		return fmt.Errorf("offloads %v: every offload needs csum: %w: %w", o, ErrInvalid, err)
 	case (o&OffloadUSO4 != 0) != (o&OffloadUSO6 != 0):
-		return fmt.Errorf("offloads %v: uso4 and uso6 go together: %w", o, err)
+		return fmt.Errorf("offloads %v: uso4 and uso6 go together: %w: %w", o, ErrInvalid, err)
 	case o&OffloadTSOECN != 0 && o&(OffloadTSO4|OffloadTSO6) == 0:
-		return fmt.Errorf("offloads %v: tso_ecn needs tso4 or tso6: %w", o, err)
+		return fmt.Errorf("offloads %v: tso_ecn needs tso4 or tso6: %w: %w", o, ErrInvalid, err)
+	case o&^OffloadAll != 0:
+		return fmt.Errorf("offloads %v: unknown flags; netctl knows %v: %w: %w", o, OffloadAll, ErrInvalid, err)
 	case o&(OffloadUSO4|OffloadUSO6) != 0:
-		return fmt.Errorf("offloads %v: this kernel's tun refuses uso4/uso6, which came in Linux 6.2 (UDP segmentation offload): %w", o, err)
+		return fmt.Errorf("offloads %v: this kernel refuses uso4/uso6, which came in Linux 6.2 (UDP segmentation offload): %w: %w", o, ErrNotSupported, err)
 	}
-	return fmt.Errorf("offloads %v: refused by this kernel: %w", o, err)
+	return fmt.Errorf("offloads %v: refused by this kernel: %w: %w", o, ErrNotSupported, err)
 }

@@ -50,7 +50,7 @@ func (q *queueSet) do(req linux.Request, f func(fd int) error) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if len(q.fds) == 0 {
-		return fmt.Errorf("%s %s: %v: file already closed", q.kind, q.name, req)
+		return fmt.Errorf("%s %s: %v: %w", q.kind, q.name, req, ErrClosed)
 	}
 	if err := f(q.fds[0]); err != nil {
 		return fmt.Errorf("%s %s: %w", q.kind, q.name, err)
@@ -83,19 +83,31 @@ func (q *queueSet) Offloads() Offloads {
 	return q.offloads
 }
 
-// SupportedOffloads finds by trial which offloads this kernel takes (it
-// refuses unknown bits with EINVAL), then restores the offloads set
-// before.
-func (q *queueSet) SupportedOffloads() (Offloads, error) {
-	return probeOffloads(q.setOffloadsRaw, q.Offloads())
-}
-
-// SetVnetHdrSize sets the header size on every queue (TUNSETVNETHDRSZ).
+// SetVnetHdrSize sets the header size on every queue (TUNSETVNETHDRSZ):
+// 10, 12 or 20. If a queue refuses it, the queues already set get their
+// old size back, so all queues keep one size.
 func (q *queueSet) SetVnetHdrSize(n int) error {
+	if err := checkHdrSize(q.kind, n, false); err != nil {
+		return err
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if len(q.fds) == 0 {
+		return fmt.Errorf("%s %s: header size: %w", q.kind, q.name, ErrClosed)
+	}
+	old := make([]int32, len(q.fds))
+	for i, fd := range q.fds {
+		v, err := linux.GetU32(fd, linux.TUNGETVNETHDRSZ)
+		if err != nil {
+			return fmt.Errorf("%s %s queue %d: read header size: %w", q.kind, q.name, i, err)
+		}
+		old[i] = int32(v)
+	}
 	for i, fd := range q.fds {
 		if err := linux.SetI32(fd, linux.TUNSETVNETHDRSZ, int32(n)); err != nil {
+			for j := 0; j < i; j++ {
+				linux.SetI32(q.fds[j], linux.TUNSETVNETHDRSZ, old[j])
+			}
 			return fmt.Errorf("%s %s queue %d: header size %d: %w", q.kind, q.name, i, n, err)
 		}
 	}
@@ -137,22 +149,43 @@ func (q *queueSet) closeFDs() error {
 	return first
 }
 
+// minMTU is the smallest MTU tun and macvlan take (ETH_MIN_MTU); maxTapMTU
+// is tun's largest for a tap (65535 less the 14-byte Ethernet header,
+// tun.c MAX_MTU - hard_header_len).
+const (
+	minMTU    = 68
+	maxTapMTU = 65535 - 14
+)
+
+// checkHdrSize validates a virtio-net header size: 10 (legacy), 12
+// (VERSION_1 or MRG_RXBUF) or 20 (HASH_REPORT); zeroOK allows 0 for "keep".
+func checkHdrSize(kind Kind, n int, zeroOK bool) error {
+	switch n {
+	case linux.VIRTIO_NET_HDR_LEN, linux.VIRTIO_NET_HDR_MRG_RXBUF_LEN, linux.VIRTIO_NET_HDR_V1_HASH_LEN:
+		return nil
+	case 0:
+		if zeroOK {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s: virtio-net header size %d: use 10 (legacy), 12 (VERSION_1 or MRG_RXBUF) or 20 (hash report): %w", kind, n, ErrInvalid)
+}
+
 // checkConfig validates what taps and macvtaps share: the header size, the
-// interface name and the queue count, which it returns (0 means 1).
+// interface name and the queue count, which it returns (0 means 1). Every
+// error wraps ErrInvalid and names the valid range.
 func checkConfig(kind Kind, hdrSize int, name string, queues int) (int, error) {
-	switch hdrSize {
-	case 0, linux.VIRTIO_NET_HDR_LEN, linux.VIRTIO_NET_HDR_MRG_RXBUF_LEN, linux.VIRTIO_NET_HDR_V1_HASH_LEN:
-	default:
-		return 0, fmt.Errorf("%s: virtio-net header size %d: use 10 (legacy), 12 (VERSION_1 or MRG_RXBUF) or 20 (hash report)", kind, hdrSize)
+	if err := checkHdrSize(kind, hdrSize, true); err != nil {
+		return 0, err
 	}
 	if len(name) >= unix.IFNAMSIZ {
-		return 0, fmt.Errorf("%s: name %q is longer than %d bytes", kind, name, unix.IFNAMSIZ-1)
+		return 0, fmt.Errorf("%s: name %q is longer than %d bytes: %w", kind, name, unix.IFNAMSIZ-1, ErrInvalid)
 	}
 	if queues == 0 {
 		queues = 1
 	}
-	if queues < 0 || queues > linux.MAX_TAP_QUEUES {
-		return 0, fmt.Errorf("%s: %d queues: a %s has 1 to %d", kind, queues, kind, linux.MAX_TAP_QUEUES)
+	if queues < 1 || queues > linux.MAX_TAP_QUEUES {
+		return 0, fmt.Errorf("%s: %d queues: a %s has 1 to %d (MAX_TAP_QUEUES): %w", kind, queues, kind, linux.MAX_TAP_QUEUES, ErrInvalid)
 	}
 	return queues, nil
 }

@@ -3,6 +3,7 @@ package macvtap
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"strings"
 	"unsafe"
@@ -27,9 +28,12 @@ type TapConfig struct {
 	// VnetHdrSize is the header size: 10 (legacy), 12 (VERSION_1 or
 	// MRG_RXBUF) or 20 (with hash report). Zero keeps the kernel's 10.
 	VnetHdrSize int
-	// Queues is the number of queues to open (IFF_MULTI_QUEUE when more
-	// than one; at most 256). Zero means one.
+	// Queues is the number of queues to open, 1 to 256 (IFF_MULTI_QUEUE
+	// when more than one; tun's MAX_TAP_QUEUES is 256). Zero means one.
 	Queues int
+	// MTU of the tap, 68 to 65521 (tun's 65535 less the Ethernet
+	// header); 0 keeps the kernel's 1500 (or an existing tap's MTU).
+	MTU int
 	// Persistent keeps the tap when its last fd closes (TUNSETPERSIST);
 	// remove it with Delete.
 	Persistent bool
@@ -56,6 +60,7 @@ type Tap struct {
 // CreateTap creates (or attaches to) a tap with IFF_TAP|IFF_NO_PI and, if
 // asked, IFF_VNET_HDR with the given header size, opening Queues queues. On
 // any failure every fd it opened is closed, so a new tap goes away again.
+// The Tap owns the queue fds (QueueFD lends them) and closes them in Close.
 // Equivalent: ip tuntap add mode tap vnet_hdr [multi_queue].
 func CreateTap(cfg TapConfig) (*Tap, error) {
 	queues, err := checkConfig(KindTap, cfg.VnetHdrSize, cfg.Name, cfg.Queues)
@@ -63,7 +68,15 @@ func CreateTap(cfg TapConfig) (*Tap, error) {
 		return nil, err
 	}
 	if cfg.VnetHdrSize != 0 && !cfg.VnetHdr {
-		return nil, errors.New("tap: a virtio-net header size needs VnetHdr (IFF_VNET_HDR)")
+		return nil, fmt.Errorf("tap: a virtio-net header size needs VnetHdr (IFF_VNET_HDR): %w", ErrInvalid)
+	}
+	if cfg.MTU != 0 {
+		if err := checkTapMTU(cfg.MTU); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.SndBuf < 0 {
+		return nil, fmt.Errorf("tap: send buffer %d: use 1 to %d bytes, or 0 for the kernel's default: %w", cfg.SndBuf, math.MaxInt32, ErrInvalid)
 	}
 	flags := uint16(linux.IFF_TAP | linux.IFF_NO_PI)
 	if cfg.VnetHdr {
@@ -93,7 +106,7 @@ func CreateTap(cfg TapConfig) (*Tap, error) {
 		if err != nil {
 			switch {
 			case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENODEV), errors.Is(err, unix.ENXIO):
-				return nil, fmt.Errorf("tap: %s: %w: load the tun module (modprobe tun)", dev, err)
+				return nil, fmt.Errorf("tap: %s: %w: load the tun module (modprobe tun): %w", dev, err, ErrNotAvailable)
 			case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
 				return nil, fmt.Errorf("tap: %s: %w: this user may not open it; run as root, or make it "+
 					"read-write for this user (most distributions ship it as 0666: chmod 0666 %s)", dev, err, dev)
@@ -136,6 +149,11 @@ func CreateTap(cfg TapConfig) (*Tap, error) {
 		}
 	}
 	fd0 := t.fds[0]
+	if cfg.MTU != 0 {
+		if err := SetLinkMTU(t.name, cfg.MTU); err != nil {
+			return nil, fmt.Errorf("tap %s: %w", t.name, err)
+		}
+	}
 	if cfg.Owner != nil {
 		if err := linux.IoctlValue(fd0, linux.TUNSETOWNER, uintptr(*cfg.Owner)); err != nil {
 			return nil, fmt.Errorf("tap %s: owner %d: %w", t.name, *cfg.Owner, err)
@@ -218,7 +236,11 @@ func (t *Tap) AttachQueue(q int) error { return t.setQueue(q, linux.IFF_ATTACH_Q
 func (t *Tap) setQueue(q int, flag uint16) error {
 	fd := t.QueueFD(q)
 	if fd < 0 {
-		return fmt.Errorf("tap %s: no queue %d", t.name, q)
+		if n := t.Queues(); n == 0 {
+			return fmt.Errorf("tap %s: queue %d: %w", t.name, q, ErrClosed)
+		} else {
+			return fmt.Errorf("tap %s: no queue %d: it has queues 0 to %d: %w", t.name, q, n-1, ErrInvalid)
+		}
 	}
 	var ifr linux.Ifreq
 	ifr.Flags = flag
@@ -231,8 +253,24 @@ func (t *Tap) setQueue(q int, flag uint16) error {
 	return nil
 }
 
-// SetMTU, SetMAC and Up configure the tap's link.
-func (t *Tap) SetMTU(mtu int) error              { return SetLinkMTU(t.name, mtu) }
+// SetMTU sets the tap's MTU: 68 to 65521 (tun's 65535 less the Ethernet
+// header); anything else is refused with ErrInvalid and changes nothing.
+func (t *Tap) SetMTU(mtu int) error {
+	if err := checkTapMTU(mtu); err != nil {
+		return err
+	}
+	return SetLinkMTU(t.name, mtu)
+}
+
+// checkTapMTU validates a tap's MTU.
+func checkTapMTU(mtu int) error {
+	if mtu < minMTU || mtu > maxTapMTU {
+		return fmt.Errorf("tap: MTU %d: a tap takes %d to %d: %w", mtu, minMTU, maxTapMTU, ErrInvalid)
+	}
+	return nil
+}
+
+// SetMAC and Up configure the tap's link.
 func (t *Tap) SetMAC(mac net.HardwareAddr) error { return SetLinkMAC(t.name, mac) }
 func (t *Tap) Up() error                         { return LinkUp(t.name) }
 

@@ -204,14 +204,6 @@ func TestHostTapOffloadsAndQueues(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tap.Close()
-	sup, err := tap.SupportedOffloads()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// This host's kernel is newer than 6.2: tun takes everything.
-	if sup != macvtap.OffloadAll {
-		t.Errorf("supported offloads %v, want %v", sup, macvtap.OffloadAll)
-	}
 	if err := tap.SetOffloads(macvtap.OffloadTSO4); err == nil || !strings.Contains(err.Error(), "every offload needs csum") {
 		t.Errorf("TSO4 without CSUM: %v", err)
 	}

@@ -1,6 +1,7 @@
 package macvtap_test
 
 import (
+	"errors"
 	"net"
 	"strings"
 	"testing"
@@ -55,9 +56,19 @@ func TestHostTapBadInputCreatesNothing(t *testing.T) {
 		{macvtap.TapConfig{Name: "nctlbad", VnetHdr: true, VnetHdrSize: 11}, "use 10 (legacy), 12"},
 		{macvtap.TapConfig{Name: "nctlbad", VnetHdrSize: 12}, "needs VnetHdr"},
 		{macvtap.TapConfig{Name: "a-name-far-too-long-for-linux"}, "longer than 15 bytes"},
+		{macvtap.TapConfig{Name: "nctlbad", MTU: 70000}, "a tap takes 68 to 65521"},
+		{macvtap.TapConfig{Name: "nctlbad", MTU: 65522}, "a tap takes 68 to 65521"},
+		{macvtap.TapConfig{Name: "nctlbad", MTU: 67}, "a tap takes 68 to 65521"},
+		{macvtap.TapConfig{Name: "nctlbad", Queues: -1}, "a tap has 1 to 256"},
+		{macvtap.TapConfig{Name: "nctlbad", Queues: 257}, "a tap has 1 to 256"},
+		{macvtap.TapConfig{Name: "nctlbad", SndBuf: -1}, "send buffer -1"},
 	} {
-		if _, err := macvtap.CreateTap(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+		_, err := macvtap.CreateTap(c.cfg)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: got %v, want an error containing %q", c.cfg, err, c.want)
+		}
+		if !errors.Is(err, macvtap.ErrInvalid) {
+			t.Errorf("%+v: %v does not wrap ErrInvalid", c.cfg, err)
 		}
 	}
 	if _, err := net.InterfaceByName("nctlbad"); err == nil {
@@ -93,5 +104,42 @@ func TestHostTapMultiQueue(t *testing.T) {
 	}
 	if n := testenv.OpenFDs(t); n != fds {
 		t.Errorf("%d fds open after Close, %d before", n, fds)
+	}
+}
+
+func TestHostTapMTURange(t *testing.T) {
+	testenv.Host(t)
+	tap, err := macvtap.CreateTap(macvtap.TapConfig{Name: "nctlmtu", VnetHdr: true, MTU: 9000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tap.Close()
+	mtu := func() int {
+		ifi, err := net.InterfaceByName("nctlmtu")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ifi.MTU
+	}
+	if got := mtu(); got != 9000 {
+		t.Errorf("MTU %d, want the 9000 asked for", got)
+	}
+	for _, bad := range []int{70000, 65522, 67, 0, -1} {
+		if err := tap.SetMTU(bad); !errors.Is(err, macvtap.ErrInvalid) || !strings.Contains(err.Error(), "68 to 65521") {
+			t.Errorf("SetMTU(%d): %v, want ErrInvalid naming 68 to 65521", bad, err)
+		}
+	}
+	if err := macvtap.SetLinkMTU("nctlmtu", 70000); !errors.Is(err, macvtap.ErrInvalid) {
+		t.Errorf("SetLinkMTU(70000): %v, want ErrInvalid", err)
+	}
+	// The kernel's own limit: 65522 passes netctl's general check but not tun's.
+	if err := macvtap.SetLinkMTU("nctlmtu", 65522); !errors.Is(err, macvtap.ErrInvalid) {
+		t.Errorf("SetLinkMTU(65522) on a tap: %v, want ErrInvalid", err)
+	}
+	if got := mtu(); got != 9000 {
+		t.Errorf("MTU %d after the refused calls, want 9000", got)
+	}
+	if err := tap.SetMTU(65521); err != nil || mtu() != 65521 {
+		t.Errorf("SetMTU(65521): %v, MTU now %d", err, mtu())
 	}
 }

@@ -57,9 +57,10 @@ func backendFDs(pid int) ([]procFD, error) {
 }
 
 // macvtapIndex is N for a macvtap node (/dev/tapN, or tapN in another
-// directory), else 0.
+// directory, or a private tapN node already removed, as netctl's macvtap
+// opens queues when /dev/tapN is not its own: "tapN (deleted)"), else 0.
 func macvtapIndex(target string) int {
-	base := filepath.Base(target)
+	base := strings.TrimSuffix(filepath.Base(target), " (deleted)")
 	n, err := strconv.Atoi(strings.TrimPrefix(base, "tap"))
 	if !strings.HasPrefix(base, "tap") || err != nil || n <= 0 {
 		return 0

@@ -138,7 +138,7 @@ func (r *Result) probeScratch() error {
 			r.Tap.Error = err.Error()
 		} else {
 			r.Tap.Available = true
-			if o, err := tap.SupportedOffloads(); err == nil {
+			if o, err := macvtap.ProbeOffloads(macvtap.KindTap); err == nil {
 				r.Tap.Offloads = o.Names()
 			}
 			tap.Close()
@@ -157,7 +157,7 @@ func (r *Result) probeScratch() error {
 			r.Macvtap.Error = err.Error()
 		} else {
 			r.Macvtap.Available = true
-			if o, err := mv.SupportedOffloads(); err == nil {
+			if o, err := macvtap.ProbeOffloads(macvtap.KindMacvtap); err == nil {
 				r.Macvtap.Offloads = o.Names()
 			}
 			mv.Close()
