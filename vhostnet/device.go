@@ -3,7 +3,6 @@ package vhostnet
 import (
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -16,15 +15,13 @@ import (
 // DevicePath is the vhost-net character device (misc 10:238).
 const DevicePath = "/dev/vhost-net"
 
-// ErrNotAvailable is wrapped by Open's error when this host has no usable
-// /dev/vhost-net (no module, or no permission).
-var ErrNotAvailable = errors.New("vhost-net not available")
-
 // Device is one /dev/vhost-net fd: one queue pair. Its methods are safe for
 // concurrent use; Close is idempotent.
 type Device struct {
-	mu sync.Mutex // guards fd
-	fd int        // -1 once closed
+	mu       sync.Mutex      // guards fd, acked and backends
+	fd       int             // -1 once closed
+	acked    virtio.Features // the last features SetFeatures set (vhost-net cannot read them back)
+	backends [2]int          // the backend fd attached to RX and TX, -1 for none (not owned)
 }
 
 // Open opens /dev/vhost-net. The error says what to do when the device is
@@ -34,7 +31,7 @@ func Open() (*Device, error) {
 	if err != nil {
 		return nil, openError(err)
 	}
-	return &Device{fd: fd}, nil
+	return &Device{fd: fd, backends: [2]int{-1, -1}}, nil
 }
 
 func openError(err error) error {
@@ -53,7 +50,7 @@ func (d *Device) ioctl(req linux.Request, f func(fd int) error) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.fd < 0 {
-		return fmt.Errorf("vhost-net: %v: %w", req, os.ErrClosed)
+		return fmt.Errorf("vhost-net: %v: %w: the device was closed", req, ErrClosed)
 	}
 	if err := f(d.fd); err != nil {
 		return fmt.Errorf("vhost-net: %w", err)
@@ -92,7 +89,7 @@ func (d *Device) FD() int {
 	return d.fd
 }
 
-// Close closes the fd; later calls return os.ErrClosed. Closing twice is
+// Close closes the fd; later calls return an error wrapping ErrClosed. Closing twice is
 // not an error.
 func (d *Device) Close() error {
 	d.mu.Lock()

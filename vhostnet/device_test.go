@@ -35,7 +35,7 @@ func TestOpenErrorsSayWhatToDo(t *testing.T) {
 
 func TestClosedDevice(t *testing.T) {
 	d := &Device{fd: -1}
-	if _, err := d.Features(); !errors.Is(err, os.ErrClosed) {
+	if _, err := d.Features(); !errors.Is(err, ErrClosed) {
 		t.Errorf("Features on a closed device: %v", err)
 	}
 	if err := d.Close(); err != nil {

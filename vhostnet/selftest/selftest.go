@@ -184,7 +184,11 @@ func run(ctx context.Context, o Options) (*Report, error) {
 		return nil, fmt.Errorf("selftest: %w", err)
 	}
 	defer nic.Close()
-	rep.Offered, _ = nic.Device(0).Features()
+	d0, err := nic.Device(0)
+	if err != nil {
+		return nil, fmt.Errorf("selftest: %w", err)
+	}
+	rep.Offered, _ = d0.Features()
 	rep.OfferedNames, rep.OfferedHex = rep.Offered.Names(), fmt.Sprintf("%#x", uint64(rep.Offered))
 	rep.Acked, rep.AckedNames = acked, acked.Names()
 	rep.Queues = make([]QueueStats, o.Queues)
