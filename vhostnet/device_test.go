@@ -42,3 +42,18 @@ func TestClosedDevice(t *testing.T) {
 		t.Errorf("second Close: %v", err)
 	}
 }
+
+// TestZeroDeviceIsClosed: a Device that Open did not make issues no ioctl
+// on fd 0; it reports ErrClosed.
+func TestZeroDeviceIsClosed(t *testing.T) {
+	var d Device
+	if _, err := d.Features(); !errors.Is(err, ErrClosed) {
+		t.Errorf("Features on a zero Device: %v, want ErrClosed", err)
+	}
+	if fd := d.FD(); fd != -1 {
+		t.Errorf("FD of a zero Device: %d, want -1", fd)
+	}
+	if err := d.Close(); err != nil {
+		t.Errorf("Close of a zero Device: %v (it must not close fd 0)", err)
+	}
+}

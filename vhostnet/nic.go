@@ -296,6 +296,9 @@ func (n *NIC) Start() error {
 	if n.closed {
 		return fmt.Errorf("vhost-net: Start: %w: the NIC was closed", ErrClosed)
 	}
+	if len(n.devs) == 0 {
+		return fmt.Errorf("vhost-net: Start: %w: this NIC was not made by NewNIC", ErrInvalid)
+	}
 	return n.attachLocked(true)
 }
 

@@ -73,6 +73,19 @@ func TestNICDeviceClosedOrOutOfRange(t *testing.T) {
 	}
 }
 
+func TestZeroNIC(t *testing.T) {
+	var n NIC
+	if err := n.Start(); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Start of a zero NIC: %v, want ErrInvalid", err)
+	}
+	if _, err := n.Device(0); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Device(0) of a zero NIC: %v, want ErrInvalid", err)
+	}
+	if err := n.Close(); err != nil {
+		t.Errorf("Close of a zero NIC: %v", err)
+	}
+}
+
 func TestNICConfigCloneSharesNothing(t *testing.T) {
 	cfg := NICConfig{Memory: []MemoryRegion{{0, 4096, 0x10000}}, Queues: []QueuePair{{Backend: 7}}}
 	c := cfg.clone()
