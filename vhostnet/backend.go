@@ -16,6 +16,7 @@ import (
 type backendKind struct {
 	kind     string // "tap", "packet socket"
 	vnetHdr  bool   // the backend reads and writes its own virtio-net header
+	hdrSize  int    // its size, when vnetHdr
 	detached bool   // a tun fd attached to no device (TUNGETIFF: EBADFD): header unknown
 }
 
@@ -38,7 +39,15 @@ func inspectBackend(fd int) (backendKind, error) {
 		if err != nil {
 			return backendKind{}, fmt.Errorf("backend fd %d: PACKET_VNET_HDR: %w", fd, err)
 		}
-		return backendKind{kind: "packet socket", vnetHdr: v != 0}, nil
+		b := backendKind{kind: "packet socket", vnetHdr: v != 0}
+		if b.vnetHdr {
+			// PACKET_VNET_HDR_SZ came in Linux 6.2; before it the header is 10 bytes.
+			b.hdrSize = 10
+			if sz, err := unix.GetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_VNET_HDR_SZ); err == nil {
+				b.hdrSize = sz
+			}
+		}
+		return b, nil
 	}
 	if errors.Is(err, unix.EBADF) {
 		return backendKind{}, fmt.Errorf("backend fd %d is not open: %w: %w", fd, ErrInvalid, err)
@@ -50,7 +59,15 @@ func inspectBackend(fd int) (backendKind, error) {
 	err = linux.Ioctl(fd, linux.TUNGETIFF, unsafe.Pointer(&ifr))
 	switch {
 	case err == nil:
-		return backendKind{kind: "tap " + unix.ByteSliceToString(ifr.Name[:]), vnetHdr: ifr.Flags&linux.IFF_VNET_HDR != 0}, nil
+		b := backendKind{kind: "tap " + unix.ByteSliceToString(ifr.Name[:]), vnetHdr: ifr.Flags&linux.IFF_VNET_HDR != 0}
+		if b.vnetHdr {
+			sz, err := linux.GetU32(fd, linux.TUNGETVNETHDRSZ)
+			if err != nil {
+				return backendKind{}, fmt.Errorf("backend fd %d: %w", fd, err)
+			}
+			b.hdrSize = int(int32(sz))
+		}
+		return b, nil
 	case errors.Is(err, unix.EBADFD):
 		return backendKind{kind: "tun fd", detached: true}, nil
 	}
@@ -80,6 +97,39 @@ func checkHeader(f virtio.Features, fd int) error {
 			"the virtio-net header) acknowledged with a backend (%s, fd %d) that has its own virtio-net header: "+
 			"the header would be added twice: %w: clear bit 27 (a VERSION_1 guest does not need ANY_LAYOUT), "+
 			"or use a backend without IFF_VNET_HDR / PACKET_VNET_HDR", b.kind, fd, ErrInvalid)
+	}
+	return nil
+}
+
+// sockHdrLen is the virtio-net header vhost-net expects from a backend
+// that has its own (sock_hlen, kernel-facts.md §1.6): 12 bytes with
+// VERSION_1 or MRG_RXBUF, else 10.
+func sockHdrLen(f virtio.Features) int {
+	if f&(virtio.Version1|virtio.NetMrgRxbuf) != 0 {
+		return 12
+	}
+	return 10
+}
+
+// checkHeaderSize refuses a backend whose own virtio-net header differs in
+// size from what vhost-net passes it (bit 27 clear): tun and macvtap
+// would read the frame at the wrong offset and garble every frame to the
+// guest. A backend without a header is left alone here.
+func checkHeaderSize(f virtio.Features, fd int) error {
+	if f.Has(virtio.VhostNetVirtioHdr) {
+		return nil
+	}
+	b, err := inspectBackend(fd)
+	if err != nil || !b.vnetHdr {
+		return err
+	}
+	if want := sockHdrLen(f); b.hdrSize != want {
+		mode := "without VERSION_1 or MRG_RXBUF"
+		if want == 12 {
+			mode = "with " + (f & (virtio.Version1 | virtio.NetMrgRxbuf)).String()
+		}
+		return fmt.Errorf("backend %s (fd %d) has a %d-byte virtio-net header, but %s vhost-net passes %d bytes: %w: "+
+			"set the backend's header size to %d (TUNSETVNETHDRSZ, PACKET_VNET_HDR_SZ)", b.kind, fd, b.hdrSize, mode, want, ErrInvalid, want)
 	}
 	return nil
 }

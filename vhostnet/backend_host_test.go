@@ -70,6 +70,26 @@ func TestHostBackendHeader(t *testing.T) {
 			t.Errorf("%s without bit 27: %v", c.name, err)
 		}
 	}
+	// Without bit 27 the backend's header must be as long as vhost-net's.
+	for _, c := range []struct {
+		name string
+		f    virtio.Features
+		fd   int
+		want string // "" for accepted
+	}{
+		{"12-byte tap, VERSION_1", virtio.Version1, withHdr.FD(), ""},
+		{"12-byte tap, MRG_RXBUF", virtio.NetMrgRxbuf, withHdr.FD(), ""},
+		{"12-byte tap, legacy", 0, withHdr.FD(), "has a 12-byte virtio-net header, but without VERSION_1 or MRG_RXBUF vhost-net passes 10 bytes"},
+		{"10-byte packet socket, VERSION_1", virtio.Version1, pktHdr, "has a 10-byte virtio-net header, but with VERSION_1 vhost-net passes 12 bytes"},
+		{"10-byte packet socket, legacy", 0, pktHdr, ""},
+		{"tap without a header", virtio.Version1, noHdr.FD(), ""},
+		{"bit 27", virtio.Version1 | virtio.VhostNetVirtioHdr, withHdr.FD(), ""}, // checkHeader's case
+	} {
+		err := checkHeaderSize(c.f, c.fd)
+		if c.want == "" && err != nil || c.want != "" && (!errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
 	if _, err := inspectBackend(dgram); !errors.Is(err, ErrInvalid) {
 		t.Errorf("SOCK_DGRAM packet socket: %v, want ErrInvalid", err)
 	}

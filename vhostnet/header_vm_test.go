@@ -107,3 +107,37 @@ func TestVMBit27WithVnetHdrPacketSocketRefused(t *testing.T) {
 		t.Fatalf("bit 27 with a PACKET_VNET_HDR socket: %v, want ErrInvalid naming the packet socket", err)
 	}
 }
+
+// TestVMHeaderSizeMismatchRefused: without bit 27 vhost-net passes a 12-byte
+// header with VERSION_1; a tap set to 10 bytes would garble every frame to
+// the guest, so NewNIC refuses it before it opens anything.
+func TestVMHeaderSizeMismatchRefused(t *testing.T) {
+	k := testenv.VM(t)
+	r := newRig(t, rigConfig{features: virtio.Version1})
+	cfg := r.nic.cfg.clone()
+	r.nic.Close()
+	if err := r.tap.SetVnetHdrSize(10); err != nil {
+		t.Fatal(err)
+	}
+	fds := testenv.OpenFDs(t)
+	n, err := NewNIC(cfg)
+	if n != nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "10-byte virtio-net header, but with VERSION_1 vhost-net passes 12") {
+		t.Fatalf("kernel %s: a 10-byte tap with VERSION_1: %v, want ErrInvalid naming both sizes", k.Name, err)
+	}
+	if got := testenv.OpenFDs(t); got != fds {
+		t.Errorf("the refused NewNIC left %d fds open, %d before", got, fds)
+	}
+	// Set back to 12, the same config works.
+	if err := r.tap.SetVnetHdrSize(12); err != nil {
+		t.Fatal(err)
+	}
+	if n, err = NewNIC(cfg); err != nil {
+		t.Fatal(err)
+	}
+	r.nic = n
+	want := guest.IPv4Frame(17, guest.GuestIP, guest.HostIP, 4000, 5000, guest.Pattern(300, 12), false)
+	r.guestSend(0, guest.NetHdr{}, want)
+	if got := r.hostRecv(5*time.Second, isTest(guest.GuestIP)); !bytes.Equal(got, want) {
+		t.Fatal("no traffic with the header sizes matching")
+	}
+}

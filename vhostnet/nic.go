@@ -62,7 +62,9 @@ type NICConfig struct {
 	// VHOST_NET_F_VIRTIO_NET_HDR (vhost adds and strips the header), which
 	// suits only a backend without a header of its own; with a tap that
 	// has IFF_VNET_HDR or a PACKET_VNET_HDR socket, NewNIC refuses it
-	// with ErrInvalid.
+	// with ErrInvalid. Without bit 27, a backend's own header must be as
+	// long as vhost-net passes (12 bytes with VERSION_1 or MRG_RXBUF, else
+	// 10), or NewNIC refuses it too.
 	Features virtio.Features
 	// Memory is the memory table: at least one region, at most the vhost
 	// module's max_mem_regions, guest-physical ranges that do not overlap.
@@ -109,6 +111,9 @@ func (c NICConfig) validate() error {
 			return fmt.Errorf("vhost-net: queue pair %d: %w", qp, err)
 		}
 		if err := checkHeader(c.Features, q.Backend); err != nil {
+			return fmt.Errorf("vhost-net: queue pair %d: %w", qp, err)
+		}
+		if err := checkHeaderSize(c.Features, q.Backend); err != nil {
 			return fmt.Errorf("vhost-net: queue pair %d: %w", qp, err)
 		}
 	}
