@@ -58,6 +58,8 @@ func selftestCommand() *cli.Command {
 func selftestOptions(c *cli.Context) (selftest.Options, error) {
 	o := selftest.Options{Queues: c.Int("queues"), Frames: c.Int("frames"), FrameSize: c.Int("frame-size"), Timeout: c.Duration("timeout")}
 	switch {
+	case c.NArg() > 0:
+		return o, fmt.Errorf("selftest: unexpected argument %q: %w: selftest takes only flags", c.Args().First(), selftest.ErrInvalid)
 	case o.Queues < 1 || o.Queues > selftest.MaxQueues:
 		return o, fmt.Errorf("selftest: --queues %d: %w: use 1 to %d", o.Queues, selftest.ErrInvalid, selftest.MaxQueues)
 	case o.Frames < 1 || o.Frames > selftest.MaxFrames:

@@ -26,6 +26,7 @@ func TestSelftestRefusesBadFlags(t *testing.T) {
 		{[]string{"--frame-size", "59"}, "use 60 to 2036"},
 		{[]string{"--frame-size", "2037"}, "use 60 to 2036"},
 		{[]string{"--timeout", "-1s"}, "use a positive duration"},
+		{[]string{"extra"}, `unexpected argument "extra"`},
 	} {
 		app := newApp()
 		var out bytes.Buffer
