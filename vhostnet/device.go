@@ -3,7 +3,6 @@ package vhostnet
 import (
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -16,15 +15,14 @@ import (
 // DevicePath is the vhost-net character device (misc 10:238).
 const DevicePath = "/dev/vhost-net"
 
-// ErrNotAvailable is wrapped by Open's error when this host has no usable
-// /dev/vhost-net (no module, or no permission).
-var ErrNotAvailable = errors.New("vhost-net not available")
-
 // Device is one /dev/vhost-net fd: one queue pair. Its methods are safe for
 // concurrent use; Close is idempotent.
 type Device struct {
-	mu sync.Mutex // guards fd
-	fd int        // -1 once closed
+	mu       sync.Mutex      // guards fd, acked and backends
+	fd       int             // valid while open
+	open     bool            // set by Open, cleared by Close: a zero Device is closed, not fd 0
+	acked    virtio.Features // the last features SetFeatures set (vhost-net cannot read them back)
+	backends [2]int          // the backend fd attached to RX and TX, -1 for none (not owned)
 }
 
 // Open opens /dev/vhost-net. The error says what to do when the device is
@@ -34,7 +32,7 @@ func Open() (*Device, error) {
 	if err != nil {
 		return nil, openError(err)
 	}
-	return &Device{fd: fd}, nil
+	return &Device{fd: fd, open: true, backends: [2]int{-1, -1}}, nil
 }
 
 func openError(err error) error {
@@ -52,8 +50,8 @@ func openError(err error) error {
 func (d *Device) ioctl(req linux.Request, f func(fd int) error) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.fd < 0 {
-		return fmt.Errorf("vhost-net: %v: %w", req, os.ErrClosed)
+	if !d.open {
+		return fmt.Errorf("vhost-net: %v: %w: the device was closed (or never opened: use Open)", req, ErrClosed)
 	}
 	if err := f(d.fd); err != nil {
 		return fmt.Errorf("vhost-net: %w", err)
@@ -85,22 +83,25 @@ func (d *Device) Features() (virtio.Features, error) {
 }
 
 // FD returns the device's fd, still owned by the Device (for handing to a
-// VMM, duplicate it).
+// VMM, duplicate it), or -1 when the Device is closed.
 func (d *Device) FD() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if !d.open {
+		return -1
+	}
 	return d.fd
 }
 
-// Close closes the fd; later calls return os.ErrClosed. Closing twice is
+// Close closes the fd; later calls return an error wrapping ErrClosed. Closing twice is
 // not an error.
 func (d *Device) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.fd < 0 {
+	if !d.open {
 		return nil
 	}
 	err := unix.Close(d.fd)
-	d.fd = -1
+	d.fd, d.open = -1, false
 	return err
 }

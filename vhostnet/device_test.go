@@ -35,10 +35,25 @@ func TestOpenErrorsSayWhatToDo(t *testing.T) {
 
 func TestClosedDevice(t *testing.T) {
 	d := &Device{fd: -1}
-	if _, err := d.Features(); !errors.Is(err, os.ErrClosed) {
+	if _, err := d.Features(); !errors.Is(err, ErrClosed) {
 		t.Errorf("Features on a closed device: %v", err)
 	}
 	if err := d.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
+	}
+}
+
+// TestZeroDeviceIsClosed: a Device that Open did not make issues no ioctl
+// on fd 0; it reports ErrClosed.
+func TestZeroDeviceIsClosed(t *testing.T) {
+	var d Device
+	if _, err := d.Features(); !errors.Is(err, ErrClosed) {
+		t.Errorf("Features on a zero Device: %v, want ErrClosed", err)
+	}
+	if fd := d.FD(); fd != -1 {
+		t.Errorf("FD of a zero Device: %d, want -1", fd)
+	}
+	if err := d.Close(); err != nil {
+		t.Errorf("Close of a zero Device: %v (it must not close fd 0)", err)
 	}
 }

@@ -42,6 +42,9 @@ func TestVMOpenOwnerFeatures(t *testing.T) {
 	if !ok {
 		t.Fatalf("no expected feature mask recorded for kernel %s", k.Name)
 	}
+	if hasRR := map[string]bool{"6.12": true, "6.1": false}[k.Name]; f.Has(virtio.RingReset) != hasRR {
+		t.Errorf("kernel %s: RING_RESET offered %v, want %v (vhost-net gained it in 6.3)", k.Name, f.Has(virtio.RingReset), hasRR)
+	}
 	if f != want {
 		t.Errorf("kernel %s: features %#x (%v), want %#x (%v)", k.Name, uint64(f), f, uint64(want), want)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -37,13 +38,66 @@ func MaxMemRegions() (int, error) {
 	return n, nil
 }
 
-// SetMemTable replaces the memory table (VHOST_SET_MEM_TABLE). More regions
-// than the vhost module allows is an error that says how to raise it.
-func (d *Device) SetMemTable(regions []MemoryRegion) error {
+// maxMemRegionsLimit is the largest max_mem_regions the vhost module can
+// have (the parameter is a ushort).
+const maxMemRegionsLimit = 65535
+
+// maxMemRegions is the vhost module's max_mem_regions, or the largest it
+// can be when that cannot be read (the kernel then checks).
+func maxMemRegions() int {
+	if n, err := MaxMemRegions(); err == nil && n >= 0 && n <= maxMemRegionsLimit {
+		return n
+	}
+	return maxMemRegionsLimit
+}
+
+// validateMemTable checks what the kernel does not (it takes overlapping
+// and wrapping regions silently, and the last one wins a lookup): every
+// size > 0, neither the guest-physical nor the userspace range wraps past
+// 2^64, guest-physical ranges do not overlap, at most max regions. The
+// error wraps ErrInvalid and names the regions.
+func validateMemTable(regions []MemoryRegion, max int) error {
+	if len(regions) > max {
+		return fmt.Errorf("vhost-net: %d memory regions, but the vhost module allows 0 to %d: %w: "+
+			"merge regions, or reload vhost with 'modprobe vhost max_mem_regions=%d'", len(regions), max, ErrInvalid, len(regions))
+	}
 	for i, r := range regions {
-		if r.Size == 0 {
-			return fmt.Errorf("vhost-net: memory region %d has size 0", i)
+		switch {
+		case r.Size == 0:
+			return fmt.Errorf("vhost-net: memory region %d has size 0: %w: give each region 1 byte or more", i, ErrInvalid)
+		case r.GuestPhysAddr+(r.Size-1) < r.GuestPhysAddr:
+			return fmt.Errorf("vhost-net: memory region %d: guest-physical %#x + size %#x wraps past 2^64: %w: "+
+				"the last address must be at most 0xffffffffffffffff", i, r.GuestPhysAddr, r.Size, ErrInvalid)
+		case r.UserAddr+(r.Size-1) < r.UserAddr:
+			return fmt.Errorf("vhost-net: memory region %d: userspace address %#x + size %#x wraps past 2^64: %w: "+
+				"the last address must be at most 0xffffffffffffffff", i, r.UserAddr, r.Size, ErrInvalid)
 		}
+	}
+	// Sort indexes by guest-physical start; neighbours must not overlap.
+	idx := make([]int, len(regions))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(a, b int) bool { return regions[idx[a]].GuestPhysAddr < regions[idx[b]].GuestPhysAddr })
+	for k := 1; k < len(idx); k++ {
+		p, q := regions[idx[k-1]], regions[idx[k]]
+		if last := p.GuestPhysAddr + (p.Size - 1); q.GuestPhysAddr <= last {
+			return fmt.Errorf("vhost-net: memory regions %d [%#x, %#x] and %d [%#x, %#x] overlap in guest-physical space: %w: "+
+				"each guest-physical address may belong to one region only", idx[k-1], p.GuestPhysAddr, last,
+				idx[k], q.GuestPhysAddr, q.GuestPhysAddr+(q.Size-1), ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// SetMemTable replaces the memory table (VHOST_SET_MEM_TABLE). It first
+// checks the table (validateMemTable: sizes, wrapping, overlaps, at most
+// the vhost module's max_mem_regions) and refuses a bad one with
+// ErrInvalid, leaving the old table in place. An empty table is allowed
+// (vhost then translates nothing).
+func (d *Device) SetMemTable(regions []MemoryRegion) error {
+	if err := validateMemTable(regions, maxMemRegions()); err != nil {
+		return err
 	}
 	hdr := unsafe.Sizeof(linux.VhostMemory{})
 	rsz := unsafe.Sizeof(linux.VhostMemoryRegion{})

@@ -11,15 +11,31 @@ import (
 	"github.com/netctl/netctl/virtio"
 )
 
-// ErrNotSupported is wrapped by errors for calls this kernel lacks.
-var ErrNotSupported = errors.New("not supported by this kernel")
-
 // SetFeatures acknowledges features (VHOST_SET_FEATURES). When the kernel
-// refuses bits it does not offer (a bare EOPNOTSUPP), the error names them. Do not pass the guest's ANY_LAYOUT on: bit 27 is also
-// VHOST_NET_F_VIRTIO_NET_HDR and makes vhost add and strip the header.
+// refuses bits it does not offer (a bare EOPNOTSUPP), the error names them.
+//
+// Do not pass the guest's ANY_LAYOUT on: bit 27 is also
+// VHOST_NET_F_VIRTIO_NET_HDR and makes vhost add and strip the virtio-net
+// header itself, which is right only for a backend without a header of its
+// own (a tap without IFF_VNET_HDR, a packet socket without
+// PACKET_VNET_HDR). With a backend attached that has one, SetFeatures
+// refuses bit 27 with ErrInvalid and changes nothing; SetBackend refuses
+// such a backend once bit 27 is set.
+//
+// The kernel cannot report the acknowledged word back (VHOST_GET_FEATURES
+// returns what vhost-net offers); Acked returns what was last set.
 func (d *Device) SetFeatures(f virtio.Features) error {
 	err := d.ioctl(linux.VHOST_SET_FEATURES, func(fd int) error {
-		return linux.SetU64(fd, linux.VHOST_SET_FEATURES, uint64(f))
+		for vq, b := range d.backends {
+			if err := checkHeader(f, b); err != nil {
+				return fmt.Errorf("vq %d: %w", vq, err)
+			}
+		}
+		if err := linux.SetU64(fd, linux.VHOST_SET_FEATURES, uint64(f)); err != nil {
+			return err
+		}
+		d.acked = f
+		return nil
 	})
 	if errors.Is(err, unix.EOPNOTSUPP) {
 		if offered, gerr := d.Features(); gerr == nil && f&^offered != 0 {
@@ -45,8 +61,20 @@ func (d *Device) BackendFeatures() (uint64, error) {
 // drops the owner (VHOST_RESET_OWNER); SetOwner may then be called again.
 func (d *Device) ResetOwner() error {
 	return d.ioctl(linux.VHOST_RESET_OWNER, func(fd int) error {
-		return linux.IoctlValue(fd, linux.VHOST_RESET_OWNER, 0)
+		if err := linux.IoctlValue(fd, linux.VHOST_RESET_OWNER, 0); err != nil {
+			return err
+		}
+		d.acked, d.backends = 0, [2]int{-1, -1}
+		return nil
 	})
+}
+
+// Acked returns the features the last successful SetFeatures set (0 after
+// ResetOwner). vhost-net has no call that reads them back.
+func (d *Device) Acked() virtio.Features {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.acked
 }
 
 // SetForkFromOwner chooses how vhost's worker is created

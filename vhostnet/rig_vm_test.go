@@ -3,7 +3,6 @@ package vhostnet
 import (
 	"bytes"
 	"encoding/binary"
-	"github.com/netctl/netctl/internal/linux"
 	"net"
 	"os"
 	"testing"
@@ -11,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/netctl/netctl/internal/linux"
 	"github.com/netctl/netctl/internal/testenv"
 	"github.com/netctl/netctl/macvtap"
 	"github.com/netctl/netctl/vhostnet/guest"
@@ -37,6 +37,7 @@ type rigConfig struct {
 	rx, tx     guest.QueueConfig
 	tapOffload uint32
 	logAll     bool
+	noVnetHdr  bool // a tap without IFF_VNET_HDR (vhost adds the header: bit 27)
 }
 
 func newRig(t *testing.T, c rigConfig) *rig {
@@ -51,7 +52,11 @@ func newRig(t *testing.T, c rigConfig) *rig {
 		r.hdrLen = 12
 	}
 	var err error
-	r.tap, err = macvtap.CreateTap(macvtap.TapConfig{Name: "vhrig%d", VnetHdr: true, VnetHdrSize: r.hdrLen, Queues: c.queues})
+	tc := macvtap.TapConfig{Name: "vhrig%d", VnetHdr: true, VnetHdrSize: r.hdrLen, Queues: c.queues}
+	if c.noVnetHdr {
+		tc.VnetHdr, tc.VnetHdrSize = false, 0
+	}
+	r.tap, err = macvtap.CreateTap(tc)
 	if err != nil {
 		t.Fatal(err)
 	}

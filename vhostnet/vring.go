@@ -28,6 +28,21 @@ type VringAddr struct {
 	LogUsed           bool // VHOST_VRING_F_LOG: log writes to the used ring
 }
 
+func checkVringNum(idx, num uint32) error {
+	if num == 0 || num > MaxVringNum || num&(num-1) != 0 {
+		return fmt.Errorf("vhost-net: vq %d: ring size %d: %w: use a power of two from 1 to %d", idx, num, ErrInvalid, MaxVringNum)
+	}
+	return nil
+}
+
+func checkVringAddr(idx uint32, a VringAddr) error {
+	if a.Avail%2 != 0 || a.Used%4 != 0 || a.Log%4 != 0 {
+		return fmt.Errorf("vhost-net: vq %d: ring addresses misaligned (avail %#x must be 2-aligned, used %#x and log %#x 4-aligned): %w",
+			idx, a.Avail, a.Used, a.Log, ErrInvalid)
+	}
+	return nil
+}
+
 // vringState and vringFile run a vring ioctl through internal/vhost under
 // the device's lock.
 func (d *Device) vringState(req linux.Request, idx, num uint32) (v uint32, err error) {
@@ -47,8 +62,8 @@ func (d *Device) vringFile(req linux.Request, idx uint32, fd int) error {
 // SetVringNum sets the ring size of virtqueue idx (VHOST_SET_VRING_NUM):
 // a power of two from 1 to 32768, set before a backend is attached.
 func (d *Device) SetVringNum(idx, num uint32) error {
-	if num == 0 || num > MaxVringNum || num&(num-1) != 0 {
-		return fmt.Errorf("vhost-net: vq %d: ring size %d: use a power of two from 1 to %d", idx, num, MaxVringNum)
+	if err := checkVringNum(idx, num); err != nil {
+		return err
 	}
 	_, err := d.vringState(linux.VHOST_SET_VRING_NUM, idx, num)
 	return busyHint(err)
@@ -72,9 +87,8 @@ func (d *Device) VringBase(idx uint32) (uint16, error) {
 // SetVringAddr sets the ring addresses (VHOST_SET_VRING_ADDR). Avail must
 // be 2-aligned, Used and Log 4-aligned.
 func (d *Device) SetVringAddr(idx uint32, a VringAddr) error {
-	if a.Avail%2 != 0 || a.Used%4 != 0 || a.Log%4 != 0 {
-		return fmt.Errorf("vhost-net: vq %d: ring addresses misaligned (avail %#x must be 2-aligned, used %#x and log %#x 4-aligned)",
-			idx, a.Avail, a.Used, a.Log)
+	if err := checkVringAddr(idx, a); err != nil {
+		return err
 	}
 	return d.ioctl(linux.VHOST_SET_VRING_ADDR, func(fd int) error {
 		return vhost.Dev{FD: fd}.SetVringAddr(idx, a.Desc, a.Avail, a.Used, a.Log, a.LogUsed)
@@ -113,8 +127,23 @@ func (d *Device) BusyLoopTimeout(idx uint32) (uint32, error) {
 // a tap or macvtap queue fd, or an AF_PACKET SOCK_RAW socket. The ring must
 // be set up (num, addresses) first, or the kernel answers EFAULT. The
 // Device does not take ownership of fd.
+//
+// With bit 27 (VHOST_NET_F_VIRTIO_NET_HDR) acknowledged, a backend with a
+// virtio-net header of its own is refused with ErrInvalid (see
+// SetFeatures) before the kernel is asked.
 func (d *Device) SetBackend(idx uint32, fd int) error {
-	err := d.vringFile(linux.VHOST_NET_SET_BACKEND, idx, fd)
+	err := d.ioctl(linux.VHOST_NET_SET_BACKEND, func(dfd int) error {
+		if err := checkHeader(d.acked, fd); err != nil {
+			return fmt.Errorf("vq %d: %w", idx, err)
+		}
+		if err := (vhost.Dev{FD: dfd}).File(linux.VHOST_NET_SET_BACKEND, idx, fd); err != nil {
+			return err
+		}
+		if idx < uint32(len(d.backends)) {
+			d.backends[idx] = fd
+		}
+		return nil
+	})
 	switch {
 	case err == nil:
 		return nil
@@ -131,7 +160,7 @@ func (d *Device) SetBackend(idx uint32, fd int) error {
 // DetachBackend detaches vq idx from its backend (fd -1). Detach before
 // reading VringBase to stop the ring.
 func (d *Device) DetachBackend(idx uint32) error {
-	return d.vringFile(linux.VHOST_NET_SET_BACKEND, idx, linux.VHOST_FILE_UNBIND)
+	return d.SetBackend(idx, linux.VHOST_FILE_UNBIND)
 }
 
 func busyHint(err error) error {
