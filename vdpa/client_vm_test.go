@@ -15,7 +15,7 @@ import (
 // configured, bound to vhost_vdpa, deleted and destroyed, nothing left.
 func TestVMVDUSELifecycle(t *testing.T) {
 	k := testenv.VM(t)
-	c, err := Dial()
+	c, err := Dial(bg)
 	if !k.Has("vdpa") {
 		if !errors.Is(err, ErrNoVDPA) || !strings.Contains(err.Error(), "this kernel has no vdpa support") {
 			t.Fatalf("kernel %s has no vdpa: Dial gave %v, want ErrNoVDPA saying so", k.Name, err)
@@ -26,7 +26,7 @@ func TestVMVDUSELifecycle(t *testing.T) {
 		t.Fatalf("kernel %s has vdpa: %v", k.Name, err)
 	}
 	defer c.Close()
-	mds, err := c.MgmtDevs()
+	mds, err := c.MgmtDevs(bg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,25 +40,25 @@ func TestVMVDUSELifecycle(t *testing.T) {
 	}
 	defer dev.Close()
 	// VDUSE takes no config attributes: the error says so.
-	err = c.AddDevice(AddOptions{Name: "vdpatest0", MgmtDev: "vduse", MTU: 9000})
+	err = c.AddDevice(bg, AddOptions{Name: "vdpatest0", MgmtDev: "vduse", MTU: 9000})
 	if err == nil || !strings.Contains(err.Error(), "takes no mac, mtu") {
 		t.Errorf("dev add with mtu on vduse: %v", err)
 	}
-	if err := c.AddDevice(AddOptions{Name: "vdpatest0", MgmtDev: "vduse"}); err != nil {
+	if err := c.AddDevice(bg, AddOptions{Name: "vdpatest0", MgmtDev: "vduse"}); err != nil {
 		t.Fatal(err)
 	}
-	d, err := c.Device("vdpatest0")
+	d, err := c.Device(bg, "vdpatest0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d.Type() != "network" || d.MgmtDev != "vduse" || d.MaxVQs != 2 || d.MaxVQSize != 256 {
 		t.Errorf("device %+v", d)
 	}
-	all, _ := c.Devices()
+	all, _ := c.Devices(bg)
 	if !slices.ContainsFunc(all, func(x Device) bool { return x.Name == "vdpatest0" }) {
 		t.Errorf("dev show lists %+v", all)
 	}
-	cfg, err := c.Config("vdpatest0")
+	cfg, err := c.Config(bg, "vdpatest0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestVMVDUSELifecycle(t *testing.T) {
 		cfg.Features != vduse.DefaultFeatures {
 		t.Errorf("config %+v (features %v)", cfg, cfg.Features)
 	}
-	if _, _, err := c.VStats("vdpatest0", 0); err == nil {
+	if _, _, err := c.VStats(bg, "vdpatest0", 0); err == nil {
 		t.Error("vstats on a VDUSE device: no error")
 	}
 	// vhost_vdpa was loaded before virtio_vdpa, so it took the device.
@@ -96,10 +96,10 @@ func TestVMVDUSELifecycle(t *testing.T) {
 	if dev.Requests() == 0 {
 		t.Error("the VDUSE device answered no control message")
 	}
-	if err := c.DeleteDevice("vdpatest0"); err != nil {
+	if err := c.DeleteDevice(bg, "vdpatest0"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Device("vdpatest0"); !errors.Is(err, os.ErrNotExist) {
+	if _, err := c.Device(bg, "vdpatest0"); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("after delete: %v", err)
 	}
 	if err := dev.Close(); err != nil {
@@ -118,7 +118,7 @@ func TestVMFamilyOnlyInInitialNetns(t *testing.T) {
 		return
 	}
 	testenv.Host(t) // a new network namespace
-	_, err := Dial()
+	_, err := Dial(bg)
 	if !errors.Is(err, ErrNoVDPA) || !strings.Contains(err.Error(), "only in the initial network namespace") {
 		t.Errorf("Dial in a new network namespace: %v", err)
 	}

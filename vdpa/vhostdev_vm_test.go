@@ -25,7 +25,7 @@ func addVDUSE(t *testing.T, c *Client, name string) (*vduse.Device, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.AddDevice(AddOptions{Name: name, MgmtDev: "vduse"}); err != nil {
+	if err := c.AddDevice(bg, AddOptions{Name: name, MgmtDev: "vduse"}); err != nil {
 		dev.Close()
 		t.Fatal(err)
 	}
@@ -44,14 +44,14 @@ func TestVMVhostVDPABringUp(t *testing.T) {
 	if !k.Has("vhost_vdpa") {
 		return // TestVMVDUSELifecycle checks the error on kernels without vdpa
 	}
-	c, err := Dial()
+	c, err := Dial(bg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	fds := testenv.OpenFDs(t)
 	dev, path := addVDUSE(t, c, "vhvdpa0")
-	defer func() { c.DeleteDevice("vhvdpa0"); dev.Close() }()
+	defer func() { c.DeleteDevice(bg, "vhvdpa0"); dev.Close() }()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -176,7 +176,7 @@ func TestVMVhostVDPABringUp(t *testing.T) {
 	if dev.Looped() != 3 {
 		t.Errorf("device looped %d frames, want 3", dev.Looped())
 	}
-	cfg, err := c.Config("vhvdpa0")
+	cfg, err := c.Config(bg, "vhvdpa0")
 	if err != nil || !cfg.HasNegotiated || cfg.Negotiated != acked {
 		t.Errorf("negotiated features %v (%v), %v; want %v", cfg.Negotiated, cfg.HasNegotiated, err, acked)
 	}
@@ -208,7 +208,7 @@ func TestVMVhostVDPABringUp(t *testing.T) {
 	if hs, err := Holders("vhvdpa0"); err != nil || len(hs) != 1 || hs[0].PID != os.Getpid() || hs[0].Path != path {
 		t.Errorf("holders: %+v, %v", hs, err)
 	}
-	if err := c.DeleteDevice("vhvdpa0"); !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
+	if err := c.DeleteDevice(bg, "vhvdpa0"); !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
 		t.Errorf("dev del with the fd open: %v", err)
 	}
 	d.Close()
@@ -216,7 +216,7 @@ func TestVMVhostVDPABringUp(t *testing.T) {
 		q.Close()
 	}
 	mem.Close()
-	if err := c.DeleteDevice("vhvdpa0"); err != nil {
+	if err := c.DeleteDevice(bg, "vhvdpa0"); err != nil {
 		t.Fatal(err)
 	}
 	if err := dev.Close(); err != nil {
@@ -235,7 +235,7 @@ func TestVMSilentVDUSEDoesNotHang(t *testing.T) {
 	if !k.Has("vhost_vdpa") {
 		return
 	}
-	c, err := Dial()
+	c, err := Dial(bg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,6 +255,6 @@ func TestVMSilentVDUSEDoesNotHang(t *testing.T) {
 		t.Errorf("after %s: %v", el, err)
 	}
 	time.Sleep(4 * time.Second) // the kernel gives up (msg_timeout 3 s) and marks the device broken
-	c.DeleteDevice("silent0")
+	c.DeleteDevice(bg, "silent0")
 	dev.Close()
 }
