@@ -18,13 +18,22 @@ import (
 // Client talks to the vdpa family. It is safe for concurrent use: requests
 // are serialised, each under its own context's deadline. It owns its
 // netlink socket, which Close closes.
+//
+// Every call returns when its context ends, even when the kernel does not
+// answer: while any vdpa dev del in the system waits for a vhost-vdpa fd
+// to close, the kernel holds every other vdpa request too (they wait for
+// the family's device lock, uninterruptibly). The abandoned request then
+// keeps the socket until the kernel answers it, and later calls wait for
+// it only as long as their own context allows.
 type Client struct {
-	mu        sync.Mutex       // guards c and the socket's deadline while a request runs
-	c         *genetlink.Conn  // nil after Close
+	mu  sync.Mutex      // guards c
+	c   *genetlink.Conn // nil after Close
+	sem chan struct{}   // one token, held while a request is on the socket (possibly abandoned)
+
 	fam       genetlink.Family // the vdpa family as resolved by Dial
 	deadlines bool             // the socket takes deadlines (the genltest fake does not)
-	// dial opens a second socket for DEV_DEL, which the kernel may hold
-	// for as long as a vhost-vdpa fd is open; the Client stays usable.
+	// dial opens a second socket for DEV_DEL, so that the Client's own
+	// socket is not the one the kernel holds.
 	dial func() (*genetlink.Conn, error)
 }
 
@@ -48,7 +57,7 @@ func Dial(ctx context.Context) (*Client, error) {
 
 // newClient resolves the family on c, which the Client then owns.
 func newClient(ctx context.Context, c *genetlink.Conn, dial func() (*genetlink.Conn, error)) (*Client, error) {
-	cl := &Client{c: c, dial: dial}
+	cl := &Client{c: c, dial: dial, sem: make(chan struct{}, 1)}
 	cl.deadlines = c.SetDeadline(time.Time{}) == nil
 	var fam genetlink.Family
 	err := cl.withDeadline(ctx, func(c *genetlink.Conn) error {
@@ -91,6 +100,9 @@ func inInitialNetns() bool {
 
 // Close closes the netlink socket. Closing twice is not an error; any
 // other call after Close fails with ErrClosed.
+//
+// Close does not wait for a request the kernel still holds; the socket is
+// released once the kernel answers it.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -102,41 +114,51 @@ func (c *Client) Close() error {
 	return err
 }
 
-// withDeadline runs f on the socket with ctx's deadline on it; a cancel
-// without a deadline moves the deadline into the past. It returns ctx's
-// error (wrapped) when ctx ended the call.
+// withDeadline runs f on the socket with ctx's deadline on it, and
+// returns when f does or when ctx ends, whichever comes first; in the
+// second case f goes on until the kernel answers, holding the socket, and
+// its result is dropped. The error wraps ctx's error when ctx ended the
+// call.
 func (c *Client) withDeadline(ctx context.Context, f func(*genetlink.Conn) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	select {
+	case c.sem <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("vdpa: an earlier request is still waiting for the kernel (a vdpa dev del held back "+
+			"by an open vhost-vdpa fd holds every vdpa request): %w", ctx.Err())
+	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.c == nil {
+	conn := c.c
+	c.mu.Unlock()
+	if conn == nil {
+		<-c.sem
 		return fmt.Errorf("vdpa: netlink client: %w", ErrClosed)
 	}
-	conn := c.c
-	if c.deadlines {
-		dl, _ := ctx.Deadline() // zero: none
-		if err := conn.SetDeadline(dl); err != nil {
-			return err
-		}
-		fired := make(chan struct{})
-		stop := context.AfterFunc(ctx, func() {
-			defer close(fired)
-			conn.SetDeadline(time.Unix(1, 0))
-		})
-		defer func() {
-			if !stop() {
-				<-fired // a late cancel must not leave a past deadline for the next call
+	done := make(chan error, 1)
+	go func() {
+		defer func() { <-c.sem }()
+		if c.deadlines {
+			dl, _ := ctx.Deadline() // zero: none
+			if err := conn.SetDeadline(dl); err != nil {
+				done <- err
+				return
 			}
-			conn.SetDeadline(time.Time{})
-		}()
+			defer conn.SetDeadline(time.Time{})
+		}
+		done <- f(conn)
+	}()
+	select {
+	case err := <-done:
+		if err != nil && ctx.Err() != nil {
+			return fmt.Errorf("%w (%w)", ctx.Err(), err)
+		}
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("vdpa: the kernel did not answer in time (is a vdpa dev del waiting for a "+
+			"vhost-vdpa fd to close?): %w", ctx.Err())
 	}
-	err := f(conn)
-	if err != nil && ctx.Err() != nil {
-		return fmt.Errorf("%w (%w)", ctx.Err(), err)
-	}
-	return err
 }
 
 // execute sends one request and checks that every reply carries the

@@ -27,9 +27,9 @@ func TestSharedFileMappingCheck(t *testing.T) {
 		ok         bool
 		want       string
 	}{
-		{0x7f0000000000, 0x400000, true, ""},   // the memfd
-		{0x7f0000100000, 0x500000, true, ""},   // memfd, then /dev/shm, adjacent
-		{0x7f0000000000, 0x800000, true, ""},   // memfd, shm, shared anonymous (shmem): the kernel maps it
+		{0x7f0000000000, 0x400000, true, ""}, // the memfd
+		{0x7f0000100000, 0x500000, true, ""}, // memfd, then /dev/shm, adjacent
+		{0x7f0000000000, 0x800000, true, ""}, // memfd, shm, shared anonymous (shmem): the kernel maps it
 		{0x7f0000000000, 0x900000, false, "not a shared mapping"},
 		{0x7f0000800000, 0x1000, false, "not a shared mapping"},
 		{0x564bb0cd4000, 0x1000, false, "[heap]"},

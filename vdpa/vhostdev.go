@@ -198,7 +198,10 @@ func (d *VhostDevice) SetVringErr(idx uint32, fd int) error {
 // DeviceID is VHOST_VDPA_GET_DEVICE_ID (1 for net).
 func (d *VhostDevice) DeviceID() (uint32, error) {
 	var id uint32
-	err := d.use(func(fd int, _ vhost.Dev) (err error) { id, err = linux.GetU32(fd, linux.VHOST_VDPA_GET_DEVICE_ID); return })
+	err := d.use(func(fd int, _ vhost.Dev) (err error) {
+		id, err = linux.GetU32(fd, linux.VHOST_VDPA_GET_DEVICE_ID)
+		return
+	})
 	return id, d.wrapUse(err)
 }
 
@@ -276,7 +279,10 @@ const maxConfigLen = 4096
 // ConfigSize is VHOST_VDPA_GET_CONFIG_SIZE.
 func (d *VhostDevice) ConfigSize() (uint32, error) {
 	var n uint32
-	err := d.use(func(fd int, _ vhost.Dev) (err error) { n, err = linux.GetU32(fd, linux.VHOST_VDPA_GET_CONFIG_SIZE); return })
+	err := d.use(func(fd int, _ vhost.Dev) (err error) {
+		n, err = linux.GetU32(fd, linux.VHOST_VDPA_GET_CONFIG_SIZE)
+		return
+	})
 	return n, d.wrapUse(err)
 }
 
@@ -311,7 +317,10 @@ func (d *VhostDevice) Config(off, n uint32) ([]byte, error) {
 // VQCount is VHOST_VDPA_GET_VQS_COUNT.
 func (d *VhostDevice) VQCount() (uint32, error) {
 	var n uint32
-	err := d.use(func(fd int, _ vhost.Dev) (err error) { n, err = linux.GetU32(fd, linux.VHOST_VDPA_GET_VQS_COUNT); return })
+	err := d.use(func(fd int, _ vhost.Dev) (err error) {
+		n, err = linux.GetU32(fd, linux.VHOST_VDPA_GET_VQS_COUNT)
+		return
+	})
 	return n, d.wrapUse(err)
 }
 

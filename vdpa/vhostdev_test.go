@@ -38,9 +38,12 @@ func TestClosedVhostDeviceTouchesNothing(t *testing.T) {
 	}
 	buf := make([]byte, 4096)
 	calls := map[string]func() error{
-		"Map":           func() error { return d.Map(0, 4096, uint64(uintptr(1<<30)), linux.VHOST_ACCESS_RW) },
-		"Unmap":         func() error { return d.Unmap(0, 4096) },
-		"Batch":         func() error { d.backendFeatures.Store(1 << linux.VHOST_BACKEND_F_IOTLB_BATCH); return d.Batch(func() error { return nil }) },
+		"Map":   func() error { return d.Map(0, 4096, uint64(uintptr(1<<30)), linux.VHOST_ACCESS_RW) },
+		"Unmap": func() error { return d.Unmap(0, 4096) },
+		"Batch": func() error {
+			d.backendFeatures.Store(1 << linux.VHOST_BACKEND_F_IOTLB_BATCH)
+			return d.Batch(func() error { return nil })
+		},
 		"SetStatus":     func() error { return d.SetStatus(0) },
 		"Status":        func() error { _, err := d.Status(); return err },
 		"DeviceID":      func() error { _, err := d.DeviceID(); return err },
@@ -112,8 +115,8 @@ func TestMapModeOf(t *testing.T) {
 		simUseVA          bool
 		want              MapMode
 	}{
-		{"vduse", "vdpatest0", false, MapVA},   // VDUSE: vhost-vdpa's use_va
-		{"pci", "0000:65:00.2", false, MapPA},  // ifcvf, octeon_ep, mlx5 PF: pins pages
+		{"vduse", "vdpatest0", false, MapVA},  // VDUSE: vhost-vdpa's use_va
+		{"pci", "0000:65:00.2", false, MapPA}, // ifcvf, octeon_ep, mlx5 PF: pins pages
 		{"auxiliary", "mlx5_core.sf.2", false, MapPA},
 		{"", "vdpasim_net", true, MapVA},  // vdpa_sim use_va=1 (its default)
 		{"", "vdpasim_net", false, MapPA}, // vdpa_sim use_va=0
