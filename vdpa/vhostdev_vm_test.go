@@ -346,7 +346,7 @@ func TestVMDeleteDeviceDeadline(t *testing.T) {
 	d.Close() // the only reference left is the one in flight
 	var release sync.Once
 	releaseFD := func() { release.Do(func() { unix.Close(sp[0]); unix.Close(sp[1]) }) } // drops the message and its fd
-	watchdog := time.AfterFunc(30*time.Second, releaseFD)                            // never leave the VM hung
+	watchdog := time.AfterFunc(30*time.Second, releaseFD)                               // never leave the VM hung
 	defer watchdog.Stop()
 	defer releaseFD()
 	if hs, err := Holders("held0"); err != nil || len(hs) != 0 {
