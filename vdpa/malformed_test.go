@@ -37,7 +37,6 @@ func cat(bs ...[]byte) []byte {
 	return out
 }
 
-func u16(v uint16) []byte { return binary.NativeEndian.AppendUint16(nil, v) }
 func u32(v uint32) []byte { return binary.NativeEndian.AppendUint32(nil, v) }
 func u64(v uint64) []byte { return binary.NativeEndian.AppendUint64(nil, v) }
 func str(s string) []byte { return append([]byte(s), 0) }
