@@ -105,6 +105,11 @@ func holdersOf(proc string, rdev uint64, readDir func(string) ([]os.DirEntry, er
 		}
 		for _, fd := range fds {
 			fdPath := filepath.Join(fdDir, fd.Name())
+			// Sockets, pipes and anon inodes ("socket:[123]") are no
+			// device node: skip them without a stat.
+			if target, err := os.Readlink(fdPath); err == nil && !strings.HasPrefix(target, "/") {
+				continue
+			}
 			var st unix.Stat_t
 			if err := unix.Stat(fdPath, &st); err != nil {
 				if !gone(err) {
