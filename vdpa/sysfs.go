@@ -167,8 +167,12 @@ func loadedDrivers() string {
 
 // DeviceOfVhost returns the vdpa device behind a vhost-vdpa char device,
 // found by its device number, so any path to the node works
-// ("/dev/vhost-vdpa-0", a copy made with mknod elsewhere).
+// ("/dev/vhost-vdpa-0", a copy made with mknod elsewhere; a bare
+// "vhost-vdpa-0" means the one in /dev).
 func DeviceOfVhost(path string) (string, error) {
+	if !strings.Contains(path, "/") {
+		path = "/dev/" + path
+	}
 	var st unix.Stat_t
 	if err := unix.Stat(path, &st); err != nil {
 		return "", fmt.Errorf("vdpa: %s: %w", path, err)
