@@ -1,6 +1,7 @@
 package vdpa
 
 import (
+	"context"
 	"errors"
 	"os"
 	"reflect"
@@ -43,7 +44,7 @@ func (f *fakeFamily) serve(greq genetlink.Message, nreq netlink.Message) ([]gene
 		ae := netlink.NewAttributeEncoder()
 		fn(ae)
 		b, _ := ae.Encode()
-		return genetlink.Message{Data: b}
+		return genetlink.Message{Header: genetlink.Header{Command: replyCmd[greq.Header.Command]}, Data: b}
 	}
 	dev := func(n string) genetlink.Message {
 		return enc(func(ae *netlink.AttributeEncoder) {
@@ -118,20 +119,39 @@ func (f *fakeFamily) serve(greq genetlink.Message, nreq netlink.Message) ([]gene
 	return nil, genltest.Error(int(unix.EOPNOTSUPP))
 }
 
-func newFake(t *testing.T) (*Client, *fakeFamily) {
-	f := &fakeFamily{t: t, devs: map[string]bool{}}
+// replyCmd is the command of the kernel's reply to each request.
+var replyCmd = map[uint8]uint8{
+	linux.VDPA_CMD_MGMTDEV_GET:    linux.VDPA_CMD_MGMTDEV_NEW,
+	linux.VDPA_CMD_DEV_GET:        linux.VDPA_CMD_DEV_NEW,
+	linux.VDPA_CMD_DEV_CONFIG_GET: linux.VDPA_CMD_DEV_CONFIG_GET,
+	linux.VDPA_CMD_DEV_VSTATS_GET: linux.VDPA_CMD_DEV_VSTATS_GET,
+}
+
+// dialFake serves fn as the vdpa family; DeleteDevice's second socket is
+// served by the same fn.
+func dialFake(t *testing.T, fn genltest.Func) *Client {
+	t.Helper()
 	fam := genetlink.Family{ID: 0x30, Name: linux.VDPA_GENL_NAME, Version: linux.VDPA_GENL_VERSION}
-	c, err := newClient(genltest.Dial(genltest.ServeFamily(fam, f.serve)))
+	dial := func() (*genetlink.Conn, error) { return genltest.Dial(genltest.ServeFamily(fam, fn)), nil }
+	conn, _ := dial()
+	c, err := newClient(context.Background(), conn, dial)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	return c, f
+	return c
 }
+
+func newFake(t *testing.T) (*Client, *fakeFamily) {
+	f := &fakeFamily{t: t, devs: map[string]bool{}}
+	return dialFake(t, f.serve), f
+}
+
+var bg = context.Background()
 
 func TestMgmtDevsDecode(t *testing.T) {
 	c, _ := newFake(t)
-	mds, err := c.MgmtDevs()
+	mds, err := c.MgmtDevs(bg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +170,7 @@ func TestMgmtDevsDecode(t *testing.T) {
 
 func TestDeviceAddShowDelete(t *testing.T) {
 	c, f := newFake(t)
-	if err := c.AddDevice(AddOptions{Name: "v0", MgmtDev: "pci/0000:65:00.2", MaxVQP: 4, MAC: []byte{2, 0, 0, 0, 0, 9}}); err != nil {
+	if err := c.AddDevice(bg, AddOptions{Name: "v0", MgmtDev: "pci/0000:65:00.2", MaxVQP: 4, MAC: []byte{2, 0, 0, 0, 0, 9}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := string(f.last[linux.VDPA_ATTR_MGMTDEV_BUS_NAME]); got != "pci\x00" {
@@ -162,33 +182,33 @@ func TestDeviceAddShowDelete(t *testing.T) {
 	if got := f.last[linux.VDPA_ATTR_DEV_NET_CFG_MAX_VQP]; len(got) != 2 || got[0] != 4 {
 		t.Errorf("max_vqp attribute % x", got)
 	}
-	if err := c.AddDevice(AddOptions{Name: "v1", MgmtDev: "vduse", MTU: 9000}); err == nil || !strings.Contains(err.Error(), "takes no mac, mtu") {
+	if err := c.AddDevice(bg, AddOptions{Name: "v1", MgmtDev: "vduse", MTU: 9000}); err == nil || !strings.Contains(err.Error(), "takes no mac, mtu") {
 		t.Errorf("mtu on vduse: %v", err)
 	}
-	if err := c.AddDevice(AddOptions{Name: "v1"}); err == nil {
+	if err := c.AddDevice(bg, AddOptions{Name: "v1"}); err == nil {
 		t.Error("add without a management device")
 	}
-	d, err := c.Device("v0")
+	d, err := c.Device(bg, "v0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d.Type() != "network" || d.MaxVQs != 2 || d.MaxVQSize != 256 || d.MinVQSize != 1 || d.MgmtDev != "vduse" {
 		t.Errorf("device %+v", d)
 	}
-	if _, err := c.Device("nope"); !errors.Is(err, os.ErrNotExist) {
+	if _, err := c.Device(bg, "nope"); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing device: %v", err)
 	}
-	if err := c.DeleteDevice("v0"); err != nil {
+	if err := c.DeleteDevice(bg, "v0"); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.DeleteDevice("v0"); !errors.Is(err, os.ErrNotExist) {
+	if err := c.DeleteDevice(bg, "v0"); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("second delete: %v", err)
 	}
 }
 
 func TestConfigAndVStatsDecode(t *testing.T) {
 	c, _ := newFake(t)
-	cfg, err := c.Config("v0")
+	cfg, err := c.Config(bg, "v0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +219,7 @@ func TestConfigAndVStatsDecode(t *testing.T) {
 	if got := FeatureNames(cfg.Negotiated); !reflect.DeepEqual(got, []string{"VERSION_1", "GUEST_USO4"}) {
 		t.Errorf("feature names %v", got)
 	}
-	_, stats, err := c.VStats("v0", 1)
+	_, stats, err := c.VStats(bg, "v0", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,10 +238,10 @@ func TestFeatureNamesLikeIproute2(t *testing.T) {
 
 func TestNoFamilyError(t *testing.T) {
 	// What the kernel answers when no family has that name.
-	_, err := newClient(genltest.Dial(func(genetlink.Message, netlink.Message) ([]genetlink.Message, error) {
+	_, err := newClient(bg, genltest.Dial(func(genetlink.Message, netlink.Message) ([]genetlink.Message, error) {
 		return nil, genltest.Error(int(unix.ENOENT))
-	}))
-	if !errors.Is(err, ErrNoVDPA) {
-		t.Errorf("got %v, want ErrNoVDPA", err)
+	}), nil)
+	if !errors.Is(err, ErrNoVDPA) || !errors.Is(err, ErrNotAvailable) {
+		t.Errorf("got %v, want ErrNoVDPA (ErrNotAvailable)", err)
 	}
 }

@@ -3,30 +3,60 @@ package vdpa
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/netctl/netctl/internal/testenv"
 	"github.com/netctl/netctl/test/vduse"
 )
 
+// assertNoVDPA checks what a kernel without vDPA (6.1) answers: no vdpa
+// family, no VDUSE control device, no vhost-vdpa node, each with an error
+// that says so. VM tests call it instead of returning early.
+func assertNoVDPA(t *testing.T, k *testenv.Kernel) {
+	t.Helper()
+	if k.Has("vdpa") || k.Has("vhost_vdpa") || k.Has("vduse") {
+		t.Fatalf("kernel %s has vdpa: assertNoVDPA does not apply", k.Name)
+	}
+	_, err := Dial(bg)
+	if !errors.Is(err, ErrNoVDPA) || !errors.Is(err, ErrNotAvailable) || !strings.Contains(err.Error(), "this kernel has no vdpa support") {
+		t.Errorf("kernel %s has no vdpa: Dial gave %v, want ErrNotAvailable saying so", k.Name, err)
+	}
+	if _, err := os.Stat(SysfsDevices); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("kernel %s has no vdpa, yet %s: %v", k.Name, SysfsDevices, err)
+	}
+	if d, err := vduse.Create(vduse.Config{Name: "novdpa0"}); !errors.Is(err, unix.ENOENT) || !strings.Contains(err.Error(), "load the vduse module") {
+		if d != nil {
+			d.Close()
+		}
+		t.Errorf("kernel %s has no VDUSE: vduse.Create gave %v, want ENOENT saying to load vduse", k.Name, err)
+	}
+	if d, err := OpenVhost(bg, "/dev/vhost-vdpa-0"); !errors.Is(err, unix.ENOENT) || !strings.Contains(err.Error(), "bind the vdpa device to vhost_vdpa") {
+		if d != nil {
+			d.Close()
+		}
+		t.Errorf("kernel %s has no vhost-vdpa: OpenVhost gave %v, want ENOENT", k.Name, err)
+	}
+}
+
 // TestVMVDUSELifecycle: a VDUSE net device added as a vdpa device, shown,
 // configured, bound to vhost_vdpa, deleted and destroyed, nothing left.
 func TestVMVDUSELifecycle(t *testing.T) {
 	k := testenv.VM(t)
-	c, err := Dial()
 	if !k.Has("vdpa") {
-		if !errors.Is(err, ErrNoVDPA) || !strings.Contains(err.Error(), "this kernel has no vdpa support") {
-			t.Fatalf("kernel %s has no vdpa: Dial gave %v, want ErrNoVDPA saying so", k.Name, err)
-		}
+		assertNoVDPA(t, k)
 		return
 	}
+	c, err := Dial(bg)
 	if err != nil {
 		t.Fatalf("kernel %s has vdpa: %v", k.Name, err)
 	}
 	defer c.Close()
-	mds, err := c.MgmtDevs()
+	mds, err := c.MgmtDevs(bg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,25 +70,25 @@ func TestVMVDUSELifecycle(t *testing.T) {
 	}
 	defer dev.Close()
 	// VDUSE takes no config attributes: the error says so.
-	err = c.AddDevice(AddOptions{Name: "vdpatest0", MgmtDev: "vduse", MTU: 9000})
-	if err == nil || !strings.Contains(err.Error(), "takes no mac, mtu") {
+	err = c.AddDevice(bg, AddOptions{Name: "vdpatest0", MgmtDev: "vduse", MTU: 9000})
+	if !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "takes no mac, mtu") {
 		t.Errorf("dev add with mtu on vduse: %v", err)
 	}
-	if err := c.AddDevice(AddOptions{Name: "vdpatest0", MgmtDev: "vduse"}); err != nil {
+	if err := c.AddDevice(bg, AddOptions{Name: "vdpatest0", MgmtDev: "vduse"}); err != nil {
 		t.Fatal(err)
 	}
-	d, err := c.Device("vdpatest0")
+	d, err := c.Device(bg, "vdpatest0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d.Type() != "network" || d.MgmtDev != "vduse" || d.MaxVQs != 2 || d.MaxVQSize != 256 {
 		t.Errorf("device %+v", d)
 	}
-	all, _ := c.Devices()
+	all, _ := c.Devices(bg)
 	if !slices.ContainsFunc(all, func(x Device) bool { return x.Name == "vdpatest0" }) {
 		t.Errorf("dev show lists %+v", all)
 	}
-	cfg, err := c.Config("vdpatest0")
+	cfg, err := c.Config(bg, "vdpatest0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,8 +96,8 @@ func TestVMVDUSELifecycle(t *testing.T) {
 		cfg.Features != vduse.DefaultFeatures {
 		t.Errorf("config %+v (features %v)", cfg, cfg.Features)
 	}
-	if _, _, err := c.VStats("vdpatest0", 0); err == nil {
-		t.Error("vstats on a VDUSE device: no error")
+	if _, _, err := c.VStats(bg, "vdpatest0", 0); !errors.Is(err, ErrNotSupported) {
+		t.Errorf("vstats on a VDUSE device: %v, want ErrNotSupported", err)
 	}
 	// vhost_vdpa was loaded before virtio_vdpa, so it took the device.
 	if drv, err := BoundDriver("vdpatest0"); err != nil || drv != DriverVhostVDPA {
@@ -93,13 +123,14 @@ func TestVMVDUSELifecycle(t *testing.T) {
 	if _, err := VhostVDPAPath("vdpatest0"); err != nil {
 		t.Error(err)
 	}
+	checkBindUndo(t, "vdpatest0")
 	if dev.Requests() == 0 {
 		t.Error("the VDUSE device answered no control message")
 	}
-	if err := c.DeleteDevice("vdpatest0"); err != nil {
+	if err := c.DeleteDevice(bg, "vdpatest0"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Device("vdpatest0"); !errors.Is(err, os.ErrNotExist) {
+	if _, err := c.Device(bg, "vdpatest0"); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("after delete: %v", err)
 	}
 	if err := dev.Close(); err != nil {
@@ -111,15 +142,68 @@ func TestVMVDUSELifecycle(t *testing.T) {
 }
 
 // TestVMFamilyOnlyInInitialNetns: in another network namespace the vdpa
-// family does not exist, and Dial says why.
+// family does not exist, and Dial says why; without vdpa in the kernel
+// it says that instead, in any namespace.
 func TestVMFamilyOnlyInInitialNetns(t *testing.T) {
 	k := testenv.VM(t)
-	if !k.Has("vdpa") {
-		return
-	}
 	testenv.Host(t) // a new network namespace
-	_, err := Dial()
-	if !errors.Is(err, ErrNoVDPA) || !strings.Contains(err.Error(), "only in the initial network namespace") {
-		t.Errorf("Dial in a new network namespace: %v", err)
+	_, err := Dial(bg)
+	want := "only in the initial network namespace"
+	if !k.Has("vdpa") {
+		want = "this kernel has no vdpa support"
+	}
+	if !errors.Is(err, ErrNoVDPA) || !strings.Contains(err.Error(), want) {
+		t.Errorf("kernel %s: Dial in a new network namespace: %v, want ErrNoVDPA saying %q", k.Name, err, want)
+	}
+}
+
+// checkBindUndo makes each sysfs write of a rebind fail in turn, on the
+// real vdpa bus, and checks that the device is back on its driver with
+// its driver_override as it was; a driver that does not exist changes
+// nothing.
+func checkBindUndo(t *testing.T, name string) {
+	t.Helper()
+	dev := filepath.Join(SysfsDevices, name)
+	before, err := BoundDriver(name)
+	if err != nil || before == "" {
+		t.Fatalf("bound to %q, %v", before, err)
+	}
+	override := func() string {
+		b, err := os.ReadFile(filepath.Join(dev, "driver_override"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	prev := override()
+	other := DriverVirtioVDPA
+	if before == DriverVirtioVDPA {
+		other = DriverVhostVDPA
+	}
+	check := func(what string, err error) {
+		t.Helper()
+		if err == nil {
+			t.Errorf("%s: Bind succeeded", what)
+		}
+		if now, _ := BoundDriver(name); now != before {
+			t.Errorf("%s (%v): bound to %q after the failure, want %q", what, err, now, before)
+		}
+		if got := override(); got != prev {
+			t.Errorf("%s: driver_override %q after the failure, want %q", what, got, prev)
+		}
+	}
+	check("driver that does not exist", Bind(name, "no_such_vdpa_driver"))
+	injected := errors.New("injected failure")
+	for _, step := range []string{"unbind", "driver_override", "bind"} {
+		err := bindWith(name, other, func(path string, b []byte) error {
+			if filepath.Base(path) == step && !strings.Contains(string(b), "\n") && (step != "bind" || strings.Contains(path, other)) {
+				return injected
+			}
+			return writeSysfs(path, b)
+		})
+		if !errors.Is(err, injected) {
+			t.Errorf("failing %s: %v, want the injected error", step, err)
+		}
+		check("failing "+step, err)
 	}
 }

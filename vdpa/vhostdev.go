@@ -1,15 +1,12 @@
 package vdpa
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -19,25 +16,33 @@ import (
 	"github.com/netctl/netctl/virtio"
 )
 
-// ErrNotSupported is wrapped by calls the device does not offer (suspend
-// and resume on VDUSE, for example).
-var ErrNotSupported = errors.New("not supported by this vDPA device")
-
 // VhostDevice is an open /dev/vhost-vdpa-N: the VMM's side of a vDPA
-// device. It owns its fd. Methods are not safe for concurrent use except
-// Close.
+// device. It owns its fd, which Close closes; every call after Close fails
+// with ErrClosed instead of reaching whatever file later gets the same fd
+// number. Close is safe to call concurrently with the other methods (it
+// waits for a call in progress); the other methods are not safe for
+// concurrent use with each other.
 type VhostDevice struct {
-	vhost.Dev
-	Path            string
-	backendFeatures uint64
-	once            sync.Once
+	Path string // the path it was opened by
+	// Name is the vdpa device behind the node, found through sysfs by
+	// the node's device number ("" when sysfs does not show it).
+	Name string
+
+	mu              sync.RWMutex // guards fd: shared by each call that uses it, exclusive in Close
+	fd              int          // -1 after Close
+	backendFeatures atomic.Uint64
+	mode            MapMode
 }
 
-// OpenVhost opens a vhost-vdpa device. Opening sends the device a reset,
-// which a VDUSE device must answer: when nothing answers within ctx's
-// deadline, OpenVhost gives up with an error that says so (the kernel's
-// own wait, msg_timeout, is 30 s, after which the device is broken for
-// good).
+// OpenVhost opens a vhost-vdpa device (Linux 5.7+; the VMM's open of
+// vhost-vdpa=/dev/vhost-vdpa-N). Opening sends the device a reset, which a
+// VDUSE device must answer: when nothing answers within ctx's deadline,
+// OpenVhost gives up with an error that says so (the kernel's own wait,
+// msg_timeout, is 30 s, after which the device is broken for good).
+//
+// It finds out, by the node's device number, how the device's parent maps
+// memory (see MapMode), so a node opened through any path (a copy made
+// with mknod in a container's /dev) is treated alike.
 func OpenVhost(ctx context.Context, path string) (*VhostDevice, error) {
 	type result struct {
 		fd  int
@@ -57,9 +62,17 @@ func OpenVhost(ctx context.Context, path string) (*VhostDevice, error) {
 			if errors.Is(r.err, unix.EIO) {
 				return nil, fmt.Errorf("vhost-vdpa: %s: %w: the device did not answer its reset (a VDUSE daemon that stopped?)", path, r.err)
 			}
+			if errors.Is(r.err, unix.EBUSY) {
+				return nil, fmt.Errorf("vhost-vdpa: %s: %w: another process has it open (one open at a time): %w", path, ErrBusy, r.err)
+			}
 			return nil, fmt.Errorf("vhost-vdpa: open %s: %w", path, r.err)
 		}
-		return &VhostDevice{Dev: vhost.Dev{FD: r.fd, Name: "vhost-vdpa " + path}, Path: path}, nil
+		d := newVhostDevice(r.fd, path)
+		var st unix.Stat_t
+		if unix.Fstat(r.fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFCHR {
+			d.Name, d.mode = mapModeOfNode(SysfsRoot, st.Rdev)
+		}
+		return d, nil
 	case <-ctx.Done():
 		go func() { // the open finishes when the kernel gives up; close it then
 			if r := <-ch; r.err == nil {
@@ -71,18 +84,35 @@ func OpenVhost(ctx context.Context, path string) (*VhostDevice, error) {
 	}
 }
 
+// newVhostDevice takes ownership of fd.
+func newVhostDevice(fd int, path string) *VhostDevice {
+	return &VhostDevice{Path: path, fd: fd}
+}
+
 // Close closes the fd (the kernel resets the device). Closing twice is not
 // an error.
 func (d *VhostDevice) Close() error {
-	var err error
-	d.once.Do(func() { err = unix.Close(d.FD) })
-	return err
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.fd < 0 {
+		return nil
+	}
+	err := unix.Close(d.fd)
+	d.fd = -1
+	if err != nil {
+		return fmt.Errorf("vhost-vdpa %s: close: %w", d.Path, err)
+	}
+	return nil
 }
 
-// DeviceID is VHOST_VDPA_GET_DEVICE_ID (1 for net).
-func (d *VhostDevice) DeviceID() (uint32, error) {
-	v, err := linux.GetU32(d.FD, linux.VHOST_VDPA_GET_DEVICE_ID)
-	return v, d.wrap(err)
+// use runs f with the fd, or fails with ErrClosed after Close.
+func (d *VhostDevice) use(f func(fd int, v vhost.Dev) error) error {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if d.fd < 0 {
+		return fmt.Errorf("vhost-vdpa %s: %w", d.Path, ErrClosed)
+	}
+	return f(d.fd, vhost.Dev{FD: d.fd, Name: "vhost-vdpa " + d.Path})
 }
 
 func (d *VhostDevice) wrap(err error) error {
@@ -92,10 +122,96 @@ func (d *VhostDevice) wrap(err error) error {
 	return fmt.Errorf("vhost-vdpa %s: %w", d.Path, err)
 }
 
-// DeviceFeatures returns the device's features.
+// MapMode says how the device's parent maps the IOTLB (see Map).
+func (d *VhostDevice) MapMode() MapMode { return d.mode }
+
+// The vhost ioctls every vhost device has (internal/vhost), on this fd.
+
+// SetOwner is VHOST_SET_OWNER.
+func (d *VhostDevice) SetOwner() error {
+	return d.use(func(_ int, v vhost.Dev) error { return v.SetOwner() })
+}
+
+// Features is VHOST_GET_FEATURES, the device's features.
+func (d *VhostDevice) Features() (uint64, error) {
+	var f uint64
+	err := d.use(func(_ int, v vhost.Dev) (err error) { f, err = v.Features(); return })
+	return f, err
+}
+
+// DeviceFeatures returns the device's features, typed.
 func (d *VhostDevice) DeviceFeatures() (virtio.Features, error) {
 	f, err := d.Features()
 	return virtio.Features(f), err
+}
+
+// SetFeatures is VHOST_SET_FEATURES.
+func (d *VhostDevice) SetFeatures(f uint64) error {
+	return d.use(func(_ int, v vhost.Dev) error { return v.SetFeatures(f) })
+}
+
+// BackendFeatures is VHOST_GET_BACKEND_FEATURES.
+func (d *VhostDevice) BackendFeatures() (uint64, error) {
+	var f uint64
+	err := d.use(func(_ int, v vhost.Dev) (err error) { f, err = v.BackendFeatures(); return })
+	return f, err
+}
+
+// SetBackendFeatures is VHOST_SET_BACKEND_FEATURES.
+func (d *VhostDevice) SetBackendFeatures(f uint64) error {
+	return d.use(func(_ int, v vhost.Dev) error { return v.SetBackendFeatures(f) })
+}
+
+// SetVringNum, SetVringBase, VringBase, SetVringAddr (IOVAs),
+// SetVringKick, SetVringCall and SetVringErr are the VHOST_*_VRING_*
+// ioctls.
+func (d *VhostDevice) SetVringNum(idx, num uint32) error {
+	return d.use(func(_ int, v vhost.Dev) error { return v.SetVringNum(idx, num) })
+}
+
+func (d *VhostDevice) SetVringBase(idx uint32, base uint16) error {
+	return d.use(func(_ int, v vhost.Dev) error { return v.SetVringBase(idx, base) })
+}
+
+func (d *VhostDevice) VringBase(idx uint32) (uint16, error) {
+	var b uint16
+	err := d.use(func(_ int, v vhost.Dev) (err error) { b, err = v.VringBase(idx); return })
+	return b, err
+}
+
+func (d *VhostDevice) SetVringAddr(idx uint32, desc, avail, used, log uint64, logUsed bool) error {
+	return d.use(func(_ int, v vhost.Dev) error { return v.SetVringAddr(idx, desc, avail, used, log, logUsed) })
+}
+
+func (d *VhostDevice) SetVringKick(idx uint32, fd int) error {
+	return d.use(func(_ int, v vhost.Dev) error { return v.SetVringKick(idx, fd) })
+}
+
+func (d *VhostDevice) SetVringCall(idx uint32, fd int) error {
+	return d.use(func(_ int, v vhost.Dev) error { return v.SetVringCall(idx, fd) })
+}
+
+func (d *VhostDevice) SetVringErr(idx uint32, fd int) error {
+	return d.use(func(_ int, v vhost.Dev) error { return v.SetVringErr(idx, fd) })
+}
+
+// DeviceID is VHOST_VDPA_GET_DEVICE_ID (1 for net).
+func (d *VhostDevice) DeviceID() (uint32, error) {
+	var id uint32
+	err := d.use(func(fd int, _ vhost.Dev) (err error) {
+		id, err = linux.GetU32(fd, linux.VHOST_VDPA_GET_DEVICE_ID)
+		return
+	})
+	return id, d.wrapUse(err)
+}
+
+// wrapUse adds the device's name to an ioctl's errno, not to ErrClosed
+// (which already has it).
+func (d *VhostDevice) wrapUse(err error) error {
+	if err == nil || errors.Is(err, ErrClosed) {
+		return err
+	}
+	return d.wrap(err)
 }
 
 // NegotiateBackend acknowledges the backend features netctl uses
@@ -110,27 +226,35 @@ func (d *VhostDevice) NegotiateBackend() (uint64, error) {
 		1<<linux.VHOST_BACKEND_F_SUSPEND | 1<<linux.VHOST_BACKEND_F_RESUME
 	ack := offered & want
 	if ack&(1<<linux.VHOST_BACKEND_F_IOTLB_MSG_V2) == 0 {
-		return 0, d.wrap(errors.New("the device lacks IOTLB_MSG_V2, which netctl needs"))
+		return 0, d.wrap(fmt.Errorf("the device lacks IOTLB_MSG_V2, which netctl needs: %w", ErrNotSupported))
 	}
 	if err := d.SetBackendFeatures(ack); err != nil {
 		return 0, err
 	}
-	d.backendFeatures = ack
+	d.backendFeatures.Store(ack)
 	return ack, nil
 }
 
 // Status reads the device status (VHOST_VDPA_GET_STATUS).
 func (d *VhostDevice) Status() (uint8, error) {
 	var s uint8
-	err := linux.Ioctl(d.FD, linux.VHOST_VDPA_GET_STATUS, unsafe.Pointer(&s))
-	return s, d.wrap(err)
+	err := d.use(func(fd int, _ vhost.Dev) error {
+		return linux.Ioctl(fd, linux.VHOST_VDPA_GET_STATUS, unsafe.Pointer(&s))
+	})
+	return s, d.wrapUse(err)
 }
 
 // SetStatus writes the device status; 0 resets the device. Setting
 // FEATURES_OK is checked by reading it back (the device may refuse).
 func (d *VhostDevice) SetStatus(s uint8) error {
-	if err := linux.Ioctl(d.FD, linux.VHOST_VDPA_SET_STATUS, unsafe.Pointer(&s)); err != nil {
-		return d.wrap(fmt.Errorf("status %#x: %w", s, err))
+	err := d.use(func(fd int, _ vhost.Dev) error {
+		if err := linux.Ioctl(fd, linux.VHOST_VDPA_SET_STATUS, unsafe.Pointer(&s)); err != nil {
+			return fmt.Errorf("status %#x: %w", s, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return d.wrapUse(err)
 	}
 	if s&linux.VIRTIO_CONFIG_S_FEATURES_OK != 0 {
 		got, err := d.Status()
@@ -147,50 +271,94 @@ func (d *VhostDevice) SetStatus(s uint8) error {
 // Reset sets status 0.
 func (d *VhostDevice) Reset() error { return d.SetStatus(0) }
 
+// maxConfigLen bounds a config read when the kernel cannot say the config
+// size (a kernel without VHOST_VDPA_GET_CONFIG_SIZE): a page, VDUSE's
+// limit on config_size.
+const maxConfigLen = 4096
+
+// ConfigSize is VHOST_VDPA_GET_CONFIG_SIZE.
+func (d *VhostDevice) ConfigSize() (uint32, error) {
+	var n uint32
+	err := d.use(func(fd int, _ vhost.Dev) (err error) {
+		n, err = linux.GetU32(fd, linux.VHOST_VDPA_GET_CONFIG_SIZE)
+		return
+	})
+	return n, d.wrapUse(err)
+}
+
 // Config reads n bytes of config space at off (VHOST_VDPA_GET_CONFIG).
+// off+n must lie within the config space (ConfigSize, or 4096 where the
+// kernel cannot tell) and n must not be 0; otherwise the error wraps
+// ErrInvalid and names the range.
 func (d *VhostDevice) Config(off, n uint32) ([]byte, error) {
-	buf := make([]byte, 8+n)
-	binary.LittleEndian.PutUint32(buf[0:], off)
-	binary.LittleEndian.PutUint32(buf[4:], n)
-	if err := linux.Ioctl(d.FD, linux.VHOST_VDPA_GET_CONFIG, unsafe.Pointer(&buf[0])); err != nil {
-		return nil, d.wrap(err)
+	size, err := d.ConfigSize()
+	if errors.Is(err, ErrClosed) {
+		return nil, err
+	}
+	if err != nil {
+		size = maxConfigLen
+	}
+	if n == 0 || uint64(off)+uint64(n) > uint64(size) {
+		return nil, d.wrap(fmt.Errorf("config read [%d, +%d): want 1..%d bytes within the %d-byte config space: %w",
+			off, n, size, size, ErrInvalid))
+	}
+	buf := make([]byte, 8+int(n))
+	binary.NativeEndian.PutUint32(buf[0:], off) // struct vhost_vdpa_config: host order
+	binary.NativeEndian.PutUint32(buf[4:], n)
+	err = d.use(func(fd int, _ vhost.Dev) error {
+		return linux.Ioctl(fd, linux.VHOST_VDPA_GET_CONFIG, unsafe.Pointer(&buf[0]))
+	})
+	if err != nil {
+		return nil, d.wrapUse(err)
 	}
 	return buf[8:], nil
 }
 
 // VQCount is VHOST_VDPA_GET_VQS_COUNT.
 func (d *VhostDevice) VQCount() (uint32, error) {
-	v, err := linux.GetU32(d.FD, linux.VHOST_VDPA_GET_VQS_COUNT)
-	return v, d.wrap(err)
+	var n uint32
+	err := d.use(func(fd int, _ vhost.Dev) (err error) {
+		n, err = linux.GetU32(fd, linux.VHOST_VDPA_GET_VQS_COUNT)
+		return
+	})
+	return n, d.wrapUse(err)
 }
 
 // MaxVringNum is VHOST_VDPA_GET_VRING_NUM, the largest ring size.
 func (d *VhostDevice) MaxVringNum() (uint16, error) {
 	var v uint16
-	err := linux.Ioctl(d.FD, linux.VHOST_VDPA_GET_VRING_NUM, unsafe.Pointer(&v))
-	return v, d.wrap(err)
+	err := d.use(func(fd int, _ vhost.Dev) error {
+		return linux.Ioctl(fd, linux.VHOST_VDPA_GET_VRING_NUM, unsafe.Pointer(&v))
+	})
+	return v, d.wrapUse(err)
 }
 
 // IOVARange is VHOST_VDPA_GET_IOVA_RANGE.
 func (d *VhostDevice) IOVARange() (first, last uint64, err error) {
 	var r linux.VhostVDPAIOVARange
-	err = linux.Ioctl(d.FD, linux.VHOST_VDPA_GET_IOVA_RANGE, unsafe.Pointer(&r))
-	return r.First, r.Last, d.wrap(err)
+	err = d.use(func(fd int, _ vhost.Dev) error {
+		return linux.Ioctl(fd, linux.VHOST_VDPA_GET_IOVA_RANGE, unsafe.Pointer(&r))
+	})
+	return r.First, r.Last, d.wrapUse(err)
 }
 
 // EnableVring is VHOST_VDPA_SET_VRING_ENABLE.
 func (d *VhostDevice) EnableVring(idx uint32, on bool) error {
-	var v uint32
+	var n uint32
 	if on {
-		v = 1
+		n = 1
 	}
-	_, err := d.State(linux.VHOST_VDPA_SET_VRING_ENABLE, idx, v)
-	return err
+	return d.use(func(_ int, v vhost.Dev) error {
+		_, err := v.State(linux.VHOST_VDPA_SET_VRING_ENABLE, idx, n)
+		return err
+	})
 }
 
 // SetConfigCall sets the eventfd for config-change interrupts; -1 unbinds.
-func (d *VhostDevice) SetConfigCall(fd int) error {
-	return d.wrap(linux.SetI32(d.FD, linux.VHOST_VDPA_SET_CONFIG_CALL, int32(fd)))
+func (d *VhostDevice) SetConfigCall(callFD int) error {
+	return d.wrapUse(d.use(func(fd int, _ vhost.Dev) error {
+		return linux.SetI32(fd, linux.VHOST_VDPA_SET_CONFIG_CALL, int32(callFD))
+	}))
 }
 
 // Suspend and Resume stop and restart the device's data path; a device
@@ -203,117 +371,15 @@ func (d *VhostDevice) Resume() error {
 }
 
 func (d *VhostDevice) suspendResume(req linux.Request, bit uint) error {
-	if d.backendFeatures&(1<<bit) == 0 {
-		return d.wrap(fmt.Errorf("%v: %w (the backend features lack it)", req, ErrNotSupported))
-	}
-	err := linux.IoctlValue(d.FD, req, 0)
-	if errors.Is(err, unix.EOPNOTSUPP) {
-		return d.wrap(fmt.Errorf("%v: %w", req, ErrNotSupported))
-	}
-	return d.wrap(err)
-}
-
-// IOTLB messages: Map and Unmap write vhost_msg_v2 to the fd; inside
-// Batch they are sent as one batch (one round trip to a VDUSE device).
-
-func (d *VhostDevice) iotlb(typ uint8, iova, size, uaddr uint64, perm uint8) error {
-	m := linux.VhostMsgV2{Type: linux.VHOST_IOTLB_MSG_V2,
-		IOTLB: linux.VhostIOTLBMsg{IOVA: iova, Size: size, UAddr: uaddr, Perm: perm, Type: typ}}
-	b := unsafe.Slice((*byte)(unsafe.Pointer(&m)), unsafe.Sizeof(m))
-	n, err := unix.Write(d.FD, b)
-	if err != nil {
-		return d.wrap(fmt.Errorf("IOTLB message %d [%#x,+%#x): %w", typ, iova, size, err))
-	}
-	if n != len(b) {
-		return d.wrap(fmt.Errorf("IOTLB message: short write %d", n))
-	}
-	return nil
-}
-
-// Map maps [iova, iova+size) to the process memory at uaddr, which must
-// be a shared mapping of a file (memfd, shm, hugetlbfs): the kernel
-// silently maps nothing for other memory, so Map refuses it.
-func (d *VhostDevice) Map(iova, size, uaddr uint64, perm uint8) error {
-	if err := checkSharedFileMapping(uaddr, size); err != nil {
-		return d.wrap(err)
-	}
-	return d.iotlb(linux.VHOST_IOTLB_UPDATE, iova, size, uaddr, perm)
-}
-
-// SharedMemory is memory known to be a shared mapping of a file because
-// the caller made it so (netctl's guest.Memory is a memfd mapped
-// MAP_SHARED); MapMemory trusts it and skips Map's /proc/self/maps check.
-type SharedMemory interface {
-	VA(off int) uint64
-	Len() int
-	SharedFileMapping() // marker: the memory is MAP_SHARED over a file
-}
-
-// MapMemory maps all of m at iova.
-func (d *VhostDevice) MapMemory(iova uint64, m SharedMemory, perm uint8) error {
-	return d.iotlb(linux.VHOST_IOTLB_UPDATE, iova, uint64(m.Len()), m.VA(0), perm)
-}
-
-// Unmap removes the mapping of [iova, iova+size).
-func (d *VhostDevice) Unmap(iova, size uint64) error {
-	return d.iotlb(linux.VHOST_IOTLB_INVALIDATE, iova, size, 0, 0)
-}
-
-// Batch runs f between BATCH_BEGIN and BATCH_END when the device took
-// IOTLB_BATCH, so its Maps and Unmaps reach the device as one update.
-func (d *VhostDevice) Batch(f func() error) error {
-	batch := d.backendFeatures&(1<<linux.VHOST_BACKEND_F_IOTLB_BATCH) != 0
-	if batch {
-		if err := d.iotlb(linux.VHOST_IOTLB_BATCH_BEGIN, 0, 0, 0, 0); err != nil {
-			return err
+	err := d.use(func(fd int, _ vhost.Dev) error {
+		if d.backendFeatures.Load()&(1<<bit) == 0 {
+			return fmt.Errorf("%v: %w (the backend features lack it)", req, ErrNotSupported)
 		}
-	}
-	err := f()
-	if batch {
-		if e := d.iotlb(linux.VHOST_IOTLB_BATCH_END, 0, 0, 0, 0); err == nil {
-			err = e
+		err := linux.IoctlValue(fd, req, 0)
+		if errors.Is(err, unix.EOPNOTSUPP) {
+			return fmt.Errorf("%v: %w", req, ErrNotSupported)
 		}
-	}
-	return err
-}
-
-// checkSharedFileMapping finds [addr, addr+size) in /proc/self/maps and
-// requires every piece to be a shared mapping of a file.
-func checkSharedFileMapping(addr, size uint64) error {
-	f, err := os.Open("/proc/self/maps")
-	if err != nil {
 		return err
-	}
-	defer f.Close()
-	end := addr + size
-	cur := addr
-	s := bufio.NewScanner(f)
-	for s.Scan() && cur < end {
-		fields := strings.Fields(s.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		lo, hi, ok := strings.Cut(fields[0], "-")
-		if !ok {
-			continue
-		}
-		start, _ := strconv.ParseUint(lo, 16, 64)
-		stop, _ := strconv.ParseUint(hi, 16, 64)
-		if stop <= cur || start > cur {
-			continue
-		}
-		path := ""
-		if len(fields) >= 6 {
-			path = fields[5]
-		}
-		if fields[1][3] != 's' || !strings.HasPrefix(path, "/") {
-			return fmt.Errorf("memory at %#x is not a shared mapping of a file (%s %s): vhost-vdpa devices need guest memory "+
-				"in a memfd, shm or hugetlbfs file mapped MAP_SHARED", cur, fields[1], path)
-		}
-		cur = stop
-	}
-	if cur < end {
-		return fmt.Errorf("memory [%#x, %#x) is not mapped", addr, end)
-	}
-	return nil
+	})
+	return d.wrapUse(err)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,7 +26,7 @@ func addVDUSE(t *testing.T, c *Client, name string) (*vduse.Device, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.AddDevice(AddOptions{Name: name, MgmtDev: "vduse"}); err != nil {
+	if err := c.AddDevice(bg, AddOptions{Name: name, MgmtDev: "vduse"}); err != nil {
 		dev.Close()
 		t.Fatal(err)
 	}
@@ -42,16 +43,17 @@ func addVDUSE(t *testing.T, c *Client, name string) (*vduse.Device, string) {
 func TestVMVhostVDPABringUp(t *testing.T) {
 	k := testenv.VM(t)
 	if !k.Has("vhost_vdpa") {
-		return // TestVMVDUSELifecycle checks the error on kernels without vdpa
+		assertNoVDPA(t, k)
+		return
 	}
-	c, err := Dial()
+	c, err := Dial(bg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	fds := testenv.OpenFDs(t)
 	dev, path := addVDUSE(t, c, "vhvdpa0")
-	defer func() { c.DeleteDevice("vhvdpa0"); dev.Close() }()
+	defer func() { c.DeleteDevice(bg, "vhvdpa0"); dev.Close() }()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -60,6 +62,10 @@ func TestVMVhostVDPABringUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close() // before the deferred delete: deleting waits for every vhost-vdpa fd to close
+	// VDUSE maps by virtual address: found through the node's device number.
+	if d.MapMode() != MapVA || d.Name != "vhvdpa0" {
+		t.Errorf("map mode %v, device %q; want va, vhvdpa0", d.MapMode(), d.Name)
+	}
 	if err := d.SetOwner(); err != nil {
 		t.Fatal(err)
 	}
@@ -86,6 +92,16 @@ func TestVMVhostVDPABringUp(t *testing.T) {
 	if cfg, err := d.Config(0, 6); err != nil || string(cfg) != "\x02\x00\x00\x00\x0d\x01" {
 		t.Errorf("config mac % x, %v", cfg, err)
 	}
+	// The config space is 24 bytes: a read past it, or one whose length
+	// would wrap, is refused before the ioctl.
+	if n, err := d.ConfigSize(); err != nil || n != 24 {
+		t.Errorf("config size %d, %v; want 24", n, err)
+	}
+	for _, r := range [][2]uint32{{20, 8}, {0, 0}, {0, 0xfffffff9}} {
+		if _, err := d.Config(r[0], r[1]); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Config(%d, %d): %v, want ErrInvalid", r[0], r[1], err)
+		}
+	}
 	acked := virtio.Version1 | virtio.AccessPlatform | virtio.NetMrgRxbuf | virtio.EventIdx | virtio.NetMAC
 	if err := d.SetStatus(linux.VIRTIO_CONFIG_S_ACKNOWLEDGE | linux.VIRTIO_CONFIG_S_DRIVER); err != nil {
 		t.Fatal(err)
@@ -104,7 +120,7 @@ func TestVMVhostVDPABringUp(t *testing.T) {
 	}
 	private, _ := unix.Mmap(-1, 0, 1<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	defer unix.Munmap(private)
-	if err := d.Map(1<<30, 1<<20, linux.MappedAddr(private, 0), linux.VHOST_ACCESS_RW); err == nil ||
+	if err := d.Map(1<<30, 1<<20, linux.MappedAddr(private, 0), linux.VHOST_ACCESS_RW); !errors.Is(err, ErrInvalid) ||
 		!strings.Contains(err.Error(), "not a shared mapping of a file") {
 		t.Errorf("mapping private anonymous memory: %v", err)
 	}
@@ -176,7 +192,7 @@ func TestVMVhostVDPABringUp(t *testing.T) {
 	if dev.Looped() != 3 {
 		t.Errorf("device looped %d frames, want 3", dev.Looped())
 	}
-	cfg, err := c.Config("vhvdpa0")
+	cfg, err := c.Config(bg, "vhvdpa0")
 	if err != nil || !cfg.HasNegotiated || cfg.Negotiated != acked {
 		t.Errorf("negotiated features %v (%v), %v; want %v", cfg.Negotiated, cfg.HasNegotiated, err, acked)
 	}
@@ -208,15 +224,46 @@ func TestVMVhostVDPABringUp(t *testing.T) {
 	if hs, err := Holders("vhvdpa0"); err != nil || len(hs) != 1 || hs[0].PID != os.Getpid() || hs[0].Path != path {
 		t.Errorf("holders: %+v, %v", hs, err)
 	}
-	if err := c.DeleteDevice("vhvdpa0"); !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
+	if err := c.DeleteDevice(bg, "vhvdpa0"); !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
 		t.Errorf("dev del with the fd open: %v", err)
 	}
 	d.Close()
+	if _, err := d.Status(); !errors.Is(err, ErrClosed) {
+		t.Errorf("Status after Close: %v, want ErrClosed", err)
+	}
+	// A copy of the node made with mknod elsewhere (as in a container's
+	// /dev) is the same device: Holders finds it by st_rdev, and dev del
+	// refuses while it is open.
+	var nst unix.Stat_t
+	if err := unix.Stat(path, &nst); err != nil {
+		t.Fatal(err)
+	}
+	cp := t.TempDir() + "/vdpa-copy"
+	if err := unix.Mknod(cp, unix.S_IFCHR|0o600, int(nst.Rdev)); err != nil {
+		t.Fatal(err)
+	}
+	if name, err := DeviceOfVhost(cp); err != nil || name != "vhvdpa0" {
+		t.Errorf("DeviceOfVhost(%s) = %q, %v", cp, name, err)
+	}
+	d2, err := OpenVhost(ctx, cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d2.MapMode() != MapVA || d2.Name != "vhvdpa0" {
+		t.Errorf("through the copy: map mode %v, device %q", d2.MapMode(), d2.Name)
+	}
+	if hs, err := Holders("vhvdpa0"); err != nil || len(hs) != 1 || hs[0].PID != os.Getpid() || hs[0].Path != cp {
+		t.Errorf("holders through the copy: %+v, %v", hs, err)
+	}
+	if err := c.DeleteDevice(bg, "vhvdpa0"); !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), cp) {
+		t.Errorf("dev del with the copy open: %v", err)
+	}
+	d2.Close()
 	for _, q := range queues {
 		q.Close()
 	}
 	mem.Close()
-	if err := c.DeleteDevice("vhvdpa0"); err != nil {
+	if err := c.DeleteDevice(bg, "vhvdpa0"); err != nil {
 		t.Fatal(err)
 	}
 	if err := dev.Close(); err != nil {
@@ -233,9 +280,10 @@ func TestVMVhostVDPABringUp(t *testing.T) {
 func TestVMSilentVDUSEDoesNotHang(t *testing.T) {
 	k := testenv.VM(t)
 	if !k.Has("vhost_vdpa") {
+		assertNoVDPA(t, k)
 		return
 	}
-	c, err := Dial()
+	c, err := Dial(bg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,10 +299,88 @@ func TestVMSilentVDUSEDoesNotHang(t *testing.T) {
 		d.Close()
 		t.Fatal("opened a device whose daemon does not answer")
 	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("OpenVhost past the deadline: %v, want context.DeadlineExceeded", err)
+	}
 	if el := time.Since(t0); el > 2*time.Second || !strings.Contains(err.Error(), "did not answer within the deadline") {
 		t.Errorf("after %s: %v", el, err)
 	}
 	time.Sleep(4 * time.Second) // the kernel gives up (msg_timeout 3 s) and marks the device broken
-	c.DeleteDevice("silent0")
+	c.DeleteDevice(bg, "silent0")
 	dev.Close()
+}
+
+// TestVMDeleteDeviceDeadline: a vhost-vdpa fd that no process table shows
+// (in flight in an SCM_RIGHTS message) holds the kernel's delete; the
+// delete gives up at the caller's deadline with ErrBusy, the client stays
+// usable, and the device goes once the fd is closed.
+func TestVMDeleteDeviceDeadline(t *testing.T) {
+	k := testenv.VM(t)
+	if !k.Has("vhost_vdpa") {
+		assertNoVDPA(t, k)
+		return
+	}
+	c, err := Dial(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	dev, path := addVDUSE(t, c, "held0")
+	defer dev.Close()
+	ctx, cancel := context.WithTimeout(bg, 10*time.Second)
+	defer cancel()
+	d, err := OpenVhost(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.mu.RLock()
+	err = unix.Sendmsg(sp[0], []byte{0}, unix.UnixRights(d.fd), nil, 0)
+	d.mu.RUnlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Close() // the only reference left is the one in flight
+	var release sync.Once
+	releaseFD := func() { release.Do(func() { unix.Close(sp[0]); unix.Close(sp[1]) }) } // drops the message and its fd
+	watchdog := time.AfterFunc(30*time.Second, releaseFD)                               // never leave the VM hung
+	defer watchdog.Stop()
+	defer releaseFD()
+	if hs, err := Holders("held0"); err != nil || len(hs) != 0 {
+		t.Fatalf("holders with the fd in flight: %+v, %v", hs, err)
+	}
+	short, cancel2 := context.WithTimeout(bg, 2*time.Second)
+	defer cancel2()
+	t0 := time.Now()
+	err = c.DeleteDevice(short, "held0")
+	if el := time.Since(t0); !errors.Is(err, ErrBusy) || !errors.Is(err, context.DeadlineExceeded) || el > 5*time.Second {
+		t.Errorf("dev del with the fd in flight, after %s: %v; want ErrBusy at the 2 s deadline", el, err)
+	}
+	// While the kernel holds the delete, it holds every vdpa request: a
+	// call returns at its own deadline instead of hanging.
+	short2, cancel3 := context.WithTimeout(bg, time.Second)
+	defer cancel3()
+	t0 = time.Now()
+	_, err = c.Device(short2, "held0")
+	// (Linux 6.12: the delete holds the family's device lock while it
+	// waits, so dev show waits too.)
+	if el := time.Since(t0); !errors.Is(err, context.DeadlineExceeded) || el > 3*time.Second {
+		t.Errorf("dev show while the delete is held: after %s: %v; want the 1 s deadline", el, err)
+	}
+	releaseFD() // the kernel's delete goes on
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(bg, time.Second)
+		_, err := c.Device(ctx, "held0")
+		cancel()
+		if errors.Is(err, os.ErrNotExist) {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the device is still there 10 s after its last fd closed: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net"
+	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -16,11 +20,16 @@ import (
 
 var jsonFlag = &cli.BoolFlag{Name: "json", Aliases: []string{"j"}, Usage: "print JSON (the keys iproute2's vdpa -j uses)"}
 
+// vdpaTimeout bounds each vdpa command's netlink calls; dev del waits for
+// the kernel's delete (held back while a vhost-vdpa fd is open) no longer.
+var vdpaTimeout = &cli.DurationFlag{Name: "timeout", Value: 10 * time.Second,
+	Usage: "give up on the kernel after this long (dev del: while a process holds the device open)"}
+
 func vdpaCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "vdpa",
 		Usage: "manage vDPA devices (like iproute2's vdpa, with a name for every feature bit)",
-		Flags: []cli.Flag{jsonFlag}, // netctl vdpa -j dev show X, as vdpa -j dev show X
+		Flags: []cli.Flag{jsonFlag, vdpaTimeout}, // netctl vdpa -j dev show X, as vdpa -j dev show X
 		Subcommands: []*cli.Command{
 			{
 				Name:  "mgmtdev",
@@ -28,8 +37,8 @@ func vdpaCommand() *cli.Command {
 				Subcommands: []*cli.Command{{
 					Name: "show", Usage: "list management devices", Flags: []cli.Flag{jsonFlag},
 					Action: func(c *cli.Context) error {
-						return withVDPA(func(v *vdpa.Client) error {
-							mds, err := v.MgmtDevs()
+						return withVDPA(c, func(ctx context.Context, v *vdpa.Client) error {
+							mds, err := v.MgmtDevs(ctx)
 							if err != nil {
 								return err
 							}
@@ -49,17 +58,17 @@ func vdpaCommand() *cli.Command {
 					{
 						Name: "show", Usage: "list devices, or show DEV", ArgsUsage: "[DEV]", Flags: []cli.Flag{jsonFlag},
 						Action: func(c *cli.Context) error {
-							return withVDPA(func(v *vdpa.Client) error {
+							return withVDPA(c, func(ctx context.Context, v *vdpa.Client) error {
 								var devs []vdpa.Device
 								if name := c.Args().First(); name != "" {
-									d, err := v.Device(name)
+									d, err := v.Device(ctx, name)
 									if err != nil {
 										return err
 									}
 									devs = []vdpa.Device{d}
 								} else {
 									var err error
-									if devs, err = v.Devices(); err != nil {
+									if devs, err = v.Devices(ctx); err != nil {
 										return err
 									}
 								}
@@ -77,29 +86,38 @@ func vdpaCommand() *cli.Command {
 							&cli.StringFlag{Name: "name", Required: true, Usage: "device name"},
 							&cli.StringFlag{Name: "mgmtdev", Required: true, Usage: "management device (name or bus/name)"},
 							&cli.StringFlag{Name: "mac", Usage: "MAC address"},
-							&cli.UintFlag{Name: "mtu", Usage: "MTU"},
-							&cli.UintFlag{Name: "max-vqp", Usage: "maximum queue pairs"},
+							&cli.UintFlag{Name: "mtu", Usage: "MTU, 68..65535"},
+							&cli.UintFlag{Name: "max-vqp", Usage: "maximum queue pairs, 1..32768"},
 						},
 						Action: func(c *cli.Context) error {
-							o := vdpa.AddOptions{Name: c.String("name"), MgmtDev: c.String("mgmtdev"),
-								MTU: uint16(c.Uint("mtu")), MaxVQP: uint16(c.Uint("max-vqp"))}
+							o := vdpa.AddOptions{Name: c.String("name"), MgmtDev: c.String("mgmtdev")}
+							var err error
+							if o.MTU, err = uint16Flag(c, "mtu", vdpa.MinMTU, vdpa.MaxMTU); err != nil {
+								return err
+							}
+							if o.MaxVQP, err = uint16Flag(c, "max-vqp", 1, vdpa.MaxVQPairs); err != nil {
+								return err
+							}
 							if m := c.String("mac"); m != "" {
 								mac, err := net.ParseMAC(m)
-								if err != nil {
-									return fmt.Errorf("--mac %q: %w", m, err)
+								if err != nil || len(mac) != 6 {
+									return fmt.Errorf("--mac %q: want a 6-byte Ethernet address such as 02:00:00:00:00:01: %w", m, vdpa.ErrInvalid)
 								}
 								o.MAC = mac
 							}
-							return withVDPA(func(v *vdpa.Client) error { return v.AddDevice(o) })
+							if err := o.Validate(); err != nil {
+								return err
+							}
+							return withVDPA(c, func(ctx context.Context, v *vdpa.Client) error { return v.AddDevice(ctx, o) })
 						},
 					},
 					{
 						Name: "del", Usage: "delete DEV", ArgsUsage: "DEV",
 						Action: func(c *cli.Context) error {
 							if c.Args().Len() != 1 {
-								return fmt.Errorf("vdpa dev del: name one device")
+								return fmt.Errorf("vdpa dev del: name one device: %w", vdpa.ErrInvalid)
 							}
-							return withVDPA(func(v *vdpa.Client) error { return v.DeleteDevice(c.Args().First()) })
+							return withVDPA(c, func(ctx context.Context, v *vdpa.Client) error { return v.DeleteDevice(ctx, c.Args().First()) })
 						},
 					},
 					{
@@ -108,17 +126,17 @@ func vdpaCommand() *cli.Command {
 						Subcommands: []*cli.Command{{
 							Name: "show", Usage: "show the config of every device, or of DEV", ArgsUsage: "[DEV]", Flags: []cli.Flag{jsonFlag},
 							Action: func(c *cli.Context) error {
-								return withVDPA(func(v *vdpa.Client) error {
+								return withVDPA(c, func(ctx context.Context, v *vdpa.Client) error {
 									var cfgs []vdpa.Config
 									if name := c.Args().First(); name != "" {
-										cfg, err := v.Config(name)
+										cfg, err := v.Config(ctx, name)
 										if err != nil {
 											return err
 										}
 										cfgs = []vdpa.Config{cfg}
 									} else {
 										var err error
-										if cfgs, err = v.Configs(); err != nil {
+										if cfgs, err = v.Configs(ctx); err != nil {
 											return err
 										}
 									}
@@ -136,14 +154,15 @@ func vdpaCommand() *cli.Command {
 						Flags: []cli.Flag{jsonFlag},
 						Action: func(c *cli.Context) error {
 							if c.Args().Len() != 2 {
-								return fmt.Errorf("vdpa dev vstats: give a device and a queue index")
+								return fmt.Errorf("vdpa dev vstats: give a device and a queue index: %w", vdpa.ErrInvalid)
 							}
-							var q uint32
-							if _, err := fmt.Sscan(c.Args().Get(1), &q); err != nil {
-								return fmt.Errorf("queue index %q: %w", c.Args().Get(1), err)
+							q64, err := strconv.ParseUint(c.Args().Get(1), 10, 32)
+							if err != nil {
+								return fmt.Errorf("queue index %q: want 0..%d: %w", c.Args().Get(1), uint32(math.MaxUint32), vdpa.ErrInvalid)
 							}
-							return withVDPA(func(v *vdpa.Client) error {
-								_, stats, err := v.VStats(c.Args().First(), q)
+							q := uint32(q64)
+							return withVDPA(c, func(ctx context.Context, v *vdpa.Client) error {
+								_, stats, err := v.VStats(ctx, c.Args().First(), q)
 								if err != nil {
 									return err
 								}
@@ -167,13 +186,44 @@ func vdpaCommand() *cli.Command {
 	}
 }
 
-func withVDPA(f func(*vdpa.Client) error) error {
-	v, err := vdpa.Dial()
+// withVDPA runs f with a vdpa client, under the command's context and
+// --timeout.
+func withVDPA(c *cli.Context, f func(context.Context, *vdpa.Client) error) error {
+	parent := c.Context
+	if parent == nil {
+		parent = context.Background()
+	}
+	timeout := vdpaTimeout.Value
+	for _, x := range c.Lineage() {
+		if x.IsSet("timeout") {
+			timeout = x.Duration("timeout")
+			break
+		}
+	}
+	if timeout <= 0 {
+		return fmt.Errorf("--timeout %s: want a positive duration: %w", timeout, vdpa.ErrInvalid)
+	}
+	ctx, cancel := context.WithTimeout(parent, timeout)
+	defer cancel()
+	v, err := vdpa.Dial(ctx)
 	if err != nil {
 		return err
 	}
 	defer v.Close()
-	return f(v)
+	return f(ctx, v)
+}
+
+// uint16Flag reads a numeric flag that must lie in lo..hi (or be 0, left
+// out): a larger value is refused, not truncated.
+func uint16Flag(c *cli.Context, name string, lo, hi uint) (uint16, error) {
+	v := c.Uint(name)
+	if !c.IsSet(name) {
+		return 0, nil
+	}
+	if v < lo || v > hi {
+		return 0, fmt.Errorf("--%s %d: out of range %d..%d: %w", name, v, lo, hi, vdpa.ErrInvalid)
+	}
+	return uint16(v), nil
 }
 
 func printJSON(w io.Writer, v any) error {

@@ -2,16 +2,21 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"os"
 	"os/exec"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/netctl/netctl/internal/testenv"
 	"github.com/netctl/netctl/test/vduse"
+	"github.com/netctl/netctl/vdpa"
 )
 
 func runNetctl(args ...string) (string, error) {
@@ -138,5 +143,68 @@ func TestVMVDPACommandsMatchIproute2(t *testing.T) {
 	}
 	if out, _ := runNetctl("vdpa", "-j", "dev", "show"); strings.Contains(out, "clitest0") {
 		t.Errorf("after del: %s", out)
+	}
+}
+
+// TestVMVDPADelTimeout: netctl vdpa --timeout bounds dev del while the
+// kernel holds the delete (the device's vhost-vdpa fd is in flight in an
+// SCM_RIGHTS message, where no process table shows it).
+func TestVMVDPADelTimeout(t *testing.T) {
+	k := testenv.VM(t)
+	if !k.Has("vdpa") {
+		_, err := runNetctl("vdpa", "--timeout", "1s", "dev", "del", "clitest1")
+		if !errors.Is(err, vdpa.ErrNotAvailable) || !strings.Contains(err.Error(), "this kernel has no vdpa support") {
+			t.Fatalf("kernel %s: netctl vdpa dev del: %v, want an error saying the kernel has no vdpa", k.Name, err)
+		}
+		return
+	}
+	dev, err := vduse.Create(vduse.Config{Name: "clitest1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	if out, err := runNetctl("vdpa", "dev", "add", "--name", "clitest1", "--mgmtdev", "vduse"); err != nil {
+		t.Fatalf("dev add: %v: %s", err, out)
+	}
+	path, err := vdpa.VhostVDPAPath("clitest1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Sendmsg(sp[0], []byte{0}, unix.UnixRights(fd), nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(fd)
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			unix.Close(sp[0])
+			unix.Close(sp[1])
+		}
+	}
+	defer release()
+	t0 := time.Now()
+	_, err = runNetctl("vdpa", "--timeout", "1s", "dev", "del", "clitest1")
+	if el := time.Since(t0); !errors.Is(err, vdpa.ErrBusy) || !errors.Is(err, context.DeadlineExceeded) || el > 4*time.Second {
+		t.Errorf("dev del --timeout 1s with the fd in flight: after %s: %v", el, err)
+	}
+	release()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		out, err := runNetctl("vdpa", "--timeout", "1s", "dev", "show", "clitest1")
+		if errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("clitest1 still there after its last fd closed: %v %s", err, out)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

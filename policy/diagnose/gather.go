@@ -321,20 +321,20 @@ func (s *Snapshot) readVDPA(pid int) {
 	}
 	st := &VDPAState{Device: name, VhostPath: paths[0]}
 	s.VDPA = st
-	c, err := vdpa.Dial()
+	c, err := vdpa.Dial(context.TODO())
 	if err != nil {
 		s.note("%v", err)
 		return
 	}
 	defer c.Close()
-	if cfg, err := c.Config(name); err != nil {
+	if cfg, err := c.Config(context.TODO(), name); err != nil {
 		s.note("vdpa dev config show %s: %v", name, err)
 	} else {
 		st.Features, st.Negotiated, st.HasNegotiated = uint64(cfg.Features), uint64(cfg.Negotiated), cfg.HasNegotiated
 	}
-	if d, err := c.Device(name); err == nil {
+	if d, err := c.Device(context.TODO(), name); err == nil {
 		st.MgmtDev = d.MgmtDev
-		if mds, err := c.MgmtDevs(); err == nil {
+		if mds, err := c.MgmtDevs(context.TODO()); err == nil {
 			for _, m := range mds {
 				if m.Handle() == d.MgmtDev && m.HasDevFeatures {
 					st.MgmtFeatures = uint64(m.DevFeatures)

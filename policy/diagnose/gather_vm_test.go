@@ -28,7 +28,7 @@ func TestVMReadVDPA(t *testing.T) {
 		}
 		return
 	}
-	c, err := vdpa.Dial()
+	c, err := vdpa.Dial(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,10 +38,10 @@ func TestVMReadVDPA(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dev.Close()
-	if err := c.AddDevice(vdpa.AddOptions{Name: "diagvdpa0", MgmtDev: "vduse"}); err != nil {
+	if err := c.AddDevice(context.Background(), vdpa.AddOptions{Name: "diagvdpa0", MgmtDev: "vduse"}); err != nil {
 		t.Fatal(err)
 	}
-	defer c.DeleteDevice("diagvdpa0")
+	defer c.DeleteDevice(context.Background(), "diagvdpa0")
 	path, err := vdpa.VhostVDPAPath("diagvdpa0")
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@
 package probe
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -168,7 +169,7 @@ func (r *Result) probeScratch() error {
 }
 
 func (r *Result) probeVDPA() {
-	c, err := vdpa.Dial()
+	c, err := vdpa.Dial(context.TODO())
 	if err != nil {
 		r.VDPA.Error = err.Error()
 		if !errors.Is(err, vdpa.ErrNoVDPA) {
@@ -178,7 +179,7 @@ func (r *Result) probeVDPA() {
 	}
 	defer c.Close()
 	r.VDPA.Available = true
-	mds, err := c.MgmtDevs()
+	mds, err := c.MgmtDevs(context.TODO())
 	if err != nil {
 		r.VDPA.Error = err.Error()
 		return
@@ -186,7 +187,7 @@ func (r *Result) probeVDPA() {
 	for _, m := range mds {
 		r.VDPA.MgmtDevs = append(r.VDPA.MgmtDevs, m.Handle())
 	}
-	devs, err := c.Devices()
+	devs, err := c.Devices(context.TODO())
 	if err != nil {
 		r.VDPA.Error = err.Error()
 		return

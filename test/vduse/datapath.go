@@ -3,6 +3,7 @@ package vduse
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"sync/atomic"
 	"unsafe"
 
@@ -37,27 +38,44 @@ type datapath struct {
 	Dropped atomic.Uint64 // frames with no RX buffer to take them
 }
 
-// translate returns the bytes at [iova, iova+n), mapping them on first use.
+// maxMap bounds one IOTLB map the device mmaps (the driver decides the
+// map sizes; netctl's tests map at most a few GiB).
+const maxMap = 1 << 36
+
+// translate returns the bytes at [iova, iova+n), mapping them on first
+// use. The addresses come from the driver: a range that wraps, or that
+// does not lie within one IOTLB map, is an error.
 func (d *Device) translate(iova uint64, n int) ([]byte, error) {
+	if n == 0 {
+		return nil, nil
+	}
+	if n < 0 || uint64(n)-1 > math.MaxUint64-iova {
+		return nil, fmt.Errorf("buffer [%#x,+%d) wraps past 2^64", iova, n)
+	}
+	last := iova + uint64(n) - 1
 	for _, m := range d.dp.maps {
-		if iova >= m.start && iova+uint64(n)-1 <= m.last {
+		if iova >= m.start && last <= m.last {
 			off := iova - m.start
 			return m.mem[off : off+uint64(n)], nil
 		}
 	}
-	e := linux.VduseIOTLBEntry{Start: iova, Last: iova + uint64(n) - 1}
+	e := linux.VduseIOTLBEntry{Start: iova, Last: last}
 	fd, err := linux.IoctlPtrRet(d.fd, linux.VDUSE_IOTLB_GET_FD, unsafe.Pointer(&e))
 	if err != nil {
 		return nil, fmt.Errorf("IOTLB_GET_FD [%#x,+%d): %w", iova, n, err)
 	}
 	defer unix.Close(fd)
-	size := int(e.Last - e.Start + 1)
-	mem, err := unix.Mmap(fd, int64(e.Offset), size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if e.Start > iova || e.Last < last || e.Last-e.Start >= maxMap {
+		return nil, fmt.Errorf("buffer [%#x,+%d) is not within one IOTLB map of at most %d bytes (the kernel's is [%#x, %#x])",
+			iova, n, uint64(maxMap), e.Start, e.Last)
+	}
+	mem, err := unix.Mmap(fd, int64(e.Offset), int(e.Last-e.Start+1), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("mmap IOTLB fd: %w", err)
 	}
 	d.dp.maps = append(d.dp.maps, mapping{e.Start, e.Last, mem})
-	return d.translate(iova, n)
+	off := iova - e.Start
+	return mem[off : off+uint64(n)], nil
 }
 
 // dropMaps forgets every mapping (the IOTLB changed).
@@ -90,6 +108,9 @@ func (d *Device) startDataPath() error {
 				return err
 			}
 		}
+		if info.Num == 0 || info.Num > 32768 {
+			return fmt.Errorf("vq %d: ring size %d, want 1..32768", i, info.Num)
+		}
 		q.num, q.desc, q.driver, q.device = info.Num, info.DescAddr, info.DriverAddr, info.DeviceAddr
 		q.lastAvail = binary.LittleEndian.Uint16(info.State[:2])
 		q.usedIdx = q.lastAvail
@@ -119,6 +140,9 @@ func (d *Device) chain(q *vq, head uint16) ([][]byte, []bool, error) {
 	var writable []bool
 	idx := head
 	for n := 0; n < int(q.num); n++ {
+		if uint32(idx) >= q.num {
+			return nil, nil, fmt.Errorf("descriptor %d of a %d-entry ring", idx, q.num)
+		}
 		dd, err := d.translate(q.desc+16*uint64(idx), 16)
 		if err != nil {
 			return nil, nil, err

@@ -20,7 +20,7 @@ var vdpaC = flag.String("vdpa-c", "", "path of the compiled vdpa_setup.c")
 // withVDPADevice serves a VDUSE net device added as a vdpa device and
 // bound to vhost_vdpa, and runs f with its /dev/vhost-vdpa-N.
 func withVDPADevice(name string, f func(path string)) {
-	c, err := vdpa.Dial()
+	c, err := vdpa.Dial(context.Background())
 	if err != nil {
 		fatal("%v", err)
 	}
@@ -30,10 +30,10 @@ func withVDPADevice(name string, f func(path string)) {
 		fatal("%v", err)
 	}
 	defer dev.Close()
-	if err := c.AddDevice(vdpa.AddOptions{Name: name, MgmtDev: "vduse"}); err != nil {
+	if err := c.AddDevice(context.Background(), vdpa.AddOptions{Name: name, MgmtDev: "vduse"}); err != nil {
 		fatal("%v", err)
 	}
-	defer c.DeleteDevice(name)
+	defer c.DeleteDevice(context.Background(), name)
 	path, err := vdpa.VhostVDPAPath(name)
 	if err != nil {
 		fatal("%v", err)

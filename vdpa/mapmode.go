@@ -1,0 +1,99 @@
+package vdpa
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// MapMode says how a vDPA device's parent turns the IOTLB into DMA, which
+// decides what memory VhostDevice.Map may take.
+type MapMode int
+
+const (
+	// MapUnknown: sysfs did not show the parent. Map checks the memory as
+	// for MapVA, which a PA parent would not need but never harms it.
+	MapUnknown MapMode = iota
+	// MapVA: the parent maps process virtual addresses (vhost-vdpa's
+	// use_va: VDUSE, and vdpa_sim with use_va=1, its default). The
+	// kernel maps only shared mappings of files and silently skips other
+	// memory, so Map refuses anything else.
+	MapVA
+	// MapPA: the parent pins the pages and maps their physical addresses
+	// (hardware: a PCI function or an auxiliary device such as an mlx5
+	// sub-function). Any memory works, anonymous included.
+	MapPA
+)
+
+func (m MapMode) String() string {
+	switch m {
+	case MapVA:
+		return "va"
+	case MapPA:
+		return "pa"
+	}
+	return "unknown"
+}
+
+// mapModeOf decides by the vdpa device's parent: its bus or class
+// ("vduse", "pci", "auxiliary"; "" for none) and its name. simUseVA is
+// vdpa_sim's use_va parameter, for parents named vdpasim*.
+func mapModeOf(parentSubsystem, parentName string, simUseVA bool) MapMode {
+	switch {
+	case parentSubsystem == "vduse":
+		return MapVA
+	case parentSubsystem == "pci", parentSubsystem == "auxiliary":
+		return MapPA
+	case strings.HasPrefix(parentName, "vdpasim"):
+		if simUseVA {
+			return MapVA
+		}
+		return MapPA
+	}
+	return MapUnknown
+}
+
+// SysfsRoot is where sysfs is mounted.
+const SysfsRoot = "/sys"
+
+// mapModeOfNode finds the vdpa device behind the char device rdev
+// (/sys/dev/char/MAJ:MIN is its vhost-vdpa-N, whose parent is the vdpa
+// device, whose parent is the vdpa device's parent) and decides its
+// MapMode. name is "" and the mode MapUnknown when sysfs does not show it.
+func mapModeOfNode(sys string, rdev uint64) (name string, mode MapMode) {
+	node, err := filepath.EvalSymlinks(filepath.Join(sys, "dev/char", devString(rdev)))
+	if err != nil || !strings.HasPrefix(filepath.Base(node), "vhost-vdpa-") {
+		return "", MapUnknown
+	}
+	vdev := filepath.Dir(node)
+	if sub, err := os.Readlink(filepath.Join(vdev, "subsystem")); err != nil || filepath.Base(sub) != "vdpa" {
+		return "", MapUnknown
+	}
+	parent := filepath.Dir(vdev)
+	subsystem := ""
+	if sub, err := os.Readlink(filepath.Join(parent, "subsystem")); err == nil {
+		subsystem = filepath.Base(sub)
+	}
+	useVA, _ := os.ReadFile(filepath.Join(sys, "module/vdpa_sim/parameters/use_va"))
+	return filepath.Base(vdev), mapModeOf(subsystem, filepath.Base(parent), strings.TrimSpace(string(useVA)) != "N")
+}
+
+// devString is "MAJ:MIN", as sysfs writes a device number.
+func devString(rdev uint64) string {
+	return uitoa(uint64(unix.Major(rdev))) + ":" + uitoa(uint64(unix.Minor(rdev)))
+}
+
+func uitoa(v uint64) string {
+	var b [20]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + v%10)
+		v /= 10
+		if v == 0 {
+			return string(b[i:])
+		}
+	}
+}
