@@ -10,6 +10,6 @@ import (
 func main() {
 	if err := newApp().Run(os.Args); err != nil {
 		fmt.Fprintln(os.Stderr, "netctl:", err)
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
 }
