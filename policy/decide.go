@@ -125,8 +125,8 @@ func Decide(h *host.Description, req Request) (Decision, error) {
 	}
 	d.QEMUVersion = firstNonEmpty(h.QEMU.Version, req.QEMU)
 	if d.QEMUVersion == "" {
-		d.Notes = append(d.Notes, "QEMU version unknown ("+firstNonEmpty(h.QEMU.Error, "the probe found no QEMU")+
-			"): properties are given as QEMU 8.2 and later know them; leave out guest_uso4, guest_uso6 and host_uso before 8.2, and queue_reset before 7.2 (such a QEMU offers none of them)")
+		d.Notes = append(d.Notes, "QEMU version unknown (the probe found no QEMU; netctl plan --qemu VERSION names it): "+
+			"properties are given as QEMU 8.2 knows them; before 8.2 leave out guest_uso4, guest_uso6 and host_uso, before 7.2 queue_reset (such a QEMU offers none of them)")
 	}
 
 	// What the backend carries, and why each other managed bit is missing.

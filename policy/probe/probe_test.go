@@ -93,12 +93,12 @@ func TestParseQEMUVersion(t *testing.T) {
 	for out, want := range map[string]string{
 		// this machine's QEMU, and upstream builds
 		"QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18)\nCopyright (c) 2003-2022 Fabrice Bellard and the QEMU Project developers\n": "7.2.22",
-		"QEMU emulator version 8.2.2\n": "8.2.2",
+		"QEMU emulator version 8.2.2\n":            "8.2.2",
 		"QEMU emulator version 10.1.0 (v10.1.0)\n": "10.1.0",
-		"qemu-img version 7.2.22\n":                 "",
-		"QEMU emulator version 7\n":                 "",
-		"QEMU emulator version 7.x.1\n":             "",
-		"":                                          "",
+		"qemu-img version 7.2.22\n":                "",
+		"QEMU emulator version 7\n":                "",
+		"QEMU emulator version 7.x.1\n":            "",
+		"":                                         "",
 	} {
 		got, err := ParseQEMUVersion(out)
 		if got != want || (err != nil) != (want == "") {

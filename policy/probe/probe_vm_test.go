@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/netctl/netctl/internal/testenv"
 	"github.com/netctl/netctl/policy/host"
 	"github.com/netctl/netctl/test/vduse"
@@ -110,9 +112,18 @@ func TestVMProbeVDPADevice(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.DeleteDevice("probevdpa0")
+	// The VM has no hostname ("(none)", which netctl plan refuses); name
+	// it, so that the logged probe is a document plan takes
+	// (policy/testdata/probe-6.12-vdpa.json).
+	if err := unix.Sethostname([]byte("vm-6-12-vdpa")); err != nil {
+		t.Fatal(err)
+	}
 	r, err := Probe(nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if r.Hostname != "vm-6-12-vdpa" {
+		t.Errorf("hostname %q", r.Hostname)
 	}
 	i := slices.IndexFunc(r.VDPA.Devices, func(d host.VDPADevice) bool { return d.Name == "probevdpa0" })
 	if i < 0 {
