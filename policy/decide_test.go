@@ -266,3 +266,26 @@ func TestRequirementsMatchTheOffloadTable(t *testing.T) {
 		t.Errorf("Close(GUEST_ECN|GUEST_TSO4) = %v, want nothing (TSO4 needs GUEST_CSUM, then ECN needs TSO)", got)
 	}
 }
+
+// TestDecideVDPAOnTheVM: the 6.12 VM's probe with a VDUSE device that does
+// checksum and TSO on transmit only (policy/probe's VM test made it): the
+// offer is what the device has, and every other feature gets its property.
+func TestDecideVDPAOnTheVM(t *testing.T) {
+	d, err := Decide(load(t, "probe-6.12-vdpa.json"), Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkDecision(t, d, Request{})
+	want := virtio.NetCsum | virtio.NetHostTSO4 | virtio.NetHostTSO6 | virtio.NetHostECN | virtio.NetMrgRxbuf | virtio.EventIdx | virtio.Version1
+	if d.Backend != BackendVDPA || d.Offer != want || !strings.Contains(d.Steps[0].Reason, "probevdpa0 is bound to vhost_vdpa") {
+		t.Errorf("%s offering %v, want vdpa offering %v; steps %+v", d.Backend, d.Offer, want, d.Steps)
+	}
+	for _, p := range []string{"guest_csum", "guest_tso4", "host_ufo", "indirect_desc", "queue_reset", "host_uso"} {
+		if d.QEMU[p] != "off" {
+			t.Errorf("property %s=%q, want off (properties %v)", p, d.QEMU[p], d.QEMU)
+		}
+	}
+	if !strings.Contains(d.Dropped["GUEST_TSO4"], "vdpa device probevdpa0 does not offer it") || d.ZeroCopy != "" {
+		t.Errorf("dropped %v, zero-copy %q", d.Dropped, d.ZeroCopy)
+	}
+}

@@ -9,7 +9,8 @@ import (
 )
 
 // load reads a host description saved from a real netctl probe -j: the
-// 6.12 and 6.1 test VMs (vm-6-12, vm-6-1) and this development machine as
+// 6.12 and 6.1 test VMs (vm-6-12, vm-6-1; vm-6-12-vdpa with a VDUSE device
+// bound to vhost_vdpa) and this development machine as
 // root and as nobody (host "vm": no vhost-net, tun with USO, QEMU 7.2.22).
 func load(t testing.TB, name string) *host.Description {
 	t.Helper()
