@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/netctl/netctl/policy/host"
-	"github.com/netctl/netctl/virtio"
 )
 
 // load reads a host description saved from a real netctl probe -j: the
@@ -59,5 +58,3 @@ func checkDecision(t testing.TB, d Decision, req Request) {
 		t.Fatalf("offer names %v for %v", d.OfferNames, d.Offer)
 	}
 }
-
-func names(f virtio.Features) []string { return f.Names() }
