@@ -78,3 +78,17 @@ func TestPlanUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestProbeUsageErrors: a bad --dev is refused before anything is probed,
+// with exit code 2.
+func TestProbeUsageErrors(t *testing.T) {
+	for _, dev := range []string{"", "a-name-of-16-chr"} {
+		app := newApp()
+		var out bytes.Buffer
+		app.Writer, app.ErrWriter = &out, &out
+		err := app.Run([]string{"netctl", "probe", "--dev", dev})
+		if exitCode(err) != 2 || !strings.Contains(err.Error(), "a device name has 1 to 15 characters") || out.Len() != 0 {
+			t.Errorf("probe --dev %q: exit %d, %v, printed %q", dev, exitCode(err), err, out.String())
+		}
+	}
+}
