@@ -22,7 +22,7 @@ var tapNames = []string{"csum", "tso4", "tso6", "tso_ecn", "ufo", "uso4", "uso6"
 func FuzzDecide(f *testing.F) {
 	f.Add(uint8(0x7f), true, true, uint64(0x1033d008000), uint64(0), uint64(0), uint64(0), uint8(0), uint8(0), uint8(1), uint8(0))
 	f.Add(uint8(0x1e), true, true, uint64(0x33d008000), uint64(0), uint64(0), uint64(1), uint8(1), uint8(0), uint8(4), uint8(1))
-	f.Add(uint8(0x7f), false, false, uint64(0), uint64(0x1300018821), uint64(0), uint64(0), uint8(2), uint8(1), uint8(1), uint8(2))
+	f.Add(uint8(0x7f), false, false, uint64(0), uint64(0x32001b829), uint64(0), uint64(0), uint8(2), uint8(1), uint8(1), uint8(2))
 	f.Fuzz(func(t *testing.T, tapBits uint8, vhost, tap bool, vhostFeat, vdpaFeat, enable, disable uint64, profile, backend, queues, qemu uint8) {
 		h := load(t, "probe-6.12.json")
 		h.VhostNet.Available, h.Tap.Available = vhost, tap
