@@ -277,6 +277,8 @@ func (d *Decision) carries(h *host.Description, req Request, vdev host.VDPADevic
 			case !h.Tap.Available:
 				why[o.F] = "no tap (" + firstNonEmpty(h.Tap.Error, "the probe found none") +
 					"): QEMU's own networking carries no virtio-net header, so no checksum or segmentation offload"
+			case missing != "" && h.Tap.Error != "":
+				why[o.F] = "the tap's offloads are unknown (" + h.Tap.Error + "), so TUN_F_" + strings.ToUpper(missing) + " cannot be counted on"
 			case missing != "":
 				why[o.F] = fmt.Sprintf("tun on %s refuses TUN_F_%s%s", h.Kernel, strings.ToUpper(missing), linuxNeeded(missing))
 			default:

@@ -138,6 +138,14 @@ func TestDecideUserspacePath(t *testing.T) {
 	if d.Backend != BackendUserspace || !d.Offer.Has(virtio.Version1|virtio.EventIdx) {
 		t.Errorf("no tap: %s offering %v", d.Backend, d.Offer)
 	}
+	// A tap whose offloads could not be probed takes no receive offload
+	// (transmit ones need only the header), and the reason says so.
+	unprobed := *r
+	unprobed.Tap = host.Tap{Available: true, Error: "offloads not probed: permission denied"}
+	d, _ = Decide(&unprobed, Request{})
+	if d.Offer.Has(virtio.NetGuestCsum) || !strings.Contains(d.Dropped["GUEST_CSUM"], "the tap's offloads are unknown (offloads not probed: permission denied)") {
+		t.Errorf("unprobed tap: offer %v, dropped %v", d.Offer, d.Dropped)
+	}
 }
 
 // TestDecideQEMUVersion: this machine's probe (QEMU 7.2.22, which has no
