@@ -8,8 +8,6 @@ import (
 	"math/bits"
 	"strconv"
 	"strings"
-
-	"github.com/netctl/netctl/internal/linux"
 )
 
 // Features is a 64-bit virtio feature word.
@@ -20,58 +18,58 @@ func Bit(n uint) Features { return 1 << n }
 
 // Named feature bits.
 const (
-	NetCsum              = Features(1) << linux.VIRTIO_NET_F_CSUM
-	NetGuestCsum         = Features(1) << linux.VIRTIO_NET_F_GUEST_CSUM
-	NetCtrlGuestOffloads = Features(1) << linux.VIRTIO_NET_F_CTRL_GUEST_OFFLOADS
-	NetMTU               = Features(1) << linux.VIRTIO_NET_F_MTU
-	NetMAC               = Features(1) << linux.VIRTIO_NET_F_MAC
-	NetGSO               = Features(1) << linux.VIRTIO_NET_F_GSO
-	NetGuestTSO4         = Features(1) << linux.VIRTIO_NET_F_GUEST_TSO4
-	NetGuestTSO6         = Features(1) << linux.VIRTIO_NET_F_GUEST_TSO6
-	NetGuestECN          = Features(1) << linux.VIRTIO_NET_F_GUEST_ECN
-	NetGuestUFO          = Features(1) << linux.VIRTIO_NET_F_GUEST_UFO
-	NetHostTSO4          = Features(1) << linux.VIRTIO_NET_F_HOST_TSO4
-	NetHostTSO6          = Features(1) << linux.VIRTIO_NET_F_HOST_TSO6
-	NetHostECN           = Features(1) << linux.VIRTIO_NET_F_HOST_ECN
-	NetHostUFO           = Features(1) << linux.VIRTIO_NET_F_HOST_UFO
-	NetMrgRxbuf          = Features(1) << linux.VIRTIO_NET_F_MRG_RXBUF
-	NetStatus            = Features(1) << linux.VIRTIO_NET_F_STATUS
-	NetCtrlVQ            = Features(1) << linux.VIRTIO_NET_F_CTRL_VQ
-	NetCtrlRx            = Features(1) << linux.VIRTIO_NET_F_CTRL_RX
-	NetCtrlVLAN          = Features(1) << linux.VIRTIO_NET_F_CTRL_VLAN
-	NetCtrlRxExtra       = Features(1) << linux.VIRTIO_NET_F_CTRL_RX_EXTRA
-	NetGuestAnnounce     = Features(1) << linux.VIRTIO_NET_F_GUEST_ANNOUNCE
-	NetMQ                = Features(1) << linux.VIRTIO_NET_F_MQ
-	NetCtrlMACAddr       = Features(1) << linux.VIRTIO_NET_F_CTRL_MAC_ADDR
-	NetDeviceStats       = Features(1) << linux.VIRTIO_NET_F_DEVICE_STATS
-	NetVQNotfCoal        = Features(1) << linux.VIRTIO_NET_F_VQ_NOTF_COAL
-	NetNotfCoal          = Features(1) << linux.VIRTIO_NET_F_NOTF_COAL
-	NetGuestUSO4         = Features(1) << linux.VIRTIO_NET_F_GUEST_USO4 // Linux 6.2
-	NetGuestUSO6         = Features(1) << linux.VIRTIO_NET_F_GUEST_USO6 // Linux 6.2
-	NetHostUSO           = Features(1) << linux.VIRTIO_NET_F_HOST_USO   // Linux 6.2
-	NetHashReport        = Features(1) << linux.VIRTIO_NET_F_HASH_REPORT
-	NetGuestHdrLen       = Features(1) << linux.VIRTIO_NET_F_GUEST_HDRLEN
-	NetRSS               = Features(1) << linux.VIRTIO_NET_F_RSS
-	NetRSCExt            = Features(1) << linux.VIRTIO_NET_F_RSC_EXT
-	NetStandby           = Features(1) << linux.VIRTIO_NET_F_STANDBY
-	NetSpeedDuplex       = Features(1) << linux.VIRTIO_NET_F_SPEED_DUPLEX
+	NetCsum              = Features(1) << 0
+	NetGuestCsum         = Features(1) << 1
+	NetCtrlGuestOffloads = Features(1) << 2
+	NetMTU               = Features(1) << 3
+	NetMAC               = Features(1) << 5
+	NetGSO               = Features(1) << 6
+	NetGuestTSO4         = Features(1) << 7
+	NetGuestTSO6         = Features(1) << 8
+	NetGuestECN          = Features(1) << 9
+	NetGuestUFO          = Features(1) << 10
+	NetHostTSO4          = Features(1) << 11
+	NetHostTSO6          = Features(1) << 12
+	NetHostECN           = Features(1) << 13
+	NetHostUFO           = Features(1) << 14
+	NetMrgRxbuf          = Features(1) << 15
+	NetStatus            = Features(1) << 16
+	NetCtrlVQ            = Features(1) << 17
+	NetCtrlRx            = Features(1) << 18
+	NetCtrlVLAN          = Features(1) << 19
+	NetCtrlRxExtra       = Features(1) << 20
+	NetGuestAnnounce     = Features(1) << 21
+	NetMQ                = Features(1) << 22
+	NetCtrlMACAddr       = Features(1) << 23
+	NetDeviceStats       = Features(1) << 50
+	NetVQNotfCoal        = Features(1) << 52
+	NetNotfCoal          = Features(1) << 53
+	NetGuestUSO4         = Features(1) << 54 // Linux 6.2
+	NetGuestUSO6         = Features(1) << 55 // Linux 6.2
+	NetHostUSO           = Features(1) << 56 // Linux 6.2
+	NetHashReport        = Features(1) << 57
+	NetGuestHdrLen       = Features(1) << 59
+	NetRSS               = Features(1) << 60
+	NetRSCExt            = Features(1) << 61
+	NetStandby           = Features(1) << 62
+	NetSpeedDuplex       = Features(1) << 63
 
-	NotifyOnEmpty     = Features(1) << linux.VIRTIO_F_NOTIFY_ON_EMPTY
-	LogAll            = Features(1) << linux.VHOST_F_LOG_ALL // vhost: dirty-page logging
-	AnyLayout         = Features(1) << linux.VIRTIO_F_ANY_LAYOUT
+	NotifyOnEmpty     = Features(1) << 24
+	LogAll            = Features(1) << 26 // vhost: dirty-page logging
+	AnyLayout         = Features(1) << 27
 	VhostNetVirtioHdr = AnyLayout // vhost-net: vhost adds/strips the header (same bit 27)
-	IndirectDesc      = Features(1) << linux.VIRTIO_RING_F_INDIRECT_DESC
-	EventIdx          = Features(1) << linux.VIRTIO_RING_F_EVENT_IDX
-	Version1          = Features(1) << linux.VIRTIO_F_VERSION_1
-	AccessPlatform    = Features(1) << linux.VIRTIO_F_ACCESS_PLATFORM
-	RingPacked        = Features(1) << linux.VIRTIO_F_RING_PACKED
-	InOrder           = Features(1) << linux.VIRTIO_F_IN_ORDER
-	OrderPlatform     = Features(1) << linux.VIRTIO_F_ORDER_PLATFORM
-	SRIOV             = Features(1) << linux.VIRTIO_F_SR_IOV
-	NotificationData  = Features(1) << linux.VIRTIO_F_NOTIFICATION_DATA
-	NotifConfigData   = Features(1) << linux.VIRTIO_F_NOTIF_CONFIG_DATA
-	RingReset         = Features(1) << linux.VIRTIO_F_RING_RESET
-	AdminVQ           = Features(1) << linux.VIRTIO_F_ADMIN_VQ
+	IndirectDesc      = Features(1) << 28
+	EventIdx          = Features(1) << 29
+	Version1          = Features(1) << 32
+	AccessPlatform    = Features(1) << 33
+	RingPacked        = Features(1) << 34
+	InOrder           = Features(1) << 35
+	OrderPlatform     = Features(1) << 36
+	SRIOV             = Features(1) << 37
+	NotificationData  = Features(1) << 38
+	NotifConfigData   = Features(1) << 39
+	RingReset         = Features(1) << 40
+	AdminVQ           = Features(1) << 41
 )
 
 // names of the bits, as the kernel headers spell them without prefixes

@@ -54,18 +54,3 @@ func TestSelftestWithoutVhostNet(t *testing.T) {
 		t.Errorf("got %v, want a selftest failure that says to load vhost_net", err)
 	}
 }
-
-// TestPlanDropsUSO: netctl plan on the probe output of the 6.12 and 6.1
-// VMs (saved in policy/testdata) drops USO and says why.
-func TestPlanDropsUSO(t *testing.T) {
-	out := run(t, "plan", "../../policy/testdata/probe-6.12.json", "../../policy/testdata/probe-6.1.json")
-	for _, want := range []string{"safe on all 2 hosts:", "GUEST_TSO4", "dropped GUEST_USO4: missing on probe-6.1 (tun on 6.1.0-57-amd64 refuses TUN_F_USO4; UDP segmentation offload needs Linux 6.2)",
-		"guest_uso4=off"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("plan output lacks %q:\n%s", want, out)
-		}
-	}
-	if strings.Contains(strings.SplitN(out, "\n", 2)[0], "USO") {
-		t.Errorf("USO offered as safe:\n%s", out)
-	}
-}

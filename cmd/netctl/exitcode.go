@@ -170,3 +170,14 @@ func argsWantJSON(args []string) bool {
 	}
 	return false
 }
+
+// usage is a usage error whose message names its command itself ("plan:
+// ..."); %w works. The hint names that command's help.
+func usage(format string, a ...any) error {
+	err := fmt.Errorf(format, a...)
+	path := "netctl"
+	if noun, _, ok := strings.Cut(err.Error(), ":"); ok && !strings.ContainsAny(noun, " \t") {
+		path += " " + noun
+	}
+	return &usageError{path: path, err: err}
+}

@@ -1,17 +1,18 @@
 package main
 
 import (
-	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
-	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/netctl/netctl/policy"
-	"github.com/netctl/netctl/policy/probe"
+	"github.com/netctl/netctl/policy/host"
 )
 
 func planCommand() *cli.Command {
@@ -21,50 +22,127 @@ func planCommand() *cli.Command {
 		ArgsUsage: "HOST.json...",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "profile", Value: policy.Throughput, Usage: "throughput, latency or compat"},
+			&cli.StringFlag{Name: "qemu", Usage: "QEMU version to assume on hosts whose probe found no QEMU (e.g. 8.2.2)"},
 			&cli.BoolFlag{Name: "json", Aliases: []string{"j"}, Usage: "print JSON"},
 		},
 		Action: func(c *cli.Context) error {
-			if c.Args().Len() == 0 {
-				return fmt.Errorf("plan: name the probe files of the hosts (netctl probe -j > HOST.json on each)")
-			}
-			hosts := map[string]*probe.Result{}
-			for _, f := range c.Args().Slice() {
-				b, err := os.ReadFile(f)
-				if err != nil {
-					return fmt.Errorf("plan: %w", err)
-				}
-				var r probe.Result
-				if err := json.Unmarshal(b, &r); err != nil {
-					return fmt.Errorf("plan: %s is not netctl probe -j output: %w", f, err)
-				}
-				hosts[strings.TrimSuffix(filepath.Base(f), ".json")] = &r
-			}
-			p, err := policy.Plan(hosts, policy.Request{Profile: c.String("profile")})
+			hosts, err := readProbes(c.Args().Slice())
 			if err != nil {
 				return err
+			}
+			p, err := policy.Plan(hosts, policy.Request{Profile: c.String("profile"), QEMU: c.String("qemu")})
+			if errors.Is(err, policy.ErrInvalid) {
+				return usage("plan: %w", err)
+			} else if err != nil {
+				return fmt.Errorf("plan: %w", err)
 			}
 			if c.Bool("json") {
 				return printJSON(c.App.Writer, p)
 			}
-			w := c.App.Writer
-			fmt.Fprintf(w, "safe on all %d hosts: %s\n", len(hosts), strings.Join(p.Offer, " "))
-			for _, d := range p.Differences {
-				var on []string
-				for h, why := range d.Missing {
-					on = append(on, fmt.Sprintf("%s (%s)", h, why))
-				}
-				sort.Strings(on)
-				fmt.Fprintf(w, "dropped %s: missing on %s\n", d.Feature, strings.Join(on, ", "))
-			}
-			if len(p.QEMU) > 0 {
-				var props []string
-				for k, v := range p.QEMU {
-					props = append(props, k+"="+v)
-				}
-				sort.Strings(props)
-				fmt.Fprintf(w, "QEMU virtio-net-pci properties: %s\n", strings.Join(props, ","))
-			}
+			printPlan(c.App.Writer, p)
 			return nil
 		},
 	}
+}
+
+// readProbes reads and checks the probe files; any bad file, no file, or
+// two files of one host is a usage error.
+func readProbes(files []string) ([]*host.Description, error) {
+	if len(files) == 0 {
+		return nil, usage("plan: name the probe files of the hosts (netctl probe -j > HOST.json on each)")
+	}
+	if len(files) > policy.MaxHosts {
+		return nil, usage("plan: %d files: name 1 to %d hosts", len(files), policy.MaxHosts)
+	}
+	var hosts []*host.Description
+	fileOf := map[string]string{}
+	for _, f := range files {
+		b, err := readCapped(f, host.MaxDocument)
+		if err != nil {
+			return nil, usage("plan: %w", err)
+		}
+		h, err := host.Parse(b)
+		if err != nil {
+			return nil, usage("plan: %s: %w", f, err)
+		}
+		if prev, dup := fileOf[h.Hostname]; dup {
+			return nil, usage("plan: %s and %s are both probes of host %s: give each host once", prev, f, h.Hostname)
+		}
+		fileOf[h.Hostname] = f
+		hosts = append(hosts, h)
+	}
+	return hosts, nil
+}
+
+// readCapped reads a file of at most max bytes.
+func readCapped(name string, max int) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if len(b) > max {
+		return nil, fmt.Errorf("%s: more than %d bytes, so not a probe document", name, max)
+	}
+	return b, nil
+}
+
+func printPlan(w io.Writer, p policy.PlanResult) {
+	fmt.Fprintf(w, "safe on all %d hosts (%s): %s\n", len(p.Hosts), strings.Join(p.Hosts, " "), strings.Join(p.Offer, " "))
+	for _, h := range p.Hosts {
+		fmt.Fprintf(w, "backend on %s: %s\n", h, p.Backends[h])
+	}
+	for _, d := range p.Differences {
+		var on []string
+		for h, why := range d.Missing {
+			on = append(on, fmt.Sprintf("%s (%s)", h, why))
+		}
+		sort.Strings(on)
+		switch {
+		case len(on) > 0 && d.Reason != "":
+			fmt.Fprintf(w, "dropped %s: missing on %s; %s\n", d.Feature, strings.Join(on, ", "), d.Reason)
+		case len(on) > 0:
+			fmt.Fprintf(w, "dropped %s: missing on %s\n", d.Feature, strings.Join(on, ", "))
+		default:
+			fmt.Fprintf(w, "dropped %s: %s\n", d.Feature, d.Reason)
+		}
+	}
+	if len(p.QEMU) > 0 {
+		fmt.Fprintf(w, "QEMU virtio-net-pci properties: %s\n", props(p.QEMU))
+	}
+	hosts := make([]string, 0, len(p.QEMUByHost))
+	for h := range p.QEMUByHost {
+		hosts = append(hosts, h)
+	}
+	slices.Sort(hosts)
+	for _, h := range hosts {
+		fmt.Fprintf(w, "  and on %s only: %s\n", h, props(p.QEMUByHost[h]))
+	}
+	for _, k := range sortedKeys(p.Unavailable) {
+		fmt.Fprintf(w, "not emitted: %s: %s\n", k, p.Unavailable[k])
+	}
+	for _, n := range p.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+}
+
+func props(m map[string]string) string {
+	var s []string
+	for _, k := range sortedKeys(m) {
+		s = append(s, k+"="+m[k])
+	}
+	return strings.Join(s, ",")
+}
+
+func sortedKeys(m map[string]string) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -13,14 +15,16 @@ import (
 func probeCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "probe",
-		Usage: "show what this host's kernel offers: vhost-net, tap offloads, macvtap, vDPA, zero-copy",
+		Usage: "show what this host's kernel offers: vhost-net, tap offloads, macvtap, vDPA, zero-copy, QEMU (what cannot be read, e.g. without root, says why)",
 		Flags: []cli.Flag{
-			&cli.StringSliceFlag{Name: "dev", Usage: "also read the ethtool features of this device (repeatable)"},
-			&cli.BoolFlag{Name: "json", Aliases: []string{"j"}, Usage: "print JSON"},
+			&cli.StringSliceFlag{Name: "dev", Usage: "also read the ethtool features of this device (repeatable; shown in the order given)"},
+			&cli.BoolFlag{Name: "json", Aliases: []string{"j"}, Usage: "print JSON (the document netctl plan reads)"},
 		},
 		Action: func(c *cli.Context) error {
 			r, err := probe.Probe(c.StringSlice("dev"))
-			if err != nil {
+			if errors.Is(err, probe.ErrInvalid) {
+				return usage("%w", err)
+			} else if err != nil {
 				return err
 			}
 			if c.Bool("json") {
@@ -43,12 +47,17 @@ func yesNo(ok bool, why string) string {
 }
 
 func printProbe(w io.Writer, r *probe.Result) {
+	fmt.Fprintf(w, "host:        %s\n", r.Hostname)
 	fmt.Fprintf(w, "kernel:      %s\n", r.Kernel)
 	fmt.Fprintf(w, "vhost-net:   %s\n", yesNo(r.VhostNet.Available, r.VhostNet.Error))
 	if r.VhostNet.Available {
+		bp := "unknown (" + r.VhostNet.BusyPollError + ")"
+		if r.VhostNet.BusyPoll != nil {
+			bp = fmt.Sprint(*r.VhostNet.BusyPoll)
+		}
 		fmt.Fprintf(w, "  features:  %s (%s)\n", strings.Join(r.VhostNet.Features, "|"), r.VhostNet.FeaturesHex)
-		fmt.Fprintf(w, "  max_mem_regions %d, busy-poll %v, fork-from-owner control %v\n",
-			r.VhostNet.MaxMemRegions, r.VhostNet.BusyPoll, r.VhostNet.ForkFromOwner)
+		fmt.Fprintf(w, "  max_mem_regions %d, busy-poll %s, fork-from-owner control %v\n",
+			r.VhostNet.MaxMemRegions, bp, r.VhostNet.ForkFromOwner)
 	}
 	fmt.Fprintf(w, "tap:         %s\n", yesNo(r.Tap.Available, r.Tap.Error))
 	if r.Tap.Available {
@@ -62,17 +71,35 @@ func printProbe(w io.Writer, r *probe.Result) {
 	if r.VDPA.Available {
 		fmt.Fprintf(w, "  mgmtdevs:  %s\n", strings.Join(r.VDPA.MgmtDevs, " "))
 		for _, d := range r.VDPA.Devices {
-			fmt.Fprintf(w, "  device %s bound to %s\n", d.Name, d.Driver)
+			fmt.Fprintf(w, "  device %s bound to %s, features %s", d.Name, d.Driver, strings.Join(d.Features, "|"))
+			if d.Error != "" {
+				fmt.Fprintf(w, " (%s)", d.Error)
+			}
+			fmt.Fprintln(w)
 		}
 	}
-	fmt.Fprintf(w, "zero-copy:   %s\n", yesNo(r.ZeroCopy.Enabled, r.ZeroCopy.Advice))
-	for d, feats := range r.Devices {
+	zc := yesNo(r.ZeroCopy.Enabled, r.ZeroCopy.Advice)
+	if r.ZeroCopy.Error != "" {
+		zc = "unknown: " + r.ZeroCopy.Error
+	}
+	fmt.Fprintf(w, "zero-copy:   %s\n", zc)
+	if r.QEMU.Version != "" {
+		fmt.Fprintf(w, "qemu:        %s (%s)\n", r.QEMU.Version, r.QEMU.Binary)
+	} else {
+		fmt.Fprintf(w, "qemu:        unknown: %s\n", r.QEMU.Error)
+	}
+	for _, d := range r.Devices {
+		if d.Error != "" {
+			fmt.Fprintf(w, "device %s: %s\n", d.Name, d.Error)
+			continue
+		}
 		var on []string
-		for n, v := range feats {
+		for n, v := range d.Features {
 			if v {
 				on = append(on, n)
 			}
 		}
-		fmt.Fprintf(w, "device %s: %s\n", d, strings.Join(on, " "))
+		slices.Sort(on)
+		fmt.Fprintf(w, "device %s: %s\n", d.Name, strings.Join(on, " "))
 	}
 }

@@ -1,199 +1,216 @@
 // Package probe finds out what this host's kernel offers netctl:
-// vhost-net, tun and its offloads, macvtap, vDPA and zero-copy TX
-// (netctl probe). Scratch devices are made in a throwaway network
-// namespace, so probing changes nothing on the host.
+// vhost-net, tun and its offloads, macvtap, vDPA, zero-copy TX and the
+// installed QEMU (netctl probe). Scratch devices are made in a throwaway
+// network namespace, so probing changes nothing on the host.
+//
+// The result is a host.Description. Each section is read on its own: one
+// that cannot be read (no root, no module, an unknown --dev) carries its
+// reason in its Error field and the others are still reported.
 package probe
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"runtime"
+	"slices"
+	"time"
 
-	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/netctl/netctl/internal/errs"
 	"github.com/netctl/netctl/macvtap"
+	"github.com/netctl/netctl/policy/host"
 	"github.com/netctl/netctl/vdpa"
 	"github.com/netctl/netctl/vhostnet"
 	"github.com/netctl/netctl/zerocopy"
 )
 
-// Result is what Probe found. The JSON keys are stable.
-type Result struct {
-	Kernel   string                     `json:"kernel"`
-	VhostNet VhostNet                   `json:"vhost_net"`
-	Tap      Tap                        `json:"tap"`
-	Macvtap  Macvtap                    `json:"macvtap"`
-	VDPA     VDPA                       `json:"vdpa"`
-	ZeroCopy zerocopy.Status            `json:"zerocopy"`
-	Devices  map[string]map[string]bool `json:"devices,omitempty"` // ethtool features of the devices asked for
+// Result is the host description Probe fills in.
+type Result = host.Description
+
+// ErrInvalid is returned (wrapped) for a bad list of devices.
+var ErrInvalid = errs.ErrInvalid
+
+// MaxDevs bounds the devices one probe reads.
+const MaxDevs = 64
+
+// sources are where the sections come from: the host's kernel in Probe,
+// stand-ins in unit tests.
+type sources struct {
+	uname       func() (hostname, release string)
+	vhostNet    func(*host.VhostNet)
+	scratch     func(*Result) // tap and macvtap
+	vdpa        func(*host.VDPA)
+	zeroCopy    func() (zerocopy.Status, error)
+	qemu        func(*host.QEMU)
+	devFeatures func(name string) (map[string]bool, error)
 }
 
-// VhostNet is /dev/vhost-net's state.
-type VhostNet struct {
-	Available     bool     `json:"available"`
-	Error         string   `json:"error,omitempty"`
-	Features      []string `json:"features,omitempty"`
-	FeaturesHex   string   `json:"features_hex,omitempty"`
-	MaxMemRegions int      `json:"max_mem_regions,omitempty"`
-	BusyPoll      bool     `json:"busy_poll"`       // VHOST_SET_VRING_BUSYLOOP_TIMEOUT (Linux 4.6+)
-	ForkFromOwner bool     `json:"fork_from_owner"` // VHOST_SET_FORK_FROM_OWNER
-}
-
-// Tap is tun's state and the offloads a tap really takes (found by trial).
-type Tap struct {
-	Available bool     `json:"available"`
-	Error     string   `json:"error,omitempty"`
-	Offloads  []string `json:"offloads"`
-}
-
-// Macvtap says whether macvtap links can be made.
-type Macvtap struct {
-	Available bool     `json:"available"`
-	Error     string   `json:"error,omitempty"`
-	Offloads  []string `json:"offloads,omitempty"`
-}
-
-// VDPA is the vdpa family's state.
-type VDPA struct {
-	Available bool         `json:"available"`
-	Error     string       `json:"error,omitempty"`
-	MgmtDevs  []string     `json:"mgmtdevs"`
-	Devices   []VDPADevice `json:"devices"`
-}
-
-// VDPADevice is a vdpa device and its bus driver.
-type VDPADevice struct {
-	Name   string `json:"name"`
-	Driver string `json:"driver"`
-}
-
-// Probe looks at everything; devs names network devices whose features to
-// read (lower devices of macvtaps or packet sockets).
-func Probe(devs []string) (*Result, error) {
-	var uts unix.Utsname
-	unix.Uname(&uts)
-	r := &Result{Kernel: unix.ByteSliceToString(uts.Release[:]), Tap: Tap{Offloads: []string{}},
-		VDPA: VDPA{MgmtDevs: []string{}, Devices: []VDPADevice{}}}
-	r.probeVhostNet()
-	if err := r.probeScratch(); err != nil {
-		return nil, err
-	}
-	r.probeVDPA()
-	zc, err := zerocopy.Read()
-	if err != nil {
-		return nil, err
-	}
-	r.ZeroCopy = zc
-	for _, d := range devs {
-		f, err := macvtap.ReadFeatures(d)
+var kernel = sources{
+	uname: func() (string, string) {
+		var uts unix.Utsname
+		if err := unix.Uname(&uts); err != nil {
+			return "", ""
+		}
+		return unix.ByteSliceToString(uts.Nodename[:]), unix.ByteSliceToString(uts.Release[:])
+	},
+	vhostNet: probeVhostNet,
+	scratch:  probeScratch,
+	vdpa:     probeVDPA,
+	zeroCopy: zerocopy.Read,
+	qemu:     probeQEMU,
+	devFeatures: func(name string) (map[string]bool, error) {
+		f, err := macvtap.ReadFeatures(name)
 		if err != nil {
-			return nil, fmt.Errorf("probe: --dev %s: %w", d, err)
+			return nil, err
 		}
-		if r.Devices == nil {
-			r.Devices = map[string]map[string]bool{}
+		return f.Active, nil
+	},
+}
+
+// Probe looks at everything; devs names network devices whose ethtool
+// features to read (lower devices of macvtaps or packet sockets), reported
+// in the order given. It fails only for a bad devs list (an empty name,
+// more than MaxDevs); what it cannot read is reported in the result.
+// Without root the scratch devices cannot be made, and tap and macvtap say
+// so.
+func Probe(devs []string) (*Result, error) {
+	return probe(devs, kernel)
+}
+
+func probe(devs []string, src sources) (*Result, error) {
+	if len(devs) > MaxDevs {
+		return nil, fmt.Errorf("probe: %d devices: name 0 to %d: %w", len(devs), MaxDevs, ErrInvalid)
+	}
+	for _, d := range devs {
+		if d == "" || len(d) >= unix.IFNAMSIZ {
+			return nil, fmt.Errorf("probe: --dev %.32q: a device name has 1 to %d characters: %w", d, unix.IFNAMSIZ-1, ErrInvalid)
 		}
-		r.Devices[d] = f.Active
+	}
+	r := &Result{Schema: host.Schema, Tap: host.Tap{Offloads: []string{}},
+		VDPA: host.VDPA{MgmtDevs: []string{}, Devices: []host.VDPADevice{}}}
+	r.Hostname, r.Kernel = src.uname()
+	src.vhostNet(&r.VhostNet)
+	src.scratch(r)
+	src.vdpa(&r.VDPA)
+	zc, err := src.zeroCopy()
+	r.ZeroCopy = host.ZeroCopy{Loaded: zc.Loaded, Enabled: zc.Enabled, Threshold: zc.Threshold, Advice: zc.Advice}
+	if err != nil {
+		r.ZeroCopy.Error = err.Error()
+	}
+	src.qemu(&r.QEMU)
+	var seen []string
+	for _, d := range devs {
+		if slices.Contains(seen, d) {
+			continue
+		}
+		seen = append(seen, d)
+		dev := host.Device{Name: d}
+		if f, err := src.devFeatures(d); err != nil {
+			dev.Error = err.Error()
+		} else {
+			dev.Features = f
+		}
+		r.Devices = append(r.Devices, dev)
 	}
 	return r, nil
 }
 
-func (r *Result) probeVhostNet() {
+func probeVhostNet(v *host.VhostNet) {
 	d, err := vhostnet.Open()
 	if err != nil {
-		r.VhostNet.Error = err.Error()
+		v.Error = err.Error()
+		v.BusyPollError = "no /dev/vhost-net to measure it on"
 		return
 	}
 	defer d.Close()
-	r.VhostNet.Available = true
+	v.Available = true
 	f, err := d.Features()
 	if err != nil {
-		r.VhostNet.Error = err.Error()
+		v.Error = err.Error()
+		v.BusyPollError = "GET_FEATURES failed"
 		return
 	}
-	r.VhostNet.Features, r.VhostNet.FeaturesHex = f.Names(), fmt.Sprintf("%#x", uint64(f))
-	r.VhostNet.MaxMemRegions, _ = vhostnet.MaxMemRegions()
-	r.VhostNet.BusyPoll = true // in vhost since 4.6, older than any kernel netctl supports
-	_, ferr := d.ForkFromOwner()
-	r.VhostNet.ForkFromOwner = ferr == nil
-}
-
-// probeScratch makes a scratch tap (and a macvtap on a veth) in a
-// throwaway network namespace and finds their offloads by trial.
-func (r *Result) probeScratch() error {
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread and its namespace end with this goroutine
-		if err := unix.Unshare(unix.CLONE_NEWNET | unix.CLONE_NEWNS); err != nil {
-			done <- fmt.Errorf("probe: a scratch network namespace needs CAP_SYS_ADMIN (run as root): %w", err)
-			return
-		}
-		// A private /sys that shows the scratch namespace (macvtap's tapN
-		// numbers are read there), mounted only in this thread's view.
-		unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, "")
-		unix.Mount("sysfs", "/sys", "sysfs", 0, "")
-		tap, err := macvtap.CreateTap(macvtap.TapConfig{Name: "probe0", VnetHdr: true})
-		if err != nil {
-			r.Tap.Error = err.Error()
-		} else {
-			r.Tap.Available = true
-			if o, err := macvtap.ProbeOffloads(macvtap.KindTap); err == nil {
-				r.Tap.Offloads = o.Names()
-			}
-			tap.Close()
-		}
-		attrs := netlink.NewLinkAttrs()
-		attrs.Name = "probev0"
-		if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: attrs, PeerName: "probev1"}); err != nil {
-			r.Macvtap.Error = "no veth to put a macvtap on: " + err.Error()
-			done <- nil
-			return
-		}
-		devDir, _ := os.MkdirTemp("", "netctl-probe-")
-		defer os.RemoveAll(devDir)
-		mv, err := macvtap.CreateMacvtap(macvtap.MacvtapConfig{Name: "probemv0", Lower: "probev0", DevDir: devDir})
-		if err != nil {
-			r.Macvtap.Error = err.Error()
-		} else {
-			r.Macvtap.Available = true
-			if o, err := macvtap.ProbeOffloads(macvtap.KindMacvtap); err == nil {
-				r.Macvtap.Offloads = o.Names()
-			}
-			mv.Close()
-		}
-		done <- nil
-	}()
-	return <-done
-}
-
-func (r *Result) probeVDPA() {
-	c, err := vdpa.Dial(context.TODO())
+	v.Features, v.FeaturesHex = f.Names(), fmt.Sprintf("%#x", uint64(f))
+	if n, err := vhostnet.MaxMemRegions(); err != nil {
+		v.Error = "max_mem_regions: " + err.Error()
+	} else {
+		v.MaxMemRegions = n
+	}
+	_, ferr := d.ForkFromOwner() // before SetOwner, which busy-poll needs
+	v.ForkFromOwner = ferr == nil
+	bp, err := measureBusyPoll(d)
 	if err != nil {
-		r.VDPA.Error = err.Error()
+		v.BusyPollError = err.Error()
+		return
+	}
+	v.BusyPoll = &bp
+}
+
+// measureBusyPoll sets a busy-poll timeout on ring 0 and reads it back
+// (the rings take ioctls only once the fd has an owner).
+func measureBusyPoll(d *vhostnet.Device) (bool, error) {
+	if err := d.SetOwner(); err != nil {
+		return false, fmt.Errorf("busy-poll not measured: %w", err)
+	}
+	const usec = 50
+	if err := d.SetBusyLoopTimeout(0, usec); err != nil {
+		if errors.Is(err, unix.ENOTTY) {
+			return false, nil // no VHOST_SET_VRING_BUSYLOOP_TIMEOUT: Linux before 4.6
+		}
+		return false, fmt.Errorf("busy-poll not measured: %w", err)
+	}
+	got, err := d.BusyLoopTimeout(0)
+	if err != nil {
+		return false, fmt.Errorf("busy-poll not measured: %w", err)
+	}
+	return got == usec, d.SetBusyLoopTimeout(0, 0)
+}
+
+func probeVDPA(v *host.VDPA) {
+	// The vdpa family can stall while a device delete waits for its fd to
+	// close (every request blocks): the probe gives it 10 s.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := vdpa.Dial(ctx)
+	if err != nil {
+		v.Error = err.Error()
 		if !errors.Is(err, vdpa.ErrNoVDPA) {
-			r.VDPA.Error = "vdpa: " + err.Error()
+			v.Error = "vdpa: " + err.Error()
 		}
 		return
 	}
 	defer c.Close()
-	r.VDPA.Available = true
-	mds, err := c.MgmtDevs(context.TODO())
+	v.Available = true
+	mds, err := c.MgmtDevs(ctx)
 	if err != nil {
-		r.VDPA.Error = err.Error()
+		v.Error = err.Error()
 		return
 	}
 	for _, m := range mds {
-		r.VDPA.MgmtDevs = append(r.VDPA.MgmtDevs, m.Handle())
+		v.MgmtDevs = append(v.MgmtDevs, m.Handle())
 	}
-	devs, err := c.Devices(context.TODO())
+	devs, err := c.Devices(ctx)
 	if err != nil {
-		r.VDPA.Error = err.Error()
+		v.Error = err.Error()
 		return
 	}
 	for _, d := range devs {
-		drv, _ := vdpa.BoundDriver(d.Name)
-		r.VDPA.Devices = append(r.VDPA.Devices, VDPADevice{Name: d.Name, Driver: drv})
+		dev := host.VDPADevice{Name: d.Name}
+		var whys []string
+		drv, err := vdpa.BoundDriver(d.Name)
+		if err != nil {
+			whys = append(whys, "driver: "+err.Error())
+		}
+		dev.Driver = drv
+		if cfg, err := c.Config(ctx, d.Name); err != nil {
+			whys = append(whys, "features: "+err.Error())
+		} else {
+			dev.Features, dev.FeaturesHex = cfg.Features.Names(), fmt.Sprintf("%#x", uint64(cfg.Features))
+		}
+		if len(whys) > 0 {
+			dev.Error = fmt.Sprint(whys)
+		}
+		v.Devices = append(v.Devices, dev)
 	}
 }

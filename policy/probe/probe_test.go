@@ -1,0 +1,108 @@
+package probe
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/netctl/netctl/policy/host"
+	"github.com/netctl/netctl/zerocopy"
+)
+
+// fake sources: every section works, except what a test breaks.
+func fake() sources {
+	yes := true
+	return sources{
+		uname: func() (string, string) { return "h1", "6.12.117+deb13-amd64" },
+		vhostNet: func(v *host.VhostNet) {
+			v.Available, v.Features, v.FeaturesHex, v.BusyPoll = true, []string{"VERSION_1"}, "0x100000000", &yes
+		},
+		scratch: func(r *Result) { r.Tap.Available, r.Tap.Offloads = true, []string{"csum"} },
+		vdpa:    func(v *host.VDPA) { v.Error = "no vdpa" },
+		zeroCopy: func() (zerocopy.Status, error) {
+			return zerocopy.Status{Loaded: true, Threshold: 256}, nil
+		},
+		qemu: func(q *host.QEMU) { q.Version = "8.2.2" },
+		devFeatures: func(name string) (map[string]bool, error) {
+			if strings.HasPrefix(name, "bad") {
+				return nil, fmt.Errorf("ethtool: no device %q", name)
+			}
+			return map[string]bool{"rx-gro": true, name: true}, nil
+		},
+	}
+}
+
+// TestProbeDevsInOrder: --dev devices come back in the order given (once
+// each); an unknown one carries its error and the rest of the probe stays.
+func TestProbeDevsInOrder(t *testing.T) {
+	devs := []string{"eth9", "bad0", "eth1", "lo", "eth9", "eth0"}
+	for range 20 { // map iteration would show any randomness
+		r, err := probe(devs, fake())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, d := range r.Devices {
+			got = append(got, d.Name)
+			if (d.Error != "") != (d.Name == "bad0") || (d.Error == "") != d.Features[d.Name] {
+				t.Fatalf("device %+v", d)
+			}
+		}
+		if !slices.Equal(got, []string{"eth9", "bad0", "eth1", "lo", "eth0"}) {
+			t.Fatalf("devices %v", got)
+		}
+		if !r.Tap.Available || !r.VhostNet.Available || r.QEMU.Version != "8.2.2" || r.Schema != host.Schema || r.Hostname != "h1" {
+			t.Fatalf("an unknown --dev lost the rest: %+v", r)
+		}
+	}
+}
+
+// TestProbeSectionErrors: a section that fails says why and the others
+// are kept; the result is still a valid host description.
+func TestProbeSectionErrors(t *testing.T) {
+	src := fake()
+	src.zeroCopy = func() (zerocopy.Status, error) {
+		return zerocopy.Status{Threshold: 256}, errors.New("zerocopy: permission denied")
+	}
+	src.scratch = func(r *Result) { r.Tap.Error, r.Macvtap.Error = "not probed: needs root", "not probed: needs root" }
+	src.vhostNet = func(v *host.VhostNet) { v.Available, v.BusyPollError = true, "busy-poll not measured: EPERM" }
+	r, err := probe(nil, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.ZeroCopy.Error != "zerocopy: permission denied" || r.Tap.Error == "" || r.Tap.Available || r.Macvtap.Error == "" ||
+		r.VhostNet.BusyPoll != nil || r.VDPA.Error != "no vdpa" || r.QEMU.Version != "8.2.2" {
+		t.Errorf("%+v", r)
+	}
+	if err := r.Validate(); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestProbeRefusesBadDevs(t *testing.T) {
+	for _, devs := range [][]string{{""}, {"a-name-of-16-chr"}, slices.Repeat([]string{"lo"}, MaxDevs+1)} {
+		if _, err := probe(devs, fake()); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%d devs %.20q: %v", len(devs), devs, err)
+		}
+	}
+}
+
+func TestParseQEMUVersion(t *testing.T) {
+	for out, want := range map[string]string{
+		// this machine's QEMU, and upstream builds
+		"QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18)\nCopyright (c) 2003-2022 Fabrice Bellard and the QEMU Project developers\n": "7.2.22",
+		"QEMU emulator version 8.2.2\n":            "8.2.2",
+		"QEMU emulator version 10.1.0 (v10.1.0)\n": "10.1.0",
+		"qemu-img version 7.2.22\n":                "",
+		"QEMU emulator version 7\n":                "",
+		"QEMU emulator version 7.x.1\n":            "",
+		"":                                         "",
+	} {
+		got, err := ParseQEMUVersion(out)
+		if got != want || (err != nil) != (want == "") {
+			t.Errorf("%q: %q, %v; want %q", out, got, err, want)
+		}
+	}
+}

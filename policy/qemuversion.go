@@ -1,0 +1,38 @@
+package policy
+
+import (
+	"strconv"
+	"strings"
+)
+
+// versionAtLeast compares dotted versions ("7.2.22" >= "8.2"); known is
+// false when have is empty or does not parse.
+func versionAtLeast(have, min string) (ok, known bool) {
+	h, okh := parseVersion(have)
+	m, okm := parseVersion(min)
+	if !okh || !okm {
+		return false, false
+	}
+	for i := range 3 {
+		if h[i] != m[i] {
+			return h[i] > m[i], true
+		}
+	}
+	return true, true
+}
+
+func parseVersion(s string) ([3]int, bool) {
+	var v [3]int
+	parts := strings.Split(s, ".")
+	if s == "" || len(parts) > 3 {
+		return v, false
+	}
+	for i, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 || n > 1<<20 {
+			return v, false
+		}
+		v[i] = n
+	}
+	return v, true
+}
