@@ -14,6 +14,7 @@ import (
 	"github.com/netctl/netctl/internal/testenv"
 	"github.com/netctl/netctl/macvtap"
 	"github.com/netctl/netctl/policy/diagnose"
+	"github.com/netctl/netctl/policy/diagnose/gather"
 	"github.com/netctl/netctl/qmp"
 	"github.com/netctl/netctl/test/vm"
 )
@@ -166,7 +167,7 @@ i=0; while [ ! -f /share/done ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); do
 			return
 		}
 		defer q.Close()
-		s, err := diagnose.Gather(ctx, q, diagnose.Options{})
+		s, err := gather.Gather(ctx, q, gather.Options{})
 		if err != nil {
 			t.Error(err)
 		}

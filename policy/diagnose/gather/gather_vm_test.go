@@ -1,4 +1,4 @@
-package diagnose
+package gather
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/netctl/netctl/internal/linux"
 	"github.com/netctl/netctl/internal/testenv"
+	"github.com/netctl/netctl/policy/diagnose"
 	"github.com/netctl/netctl/test/vduse"
 	"github.com/netctl/netctl/vdpa"
 	"github.com/netctl/netctl/virtio"
@@ -20,9 +21,9 @@ import (
 // a VDUSE device it negotiated features with), then the vdpa family.
 func TestVMReadVDPA(t *testing.T) {
 	k := testenv.VM(t)
-	s := &Snapshot{Netdev: Netdev{Type: "vhost-vdpa"}}
+	s := &diagnose.Snapshot{Netdev: diagnose.Netdev{Type: "vhost-vdpa"}}
 	if !k.Has("vhost_vdpa") {
-		s.readVDPA(os.Getpid())
+		readVDPA(s, os.Getpid())
 		if s.VDPA != nil || len(s.Errors) != 1 || !strings.Contains(s.Errors[0], "holds 0 vhost-vdpa devices") {
 			t.Errorf("no vdpa: %+v, %v", s.VDPA, s.Errors)
 		}
@@ -71,7 +72,7 @@ func TestVMReadVDPA(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s.readVDPA(os.Getpid())
+	readVDPA(s, os.Getpid())
 	v := s.VDPA
 	if v == nil || v.Device != "diagvdpa0" || v.VhostPath != path || v.MgmtDev != "vduse" || !v.HasNegotiated ||
 		virtio.Features(v.Negotiated) != acked || virtio.Features(v.Features) != vduse.DefaultFeatures || len(s.Errors) > 0 {
@@ -84,7 +85,7 @@ func TestVMReadVDPA(t *testing.T) {
 		"guest-features": map[string]any{"unknown-dev-features": uint64(guest)},
 		"status":         map[string]any{"statuses": []string{"VIRTIO_CONFIG_S_FEATURES_OK: x"}}})
 	s.Status = st
-	r, err := Explain(s)
+	r, err := diagnose.Explain(s)
 	if err != nil {
 		t.Fatal(err)
 	}
