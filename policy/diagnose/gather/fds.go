@@ -71,13 +71,14 @@ func parseTunFdinfo(b []byte) (string, error) {
 	return iff, nil
 }
 
-// validIfName is the kernel's dev_valid_name (net/core/dev.c).
+// validIfName is the kernel's dev_valid_name (net/core/dev.c), and no NUL
+// (ifr_name is a C string).
 func validIfName(n string) bool {
 	if n == "" || len(n) >= 16 || n == "." || n == ".." {
 		return false
 	}
 	for _, r := range n {
-		if r == '/' || r == ':' || unicode.IsSpace(r) {
+		if r == '/' || r == ':' || r == 0 || unicode.IsSpace(r) {
 			return false
 		}
 	}

@@ -315,6 +315,15 @@ func readVDPA(s *diagnose.Snapshot, pid int) {
 			paths = append(paths, f.target)
 		}
 	}
+	if len(paths) == 0 {
+		// Say why there is none when the kernel cannot have one.
+		c, err := vdpa.Dial()
+		if err != nil {
+			s.Note("QEMU's netdev is vhost-vdpa, but QEMU (pid %d) holds no vhost-vdpa device: %v", pid, err)
+			return
+		}
+		c.Close()
+	}
 	if len(paths) != 1 {
 		s.Note("vdpa: QEMU (pid %d) holds %d vhost-vdpa devices; netctl reads one", pid, len(paths))
 		return
