@@ -2,8 +2,6 @@ package diagnose
 
 import (
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -44,7 +42,7 @@ func isEffectful(pkg string) bool {
 // imports.
 func importGraph(t *testing.T, pkg string) map[string][]string {
 	t.Helper()
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	goBin := goCommand(t)
 	out, err := exec.Command(goBin, "list", "-deps", "-f", "{{.ImportPath}}{{range .Imports}} {{.}}{{end}}", pkg).Output()
 	if err != nil {
 		if ee, ok := err.(*exec.ExitError); ok {
@@ -136,6 +134,15 @@ func TestExplanationIsPure(t *testing.T) {
 }
 
 func policyHostExists(t *testing.T) bool {
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	return exec.Command(goBin, "list", "github.com/netctl/netctl/policy/host").Run() == nil
+	return exec.Command(goCommand(t), "list", "github.com/netctl/netctl/policy/host").Run() == nil
+}
+
+// goCommand finds the go command (go test puts GOROOT/bin first in PATH).
+func goCommand(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command is needed to list the imports: %v", err)
+	}
+	return p
 }
