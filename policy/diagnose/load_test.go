@@ -68,6 +68,9 @@ func TestLoadMalformed(t *testing.T) {
 		{"unknown word negative", statusWith(t, "host-features", map[string]any{"unknown-dev-features": -1}), "x-query-virtio-status reply"},
 		{"too many names", statusWith(t, "host-features", manyNames(129)), "lists 129 feature names in host-features; a virtio device has at most 128"},
 		{"too many statuses", statusWith(t, "status", map[string]any{"statuses": make([]string, 17)}), "17 device statuses; there are at most 16"},
+		{"too many errors", snap + `,"errors":[` + strings.Repeat(`"x",`, maxEntries) + `"x"]}`, `"errors" has 1025 entries (at most 1024)`},
+		{"too many tap offloads", snap + `,"tap":{"name":"t","offloads":[` + strings.Repeat(`"csum",`, maxEntries) + `"csum"]}}`, `"tap.offloads" has 1025 entries`},
+		{"too many host offloads", snap + `,"host":{"tap":{"offloads":[` + strings.Repeat(`"csum",`, maxEntries) + `"csum"]}}}`, `"host.tap.offloads" has 1025 entries`},
 		{"deep nesting", strings.Repeat("[", 20000) + strings.Repeat("]", 20000), "not JSON"},
 		{"oversized", `{"format":"netctl-diagnose/1","virtio_status":` + st + `,"errors":["` + strings.Repeat("x", MaxSnapshotSize) + `"]}`, "over 4 MiB"},
 	} {

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/netctl/netctl/internal/errs"
@@ -203,10 +205,39 @@ func Decode(b []byte) (*Snapshot, error) {
 	if _, err := parseStatus(s.Status); err != nil {
 		return nil, err
 	}
-	if _, err := s.HostProbe(); err != nil {
+	h, err := s.HostProbe()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkCounts(h); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// maxEntries bounds every list and map of a snapshot. The real ones are
+// far smaller: about 40 NIC properties, 70 ethtool features, a dozen
+// netdev options, 7 tap offloads and a few notes.
+const maxEntries = 1024
+
+// checkCounts refuses a snapshot with a list or map over maxEntries.
+func (s *Snapshot) checkCounts(h *HostProbe) error {
+	counts := map[string]int{"props": len(s.Props), "netdev.options": len(s.Netdev.Options), "errors": len(s.Errors)}
+	if s.Tap != nil {
+		counts["tap.offloads"], counts["tap.ethtool"] = len(s.Tap.Offloads), len(s.Tap.Features)
+	}
+	if s.Lower != nil {
+		counts["lower.features"] = len(s.Lower.Features)
+	}
+	if h != nil {
+		counts["host.tap.offloads"], counts["host.macvtap.offloads"] = len(h.Tap.Offloads), len(h.Macvtap.Offloads)
+	}
+	for _, k := range slices.Sorted(maps.Keys(counts)) {
+		if counts[k] > maxEntries {
+			return fmt.Errorf("%q has %d entries (at most %d): %w", k, counts[k], maxEntries, ErrInvalid)
+		}
+	}
+	return nil
 }
 
 func notSnapshot(err error) error {
