@@ -122,10 +122,11 @@ func backendFDs(pid int) ([]procFD, error) {
 }
 
 // macvtapIndex is N for a macvtap node (/dev/tapN, or tapN in another
-// directory), else 0.
+// directory, or a private tapN node already removed, as netctl's macvtap
+// opens queues when /dev/tapN is not its own: "tapN (deleted)"), else 0.
 // N is an interface index: decimal digits, 1 to 2^31-1.
 func macvtapIndex(target string) int {
-	digits, ok := strings.CutPrefix(filepath.Base(target), "tap")
+	digits, ok := strings.CutPrefix(strings.TrimSuffix(filepath.Base(target), " (deleted)"), "tap")
 	if !ok || digits == "" || len(digits) > 10 || strings.TrimLeft(digits, "0123456789") != "" || digits[0] == '0' {
 		return 0
 	}

@@ -47,7 +47,7 @@ func TestParseTunFdinfo(t *testing.T) {
 
 func TestMacvtapIndex(t *testing.T) {
 	for in, want := range map[string]int{
-		"/dev/tap42": 42, "/tmp/netctl-x/tap7": 7, "/dev/tap2147483647": 2147483647,
+		"/dev/tap42": 42, "/tmp/netctl-x/tap7": 7, "/tmp/netctl-macvtap-1/tap9 (deleted)": 9, "/dev/tap9 (deleted) (deleted)": 0, "/dev/tap2147483647": 2147483647,
 		"/dev/tap0": 0, "/dev/tap": 0, "/dev/tap+5": 0, "/dev/tap-5": 0, "/dev/tap05": 0,
 		"/dev/tap2147483648": 0, "/dev/tap99999999999999999999": 0, "/dev/net/tun": 0, "/dev/tapx": 0,
 	} {
