@@ -125,25 +125,3 @@ func (f Features) String() string {
 	}
 	return strings.Join(f.Names(), "|")
 }
-
-// ParseFeature returns the bit named name (case-insensitive, with or
-// without a VIRTIO_NET_F_/VIRTIO_F_/VIRTIO_RING_F_/VHOST_F_ prefix, or
-// "bit N").
-func ParseFeature(name string) (Features, bool) {
-	n := strings.ToUpper(strings.TrimSpace(name))
-	for _, p := range []string{"VIRTIO_NET_F_", "VIRTIO_RING_F_", "VIRTIO_F_", "VHOST_F_"} {
-		n = strings.TrimPrefix(n, p)
-	}
-	if rest, ok := strings.CutPrefix(n, "BIT "); ok {
-		if b, err := strconv.Atoi(rest); err == nil && b >= 0 && b < 64 {
-			return Bit(uint(b)), true
-		}
-		return 0, false
-	}
-	for i, s := range names {
-		if s != "" && s == n {
-			return Bit(uint(i)), true
-		}
-	}
-	return 0, false
-}

@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/netctl/netctl/policy/diagnose"
+	"github.com/netctl/netctl/policy/diagnose/gather"
 	"github.com/netctl/netctl/qmp"
 )
 
@@ -42,7 +43,7 @@ func diagnoseCommand() *cli.Command {
 					return err
 				}
 				snap = s
-				bare := s.Tap == nil && s.VDPA == nil && s.Host == nil && s.Netdev.ID == ""
+				bare := s.Tap == nil && s.VDPA == nil && len(s.Host) == 0 && s.Netdev.ID == ""
 				if c.String("tap") != "" && !bare {
 					return fmt.Errorf("diagnose: --tap goes with a bare x-query-virtio-status reply; %s already holds the backend's state", c.String("from"))
 				}
@@ -51,12 +52,12 @@ func diagnoseCommand() *cli.Command {
 						s.NIC = c.String("id")
 					}
 					if c.String("tap") != "" {
-						if err := s.ReadTap(c.String("tap")); err != nil {
+						if err := gather.ReadTap(s, c.String("tap")); err != nil {
 							return err
 						}
 					}
 					if !c.Bool("no-probe") {
-						s.ReadHost(c.String("lower"))
+						gather.ReadHost(s, c.String("lower"))
 					}
 				}
 			case c.String("tap") != "" && c.String("from") == "":
@@ -69,7 +70,7 @@ func diagnoseCommand() *cli.Command {
 					return fmt.Errorf("diagnose: %w", err)
 				}
 				defer q.Close()
-				s, err := diagnose.Gather(ctx, q, diagnose.Options{ID: c.String("id"), Lower: c.String("lower"), Probe: !c.Bool("no-probe")})
+				s, err := gather.Gather(ctx, q, gather.Options{ID: c.String("id"), Lower: c.String("lower"), Probe: !c.Bool("no-probe")})
 				if err != nil {
 					return err
 				}

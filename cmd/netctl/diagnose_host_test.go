@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,9 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/netctl/netctl/internal/testenv"
 	"github.com/netctl/netctl/macvtap"
 	"github.com/netctl/netctl/policy/diagnose"
+	"github.com/netctl/netctl/policy/diagnose/gather"
 	"github.com/netctl/netctl/qmp"
 	"github.com/netctl/netctl/test/vm"
 )
@@ -103,10 +108,21 @@ i=0; while [ ! -f /share/done ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); do
 	defer finish()
 
 	snap := filepath.Join(dir, "snap.json")
+	t.Setenv("TMPDIR", t.TempDir()) // a TMPDIR of its own: /tmp is shared with other processes
+	before := hostState(t, "nctldiag0")
 	out := run(t, "diagnose", "--qmp", sock, "--json", "--save", snap)
+	// diagnose (with its host probe) changes nothing here: the same links,
+	// the tap's offloads as QEMU set them, no file left in TMPDIR, the same
+	// mounts. The probe's scratch devices lived in a namespace of its own.
+	if after := hostState(t, "nctldiag0"); after != before {
+		t.Errorf("netctl diagnose changed the host:\nbefore: %s\nafter:  %s", before, after)
+	}
 	var r diagnose.Report
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("diagnose --json: %v\n%s", err, out)
+	}
+	if r.Kernel == "" {
+		t.Errorf("the report names no host kernel: the host probe did not run, so the check above proved nothing about it")
 	}
 	if want := "0x" + strconv.FormatUint(guestWord, 16); r.Guest.Hex != want {
 		t.Errorf("diagnose says the guest acknowledged %s %v; the guest's driver says %s", r.Guest.Hex, r.Guest.Names, want)
@@ -166,7 +182,7 @@ i=0; while [ ! -f /share/done ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); do
 			return
 		}
 		defer q.Close()
-		s, err := diagnose.Gather(ctx, q, diagnose.Options{})
+		s, err := gather.Gather(ctx, q, gather.Options{})
 		if err != nil {
 			t.Error(err)
 		}
@@ -216,4 +232,37 @@ func containsLine(lines []string, l string) bool {
 		}
 	}
 	return false
+}
+
+// hostState is what netctl diagnose must leave as it found it: the links
+// of this network namespace, the ethtool features of tap, the entries of
+// TMPDIR and the mount table.
+func hostState(t *testing.T, tap string) string {
+	t.Helper()
+	links, err := netlink.LinkList()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, l := range links {
+		names = append(names, l.Attrs().Name)
+	}
+	f, err := macvtap.ReadFeatures(tap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp, err := os.ReadDir(os.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	for _, e := range tmp {
+		files = append(files, e.Name())
+	}
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("links %v; %s features %v; %s holds %v; %d bytes of mountinfo %x", names, tap, f.On(), os.TempDir(), files,
+		len(mounts), sha256.Sum256(mounts))
 }

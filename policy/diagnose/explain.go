@@ -55,6 +55,7 @@ type Report struct {
 
 type explainer struct {
 	s                   *Snapshot
+	hostProbe           *HostProbe // nil when the host was not probed
 	q                   *qemuStatus
 	host, guest         virtio.Features
 	backend             virtio.Features // bits the backend negotiated, when it has a word of its own
@@ -71,24 +72,30 @@ type explainer struct {
 func Explain(s *Snapshot) (*Report, error) {
 	q, err := parseStatus(s.Status)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("diagnose: %w", err)
 	}
-	e := &explainer{s: s, q: q}
+	hp, err := s.HostProbe()
+	if err != nil {
+		return nil, fmt.Errorf("diagnose: %w", err)
+	}
+	e := &explainer{s: s, q: q, hostProbe: hp}
 	r := &Report{NIC: s.NIC, QEMU: s.QEMU, Status: orEmpty(q.statuses()), Notes: append([]string{}, s.Errors...)}
 	var unknown []string
 	e.host, unknown = q.Host.word()
 	var u2 []string
 	e.guest, u2 = q.Guest.word()
+	seen := map[string]bool{}
 	for _, n := range append(unknown, u2...) {
-		if !slices.Contains(r.Notes, "QEMU named a feature netctl does not know: "+n) {
+		if !seen[n] {
+			seen[n] = true
 			r.Notes = append(r.Notes, "QEMU named a feature netctl does not know: "+n)
 		}
 	}
 	// Legacy drivers go to DRIVER_OK without FEATURES_OK.
 	e.negotiated = slices.Contains(r.Status, "FEATURES_OK") || slices.Contains(r.Status, "DRIVER_OK")
-	if s.Host != nil {
-		e.kernel = shortKernel(s.Host.Kernel)
-		r.Kernel = s.Host.Kernel
+	if hp != nil {
+		e.kernel = shortKernel(hp.Kernel)
+		r.Kernel = hp.Kernel
 	}
 	e.describeBackend(r)
 	bw, _ := q.Backend.word()
@@ -242,12 +249,13 @@ func (e *explainer) tapHas(names []string) (bool, string) {
 // tunRefuses returns the first tap offload of names the host's tun did not
 // take when probed, or "".
 func (e *explainer) tunRefuses(names []string) string {
-	if e.s.Host == nil {
+	h := e.hostProbe
+	if h == nil {
 		return ""
 	}
-	offs, ok := e.s.Host.Tap.Offloads, e.s.Host.Tap.Available
+	offs, ok := h.Tap.Offloads, h.Tap.Available
 	if e.s.Tap != nil && e.s.Tap.Macvtap {
-		offs, ok = e.s.Host.Macvtap.Offloads, e.s.Host.Macvtap.Available
+		offs, ok = h.Macvtap.Offloads, h.Macvtap.Available
 	}
 	if !ok {
 		return ""

@@ -1,6 +1,7 @@
 package diagnose
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -95,13 +96,39 @@ func (q *qemuStatus) statuses() []string {
 	return out
 }
 
+// Bounds on what a status may list: QEMU names each of a device's feature
+// bits (at most 128, in two words) once, and a device has six status bits.
+const (
+	maxFeatureNames = 128
+	maxStatuses     = 16
+)
+
+// parseStatus decodes an x-query-virtio-status reply and checks that it is
+// a virtio-net device's and that no list is longer than QEMU makes it.
 func parseStatus(raw json.RawMessage) (*qemuStatus, error) {
+	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
+		return nil, fmt.Errorf("the x-query-virtio-status reply is not a JSON object: %w", ErrInvalid)
+	}
 	q := &qemuStatus{}
 	if err := json.Unmarshal(raw, q); err != nil {
-		return nil, fmt.Errorf("diagnose: x-query-virtio-status reply: %w", err)
+		return nil, fmt.Errorf("x-query-virtio-status reply: %v: %w", err, ErrInvalid)
 	}
 	if q.DeviceID != 1 {
-		return nil, fmt.Errorf("diagnose: the device is %q (virtio id %d), not virtio-net: pick the NIC with --id", q.Name, q.DeviceID)
+		return nil, fmt.Errorf("the device is %q (virtio id %d), not virtio-net: pick the NIC with --id: %w", q.Name, q.DeviceID, ErrInvalid)
+	}
+	lists := map[string]qemuFeatures{"host-features": q.Host, "guest-features": q.Guest, "backend-features": q.Backend}
+	if q.Vhost != nil {
+		lists["vhost-dev.features"], lists["vhost-dev.acked-features"], lists["vhost-dev.backend-features"] =
+			q.Vhost.Features, q.Vhost.AckedFeatures, q.Vhost.BackendFeatures
+	}
+	for name, l := range lists {
+		if n := len(l.Transports) + len(l.Dev); n > maxFeatureNames {
+			return nil, fmt.Errorf("x-query-virtio-status lists %d feature names in %s; a virtio device has at most %d: %w",
+				n, name, maxFeatureNames, ErrInvalid)
+		}
+	}
+	if n := len(q.Status.Statuses); n > maxStatuses {
+		return nil, fmt.Errorf("x-query-virtio-status lists %d device statuses; there are at most %d: %w", n, maxStatuses, ErrInvalid)
 	}
 	return q, nil
 }

@@ -1,4 +1,4 @@
-package diagnose
+package gather
 
 import (
 	"os"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/netctl/netctl/internal/testenv"
 	"github.com/netctl/netctl/macvtap"
+	"github.com/netctl/netctl/policy/diagnose"
 )
 
 // TestHostReadTapFromFDs reads taps and a macvtap the way diagnose reads
@@ -25,8 +26,8 @@ func TestHostReadTapFromFDs(t *testing.T) {
 	if err := tap.SetOffloads(macvtap.OffloadCSUM | macvtap.OffloadTSO4 | macvtap.OffloadTSO6); err != nil {
 		t.Fatal(err)
 	}
-	s := &Snapshot{Netdev: Netdev{Type: "tap", Options: map[string]string{"ifname": "diagt0"}}}
-	s.readTap(os.Getpid())
+	s := &diagnose.Snapshot{Netdev: diagnose.Netdev{Type: "tap", Options: map[string]string{"ifname": "diagt0"}}}
+	readTap(s, os.Getpid())
 	if s.Tap == nil || s.Tap.Name != "diagt0" || s.Tap.Queues != 2 || !s.Tap.VnetHdr || s.Tap.HdrLen != 12 || s.Tap.Macvtap ||
 		strings.Join(s.Tap.Offloads, " ") != "csum tso4 tso6" || len(s.Errors) > 0 {
 		t.Errorf("tap: %+v, errors %v", s.Tap, s.Errors)
@@ -38,19 +39,19 @@ func TestHostReadTapFromFDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tap2.Close()
-	s = &Snapshot{Netdev: Netdev{Type: "tap"}}
-	s.readTap(os.Getpid())
+	s = &diagnose.Snapshot{Netdev: diagnose.Netdev{Type: "tap"}}
+	readTap(s, os.Getpid())
 	if s.Tap != nil || len(s.Errors) != 1 || !strings.Contains(s.Errors[0], "holds 2 taps") {
 		t.Errorf("two taps, no name: %+v, %v", s.Tap, s.Errors)
 	}
 	// libvirt names the fd instead (fd=N).
-	s = &Snapshot{Netdev: Netdev{Type: "tap", Options: map[string]string{"fd": strconv.Itoa(tap2.FD())}}}
-	s.readTap(os.Getpid())
+	s = &diagnose.Snapshot{Netdev: diagnose.Netdev{Type: "tap", Options: map[string]string{"fd": strconv.Itoa(tap2.FD())}}}
+	readTap(s, os.Getpid())
 	if s.Tap == nil || s.Tap.Name != "diagt1" || len(s.Errors) > 0 {
 		t.Errorf("tap by fd=: %+v, %v", s.Tap, s.Errors)
 	}
-	s = &Snapshot{Netdev: Netdev{Type: "tap", Options: map[string]string{"ifname": "diagt1"}}}
-	s.readTap(os.Getpid())
+	s = &diagnose.Snapshot{Netdev: diagnose.Netdev{Type: "tap", Options: map[string]string{"ifname": "diagt1"}}}
+	readTap(s, os.Getpid())
 	if s.Tap == nil || s.Tap.VnetHdr || s.Tap.HdrLen != 10 || len(s.Tap.Offloads) != 0 {
 		t.Errorf("tap without header: %+v, %v", s.Tap, s.Errors)
 	}
@@ -69,11 +70,11 @@ func TestHostReadTapFromFDs(t *testing.T) {
 	if err := mv.SetOffloads(macvtap.OffloadCSUM | macvtap.OffloadTSO4); err != nil {
 		t.Fatal(err)
 	}
-	s = &Snapshot{Netdev: Netdev{Type: "tap", Options: map[string]string{"fd": strconv.Itoa(mv.FD())}}}
+	s = &diagnose.Snapshot{Netdev: diagnose.Netdev{Type: "tap", Options: map[string]string{"fd": strconv.Itoa(mv.FD())}}}
 	tap.Close()
 	tap2.Close()
-	s.readTap(os.Getpid())
-	s.readLower("")
+	readTap(s, os.Getpid())
+	readLower(s, "")
 	if s.Tap == nil || s.Tap.Name != "diagmv0" || !s.Tap.Macvtap || s.Tap.HdrLen != 12 || len(s.Errors) > 0 {
 		t.Fatalf("macvtap: %+v, %v", s.Tap, s.Errors)
 	}
@@ -85,11 +86,11 @@ func TestHostReadTapFromFDs(t *testing.T) {
 	}
 
 	// By name, for a bare reply.
-	s = &Snapshot{}
-	if err := s.ReadTap("diagmv0"); err != nil || !s.Tap.Macvtap || s.Netdev.Type != "tap" {
+	s = &diagnose.Snapshot{}
+	if err := ReadTap(s, "diagmv0"); err != nil || !s.Tap.Macvtap || s.Netdev.Type != "tap" {
 		t.Errorf("ReadTap: %+v, %v", s.Tap, err)
 	}
-	if err := (&Snapshot{}).ReadTap("diagv0"); err == nil || !strings.Contains(err.Error(), "not a tap or macvtap") {
+	if err := ReadTap(&diagnose.Snapshot{}, "diagv0"); err == nil || !strings.Contains(err.Error(), "not a tap or macvtap") {
 		t.Errorf("ReadTap of a veth: %v", err)
 	}
 }

@@ -1,18 +1,30 @@
-package diagnose
+// Package gather reads what netctl diagnose explains: it asks a running
+// QEMU over QMP and looks at the NIC's backend on the host (QEMU's file
+// descriptors through /proc and pidfd_getfd, ethtool netlink, the vdpa
+// family, the host probe) and fills a diagnose.Snapshot. The explanation
+// itself (diagnose.Explain) is pure and lives apart from this package, so
+// a saved snapshot explains anywhere.
+//
+// Gathering changes nothing that QEMU or its guest sees: it duplicates
+// QEMU's tap fd (pidfd_getfd) to read its flags and closes the copy, and
+// it reads links and features. Only the host probe (Options.Probe,
+// ReadHost) makes anything: scratch devices in a private network
+// namespace; see policy/probe.
+package gather
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/vishvananda/netlink"
 
 	"github.com/netctl/netctl/internal/linux"
 	"github.com/netctl/netctl/macvtap"
+	"github.com/netctl/netctl/policy/diagnose"
 	"github.com/netctl/netctl/policy/probe"
 	"github.com/netctl/netctl/qmp"
 	"github.com/netctl/netctl/vdpa"
@@ -28,8 +40,8 @@ type Options struct {
 // Gather reads a running QEMU's NIC and its backend into a snapshot.
 // Only QEMU's own answers are required; what the host could not tell is
 // listed in Snapshot.Errors.
-func Gather(ctx context.Context, c *qmp.Client, o Options) (*Snapshot, error) {
-	s := &Snapshot{Format: Format}
+func Gather(ctx context.Context, c *qmp.Client, o Options) (*diagnose.Snapshot, error) {
+	s := &diagnose.Snapshot{Format: diagnose.Format}
 	v := c.Greeting.QMP.Version.QEMU
 	s.QEMU = fmt.Sprintf("%d.%d.%d", v.Major, v.Minor, v.Micro)
 
@@ -66,44 +78,40 @@ func Gather(ctx context.Context, c *qmp.Client, o Options) (*Snapshot, error) {
 		return nil, fmt.Errorf("diagnose: %w", err)
 	}
 	dev := strings.TrimSuffix(s.Path, "/virtio-backend")
-	s.readProps(ctx, c, dev)
+	readProps(ctx, s, c, dev)
 	if err := c.Run(ctx, "qom-get", map[string]string{"path": dev, "property": "netdev"}, &s.Netdev.ID); err != nil {
-		s.note("the NIC's netdev: %v", err)
+		s.Note("the NIC's netdev: %v", err)
 	}
-	s.readNetdev(ctx, c)
+	readNetdev(ctx, s, c)
 	pid, err := c.PeerPID()
 	if err != nil {
-		s.note("QEMU's process: %v", err)
+		s.Note("QEMU's process: %v", err)
 	}
 	if err := inNetns(pid, func() error {
 		if s.Netdev.Type == "tap" {
-			s.readTap(pid)
+			readTap(s, pid)
 		}
-		s.readLower(o.Lower)
+		readLower(s, o.Lower)
 		return nil
 	}); err != nil {
-		s.note("%v", err)
+		s.Note("%v", err)
 	}
 	if s.Netdev.Type == "vhost-vdpa" {
-		s.readVDPA(pid) // the vdpa family answers in the initial namespace only
+		readVDPA(s, pid) // the vdpa family answers in the initial namespace only
 	}
 	if o.Probe {
-		if h, err := probe.Probe(nil); err != nil {
-			s.note("host probe: %v", err)
-		} else {
-			s.Host = h
-		}
+		readProbe(s)
 	}
 	return s, nil
 }
 
 // readLower reads the lower device's features: the one named, or a
 // macvtap's own link.
-func (s *Snapshot) readLower(lower string) {
+func readLower(s *diagnose.Snapshot, lower string) {
 	if lower == "" && s.Tap != nil && s.Tap.Macvtap {
 		if l, err := netlink.LinkByName(s.Tap.Name); err == nil && l.Attrs().ParentIndex > 0 {
 			if l.Attrs().NetNsID >= 0 {
-				s.note("the macvtap's lower device is in another network namespace; name it with --lower")
+				s.Note("the macvtap's lower device is in another network namespace; name it with --lower")
 				return
 			}
 			if p, err := netlink.LinkByIndex(l.Attrs().ParentIndex); err == nil {
@@ -116,14 +124,26 @@ func (s *Snapshot) readLower(lower string) {
 	}
 	f, err := macvtap.ReadFeatures(lower)
 	if err != nil {
-		s.note("lower device %s: %v", lower, err)
+		s.Note("lower device %s: %v", lower, err)
 		return
 	}
-	s.Lower = &Lower{Name: lower, Features: f.Active}
+	s.Lower = &diagnose.Lower{Name: lower, Features: f.Active}
 }
 
-func (s *Snapshot) note(format string, args ...any) {
-	s.Errors = append(s.Errors, fmt.Sprintf(format, args...))
+// readProbe runs the host probe (scratch devices in a private network
+// namespace, see policy/probe) and keeps its JSON in s.Host.
+func readProbe(s *diagnose.Snapshot) {
+	h, err := probe.Probe(nil)
+	if err != nil {
+		s.Note("host probe: %v", err)
+		return
+	}
+	b, err := json.Marshal(h)
+	if err != nil {
+		s.Note("host probe: %v", err)
+		return
+	}
+	s.Host = b
 }
 
 // nicIDs turns QOM paths into the ids users gave (-device ...,id=ID).
@@ -140,20 +160,20 @@ func nicIDs(paths []string) []string {
 	return ids
 }
 
-func (s *Snapshot) readProps(ctx context.Context, c *qmp.Client, dev string) {
+func readProps(ctx context.Context, s *diagnose.Snapshot, c *qmp.Client, dev string) {
 	var list []struct{ Name, Type string }
 	if err := c.Run(ctx, "qom-list", map[string]string{"path": dev}, &list); err != nil {
-		s.note("the NIC's properties: %v", err)
+		s.Note("the NIC's properties: %v", err)
 		return
 	}
 	s.Props = map[string]bool{}
 	for _, p := range list {
-		if p.Type != "bool" || !slices.Contains(Props(), p.Name) {
+		if p.Type != "bool" || !slices.Contains(diagnose.Props(), p.Name) {
 			continue
 		}
 		var on bool
 		if err := c.Run(ctx, "qom-get", map[string]string{"path": dev, "property": p.Name}, &on); err != nil {
-			s.note("property %s: %v", p.Name, err)
+			s.Note("property %s: %v", p.Name, err)
 			continue
 		}
 		s.Props[p.Name] = on
@@ -162,41 +182,32 @@ func (s *Snapshot) readProps(ctx context.Context, c *qmp.Client, dev string) {
 
 // readNetdev finds the netdev's type and options in "info network" (QMP
 // has no query for netdevs before QEMU 9).
-func (s *Snapshot) readNetdev(ctx context.Context, c *qmp.Client) {
+func readNetdev(ctx context.Context, s *diagnose.Snapshot, c *qmp.Client) {
 	if s.Netdev.ID == "" {
 		return
 	}
 	var out string
 	if err := c.Run(ctx, "human-monitor-command", map[string]string{"command-line": "info network"}, &out); err != nil {
-		s.note("info network: %v", err)
+		s.Note("info network: %v", err)
 		return
 	}
-	re := regexp.MustCompile(`(?m)^[ \\]*` + regexp.QuoteMeta(s.Netdev.ID) + `: (.*?)\r?$`)
-	m := re.FindStringSubmatch(out)
-	if m == nil {
-		s.note("netdev %s is not in info network", s.Netdev.ID)
+	nd, err := diagnose.ParseInfoNetwork(out, s.Netdev.ID)
+	if err != nil {
+		s.Note("%v", err)
 		return
 	}
-	s.Netdev.Options = map[string]string{}
-	for _, kv := range strings.Split(m[1], ",") {
-		k, v, _ := strings.Cut(kv, "=")
-		if k == "type" {
-			s.Netdev.Type = v
-		} else if k != "index" {
-			s.Netdev.Options[k] = v
-		}
-	}
+	s.Netdev = nd
 }
 
-// ReadTap reads a tap or macvtap by name, for a snapshot made from a bare
-// QMP reply (QEMU's fds are not looked at, so the header size stays
+// ReadTap reads a tap or macvtap by name into s, for a snapshot made from
+// a bare QMP reply (QEMU's fds are not looked at, so the header size stays
 // unknown).
-func (s *Snapshot) ReadTap(name string) error {
+func ReadTap(s *diagnose.Snapshot, name string) error {
 	l, err := netlink.LinkByName(name)
 	if err != nil {
 		return fmt.Errorf("diagnose: tap %s: %w", name, err)
 	}
-	t := &TapState{Name: name, VnetHdr: true}
+	t := &diagnose.TapState{Name: name, VnetHdr: true}
 	switch l := l.(type) {
 	case *netlink.Tuntap:
 		t.VnetHdr = l.Flags&netlink.TUNTAP_VNET_HDR != 0
@@ -210,7 +221,7 @@ func (s *Snapshot) ReadTap(name string) error {
 	if err != nil {
 		return fmt.Errorf("diagnose: tap %s offloads: %w", name, err)
 	}
-	t.setFeatures(f)
+	setFeatures(t, f)
 	s.Tap = t
 	if s.Netdev.Type == "" {
 		s.Netdev.Type = "tap"
@@ -218,48 +229,42 @@ func (s *Snapshot) ReadTap(name string) error {
 	return nil
 }
 
-// ReadHost adds the host probe and a lower device's features, as Gather
-// does.
-func (s *Snapshot) ReadHost(lower string) {
-	s.readLower(lower)
-	if h, err := probe.Probe(nil); err != nil {
-		s.note("host probe: %v", err)
-	} else {
-		s.Host = h
-	}
+// ReadHost adds the host probe and a lower device's features to s, as
+// Gather does.
+func ReadHost(s *diagnose.Snapshot, lower string) {
+	readLower(s, lower)
+	readProbe(s)
 }
 
-func (t *TapState) setFeatures(f *macvtap.DeviceFeatures) {
+func setFeatures(t *diagnose.TapState, f *macvtap.DeviceFeatures) {
 	t.Features = f.On()
 	if t.Macvtap {
 		t.Offloads, t.OffloadsUnknown = []string{}, true
 		return
 	}
-	t.Offloads = TapOffloads(f.Active)
+	t.Offloads = diagnose.TapOffloads(f.Active)
 }
 
-func (s *Snapshot) readTap(pid int) {
+func readTap(s *diagnose.Snapshot, pid int) {
 	if pid == 0 {
 		return
 	}
 	fds, err := backendFDs(pid)
 	if err != nil {
-		s.note("tap: %v", err)
+		s.Note("tap: %v", err)
 		return
 	}
 	name := s.Netdev.Options["ifname"]
 	// libvirt passes taps as fd=N (fds=N:M for queues): those numbers name
 	// QEMU's own descriptors, which tells two NICs' taps apart.
-	var passed []int
-	for _, v := range strings.FieldsFunc(s.Netdev.Options["fd"]+":"+s.Netdev.Options["fds"], func(r rune) bool { return r == ':' }) {
-		if n, err := strconv.Atoi(v); err == nil {
-			passed = append(passed, n)
-		}
-	}
+	passed := passedFDs(s.Netdev.Options)
 	var mine []procFD
 	for _, f := range fds {
 		if len(passed) > 0 && !slices.Contains(passed, f.fd) {
 			continue
+		}
+		if f.err != nil {
+			s.Note("QEMU's fd %d: %v", f.fd, f.err)
 		}
 		switch {
 		case f.iff != "" && (name == "" || f.iff == name):
@@ -276,32 +281,32 @@ func (s *Snapshot) readTap(pid int) {
 		names[f.iff] = true
 	}
 	if len(names) != 1 {
-		s.note("tap: QEMU (pid %d) holds %d taps; name the NIC's netdev with ifname= so netctl can tell", pid, len(names))
+		s.Note("tap: QEMU (pid %d) holds %d taps; name the NIC's netdev with ifname= so netctl can tell", pid, len(names))
 		return
 	}
-	t := &TapState{Name: mine[0].iff, Queues: len(mine), Macvtap: macvtapIndex(mine[0].target) > 0, Offloads: []string{}}
+	t := &diagnose.TapState{Name: mine[0].iff, Queues: len(mine), Macvtap: macvtapIndex(mine[0].target) > 0, Offloads: []string{}}
 	flags, hdr, err := tunFlags(pid, mine[0].fd)
 	if err != nil {
-		s.note("tap %s: %v", t.Name, err)
+		s.Note("tap %s: %v", t.Name, err)
 		t.VnetHdr = true // QEMU offered offloads, so it has the header
 	} else {
 		t.VnetHdr, t.HdrLen = flags&linux.IFF_VNET_HDR != 0, hdr
 	}
 	if f, err := macvtap.ReadFeatures(t.Name); err != nil {
-		s.note("tap %s offloads: %v", t.Name, err)
+		s.Note("tap %s offloads: %v", t.Name, err)
 	} else {
-		t.setFeatures(f)
+		setFeatures(t, f)
 	}
 	s.Tap = t
 }
 
-func (s *Snapshot) readVDPA(pid int) {
+func readVDPA(s *diagnose.Snapshot, pid int) {
 	if pid == 0 {
 		return
 	}
 	fds, err := backendFDs(pid)
 	if err != nil {
-		s.note("vdpa: %v", err)
+		s.Note("vdpa: %v", err)
 		return
 	}
 	var paths []string
@@ -310,25 +315,34 @@ func (s *Snapshot) readVDPA(pid int) {
 			paths = append(paths, f.target)
 		}
 	}
+	if len(paths) == 0 {
+		// Say why there is none when the kernel cannot have one.
+		c, err := vdpa.Dial(context.TODO())
+		if err != nil {
+			s.Note("QEMU's netdev is vhost-vdpa, but QEMU (pid %d) holds no vhost-vdpa device: %v", pid, err)
+			return
+		}
+		c.Close()
+	}
 	if len(paths) != 1 {
-		s.note("vdpa: QEMU (pid %d) holds %d vhost-vdpa devices; netctl reads one", pid, len(paths))
+		s.Note("vdpa: QEMU (pid %d) holds %d vhost-vdpa devices; netctl reads one", pid, len(paths))
 		return
 	}
 	name, err := vdpa.DeviceOfVhost(paths[0])
 	if err != nil {
-		s.note("%v", err)
+		s.Note("%v", err)
 		return
 	}
-	st := &VDPAState{Device: name, VhostPath: paths[0]}
+	st := &diagnose.VDPAState{Device: name, VhostPath: paths[0]}
 	s.VDPA = st
 	c, err := vdpa.Dial(context.TODO())
 	if err != nil {
-		s.note("%v", err)
+		s.Note("%v", err)
 		return
 	}
 	defer c.Close()
 	if cfg, err := c.Config(context.TODO(), name); err != nil {
-		s.note("vdpa dev config show %s: %v", name, err)
+		s.Note("vdpa dev config show %s: %v", name, err)
 	} else {
 		st.Features, st.Negotiated, st.HasNegotiated = uint64(cfg.Features), uint64(cfg.Negotiated), cfg.HasNegotiated
 	}

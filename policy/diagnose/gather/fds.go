@@ -1,12 +1,14 @@
-package diagnose
+package gather
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+	"unicode"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -19,6 +21,68 @@ type procFD struct {
 	fd     int
 	target string // readlink of /proc/PID/fd/N
 	iff    string // for /dev/net/tun: the interface (fdinfo "iff:")
+	err    error  // why iff could not be read
+}
+
+// maxFdinfo bounds what netctl reads of a /proc/PID/fdinfo/N file: tun's
+// has five short lines.
+const maxFdinfo = 64 << 10
+
+// readBounded reads at most max bytes of path; a longer file is an error.
+func readBounded(path string, max int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > max {
+		return nil, fmt.Errorf("%s is over %d bytes", path, max)
+	}
+	return b, nil
+}
+
+// parseTunFdinfo returns the interface a /dev/net/tun file is attached to,
+// from the "iff:" line tun adds to its fdinfo (drivers/net/tun.c
+// tun_chr_show_fdinfo prints "iff:\t%s\n", empty when detached). A
+// detached file gives "". A name the kernel could not have printed (over
+// 15 bytes, with '/', ':' or white space, "." or "..") or a second iff:
+// line is an error.
+func parseTunFdinfo(b []byte) (string, error) {
+	var iff string
+	seen := false
+	for line := range strings.SplitSeq(string(b), "\n") {
+		v, ok := strings.CutPrefix(line, "iff:")
+		if !ok {
+			continue
+		}
+		if seen {
+			return "", fmt.Errorf("tun's fdinfo has two iff: lines")
+		}
+		seen = true
+		iff = strings.TrimLeft(v, "\t ")
+		if iff != "" && !validIfName(iff) {
+			return "", fmt.Errorf("tun's fdinfo names %q, which is not an interface name (1 to 15 bytes, no '/', ':' or white space)", iff)
+		}
+	}
+	return iff, nil
+}
+
+// validIfName is the kernel's dev_valid_name (net/core/dev.c), and no NUL
+// (ifr_name is a C string).
+func validIfName(n string) bool {
+	if n == "" || len(n) >= 16 || n == "." || n == ".." {
+		return false
+	}
+	for _, r := range n {
+		if r == '/' || r == ':' || r == 0 || unicode.IsSpace(r) {
+			return false
+		}
+	}
+	return true
 }
 
 // backendFDs lists pid's tun, macvtap and vhost-vdpa file descriptors.
@@ -41,11 +105,12 @@ func backendFDs(pid int) ([]procFD, error) {
 		p := procFD{fd: fd, target: target}
 		switch {
 		case target == "/dev/net/tun":
-			info, _ := os.ReadFile(fmt.Sprintf("/proc/%d/fdinfo/%d", pid, fd))
-			for _, l := range strings.Split(string(info), "\n") {
-				if v, ok := strings.CutPrefix(l, "iff:"); ok {
-					p.iff = strings.TrimSpace(v)
-				}
+			info, err := readBounded(fmt.Sprintf("/proc/%d/fdinfo/%d", pid, fd), maxFdinfo)
+			if err == nil {
+				p.iff, err = parseTunFdinfo(info)
+			}
+			if err != nil {
+				p.err = err
 			}
 		case macvtapIndex(target) > 0, strings.HasPrefix(target, "/dev/vhost-vdpa-"):
 		default:
@@ -59,13 +124,37 @@ func backendFDs(pid int) ([]procFD, error) {
 // macvtapIndex is N for a macvtap node (/dev/tapN, or tapN in another
 // directory, or a private tapN node already removed, as netctl's macvtap
 // opens queues when /dev/tapN is not its own: "tapN (deleted)"), else 0.
+// N is an interface index: decimal digits, 1 to 2^31-1.
 func macvtapIndex(target string) int {
-	base := strings.TrimSuffix(filepath.Base(target), " (deleted)")
-	n, err := strconv.Atoi(strings.TrimPrefix(base, "tap"))
-	if !strings.HasPrefix(base, "tap") || err != nil || n <= 0 {
+	digits, ok := strings.CutPrefix(strings.TrimSuffix(filepath.Base(target), " (deleted)"), "tap")
+	if !ok || digits == "" || len(digits) > 10 || strings.TrimLeft(digits, "0123456789") != "" || digits[0] == '0' {
 		return 0
 	}
-	return n
+	n, err := strconv.ParseInt(digits, 10, 32)
+	if err != nil {
+		return 0
+	}
+	return int(n)
+}
+
+// maxPassedFDs bounds the fd numbers read from a netdev's fd=/fds=
+// options: a tap has at most 256 queues (MAX_TAP_QUEUES).
+const maxPassedFDs = 256
+
+// passedFDs are the descriptor numbers libvirt passed QEMU for a tap
+// (fd=N, or fds=N:M:... for queues), as info network shows them. Anything
+// that is not a descriptor number is left out.
+func passedFDs(opts map[string]string) []int {
+	var out []int
+	for _, v := range strings.FieldsFunc(opts["fd"]+":"+opts["fds"], func(r rune) bool { return r == ':' }) {
+		if len(out) == maxPassedFDs {
+			break
+		}
+		if n, err := strconv.ParseInt(v, 10, 32); err == nil && n >= 0 && strings.TrimLeft(v, "0123456789") == "" {
+			out = append(out, int(n))
+		}
+	}
+	return out
 }
 
 // tunFlags duplicates QEMU's tap file descriptor (pidfd_getfd, Linux 5.6)
