@@ -49,7 +49,9 @@ type usageError struct {
 }
 
 func (e *usageError) Error() string { return e.err.Error() }
-func (e *usageError) Unwrap() error { return e.err }
+// Unwrap gives the cause and errs.ErrInvalid: every usage error is bad
+// input, so errors.Is(err, errs.ErrInvalid) holds for all of them.
+func (e *usageError) Unwrap() []error { return []error{e.err, errs.ErrInvalid} }
 
 // usageErr is a usage error of the command at path; the message starts
 // with the command's name after "netctl".

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"slices"
 	"sort"
@@ -46,7 +47,8 @@ func planCommand() *cli.Command {
 }
 
 // readProbes reads and checks the probe files; any bad file, no file, or
-// two files of one host is a usage error.
+// two files of one host is a usage error; a file that cannot be opened is
+// a plain failure.
 func readProbes(files []string) ([]*host.Description, error) {
 	if len(files) == 0 {
 		return nil, usage("plan: name the probe files of the hosts (netctl probe -j > HOST.json on each)")
@@ -58,7 +60,9 @@ func readProbes(files []string) ([]*host.Description, error) {
 	fileOf := map[string]string{}
 	for _, f := range files {
 		b, err := readCapped(f, host.MaxDocument)
-		if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+			return nil, fmt.Errorf("plan: %w", err) // the file is not there to read: a failure (exit 1), like diagnose --from
+		} else if err != nil {
 			return nil, usage("plan: %w", err)
 		}
 		h, err := host.Parse(b)

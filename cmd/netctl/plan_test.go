@@ -60,14 +60,13 @@ func TestPlanUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, "name the probe files"},
+		{nil, "takes at least 1 argument(s) (HOST.json...), got 0"},
 		{[]string{write("diag.json", `{"format":"netctl.diagnose/v1","status":{}}`)}, "no \"schema\" field, so not a netctl probe document"},
 		{[]string{write("old.json", noSchema)}, "no \"schema\" field"},
 		{[]string{write("list.json", `[1,2]`)}, "not a JSON object"},
 		{[]string{write("other.json", `{"schema":"netctl.probe/v9","hostname":"a","kernel":"6.1"}`)}, `schema "netctl.probe/v9": this netctl reads "netctl.probe/v1"`},
 		{[]string{write("big.json", "{"+strings.Repeat(" ", 2<<20)+"}")}, "more than 1048576 bytes"},
 		{[]string{testdata + "probe-6.1.json", write("copy.json", string(old))}, "probe-6.1.json and " + dir + "/copy.json are both probes of host vm-6-1"},
-		{[]string{filepath.Join(dir, "missing.json")}, "no such file"},
 	} {
 		app := newApp()
 		var out bytes.Buffer

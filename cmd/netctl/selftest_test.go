@@ -26,7 +26,7 @@ func TestSelftestRefusesBadFlags(t *testing.T) {
 		{[]string{"--frame-size", "59"}, "use 60 to 2036"},
 		{[]string{"--frame-size", "2037"}, "use 60 to 2036"},
 		{[]string{"--timeout", "-1s"}, "use a positive duration"},
-		{[]string{"extra"}, `unexpected argument "extra"`},
+		{[]string{"extra"}, `takes no arguments, got "extra"`},
 	} {
 		app := newApp()
 		var out bytes.Buffer

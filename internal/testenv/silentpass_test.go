@@ -16,11 +16,7 @@ import (
 // "tests that cannot lie"). Each is to be rewritten with Require (or to
 // assert the kernel's error before it returns) and then taken off this
 // list; the list may only shrink.
-var silentPassKnown = map[string]bool{
-	"vdpa/vhostdev_vm_test.go:TestVMVhostVDPABringUp":       true,
-	"vdpa/vhostdev_vm_test.go:TestVMSilentVDUSEDoesNotHang": true,
-	"vdpa/client_vm_test.go:TestVMFamilyOnlyInInitialNetns": true,
-}
+var silentPassKnown = map[string]bool{}
 
 // TestNoSilentPassInVMTests scans every *_vm_test.go of the module for a
 // VM test that, depending on the kernel (k.Has(...), k.Name), returns or
