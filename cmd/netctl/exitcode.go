@@ -49,6 +49,7 @@ type usageError struct {
 }
 
 func (e *usageError) Error() string { return e.err.Error() }
+
 // Unwrap gives the cause and errs.ErrInvalid: every usage error is bad
 // input, so errors.Is(err, errs.ErrInvalid) holds for all of them.
 func (e *usageError) Unwrap() []error { return []error{e.err, errs.ErrInvalid} }
