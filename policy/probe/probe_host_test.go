@@ -50,8 +50,10 @@ func TestHostProbe(t *testing.T) {
 	}
 }
 
-// TestHostProbeNoTempDir: when no private directory can be made for the
-// macvtap's node, the macvtap part says so; no node is made in /dev.
+// TestHostProbeNoTempDir: without a temporary directory the probe still
+// never falls back to making nodes in the host's /dev: the scratch
+// macvtap is opened through the node devtmpfs made for it (its own
+// major:minor), and /dev/tap* is the same before and after.
 func TestHostProbeNoTempDir(t *testing.T) {
 	testenv.Host(t)
 	t.Setenv("TMPDIR", "/nonexistent/netctl")
@@ -60,7 +62,7 @@ func TestHostProbeNoTempDir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Macvtap.Available || !strings.Contains(r.Macvtap.Error, "no private directory for the macvtap's device node") {
+	if !r.Macvtap.Available || len(r.Macvtap.Offloads) == 0 {
 		t.Errorf("macvtap %+v", r.Macvtap)
 	}
 	if !r.Tap.Available {
@@ -126,7 +128,7 @@ func TestHostProbeNonRoot(t *testing.T) {
 		t.Error(err)
 	}
 	for name, s := range map[string]string{"tap": r.Tap.Error, "macvtap": r.Macvtap.Error} {
-		if !strings.Contains(s, "needs CAP_SYS_ADMIN (run netctl probe as root)") {
+		if !strings.Contains(s, "needs CAP_SYS_ADMIN (run as root)") {
 			t.Errorf("%s as nobody: %q", name, s)
 		}
 	}
