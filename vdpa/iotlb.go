@@ -62,7 +62,7 @@ func (d *VhostDevice) Map(iova, size, uaddr uint64, perm uint8) error {
 	if err := d.checkMap(iova, size, uaddr, perm); err != nil {
 		return d.wrap(err)
 	}
-	if d.mode != MapPA {
+	if d.MapMode() != MapPA {
 		if err := checkSharedFileMapping(uaddr, size); err != nil {
 			return d.wrap(err)
 		}

@@ -63,8 +63,21 @@ const SysfsRoot = "/sys"
 // device, whose parent is the vdpa device's parent) and decides its
 // MapMode. name is "" and the mode MapUnknown when sysfs does not show it.
 func mapModeOfNode(sys string, rdev uint64) (name string, mode MapMode) {
-	node, err := filepath.EvalSymlinks(filepath.Join(sys, "dev/char", devString(rdev)))
-	if err != nil || !strings.HasPrefix(filepath.Base(node), "vhost-vdpa-") {
+	// One readlink instead of filepath.EvalSymlinks, which lstats every
+	// component of the long /sys/devices path: under TCG that walk cost
+	// as much as the whole vhost-vdpa bring-up. The link is relative
+	// ("../../devices/.../vdpa0/vhost-vdpa-0") and nothing below
+	// /sys/devices is a symlink, so resolving it by hand is the same.
+	link := filepath.Join(sys, "dev/char", devString(rdev))
+	target, err := os.Readlink(link)
+	if err != nil {
+		return "", MapUnknown
+	}
+	node := target
+	if !filepath.IsAbs(node) {
+		node = filepath.Join(filepath.Dir(link), target)
+	}
+	if !strings.HasPrefix(filepath.Base(node), "vhost-vdpa-") {
 		return "", MapUnknown
 	}
 	vdev := filepath.Dir(node)
@@ -76,8 +89,12 @@ func mapModeOfNode(sys string, rdev uint64) (name string, mode MapMode) {
 	if sub, err := os.Readlink(filepath.Join(parent, "subsystem")); err == nil {
 		subsystem = filepath.Base(sub)
 	}
-	useVA, _ := os.ReadFile(filepath.Join(sys, "module/vdpa_sim/parameters/use_va"))
-	return filepath.Base(vdev), mapModeOf(subsystem, filepath.Base(parent), strings.TrimSpace(string(useVA)) != "N")
+	useVA := false
+	if strings.HasPrefix(filepath.Base(parent), "vdpasim") { // the only parent whose mode is a module parameter
+		b, _ := os.ReadFile(filepath.Join(sys, "module/vdpa_sim/parameters/use_va"))
+		useVA = strings.TrimSpace(string(b)) != "N"
+	}
+	return filepath.Base(vdev), mapModeOf(subsystem, filepath.Base(parent), useVA)
 }
 
 // devString is "MAJ:MIN", as sysfs writes a device number.

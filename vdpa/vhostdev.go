@@ -24,14 +24,16 @@ import (
 // concurrent use with each other.
 type VhostDevice struct {
 	Path string // the path it was opened by
-	// Name is the vdpa device behind the node, found through sysfs by
-	// the node's device number ("" when sysfs does not show it).
-	Name string
 
 	mu              sync.RWMutex // guards fd: shared by each call that uses it, exclusive in Close
 	fd              int          // -1 after Close
+	dev             vhost.Dev    // fd and name for internal/vhost, made once at open
 	backendFeatures atomic.Uint64
-	mode            MapMode
+
+	rdev    uint64    // the node's device number (0: not a char device)
+	sysOnce sync.Once // finds name and mode in sysfs on first use
+	name    string    // the vdpa device behind the node
+	mode    MapMode
 }
 
 // OpenVhost opens a vhost-vdpa device (Linux 5.7+; the VMM's open of
@@ -70,7 +72,7 @@ func OpenVhost(ctx context.Context, path string) (*VhostDevice, error) {
 		d := newVhostDevice(r.fd, path)
 		var st unix.Stat_t
 		if unix.Fstat(r.fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFCHR {
-			d.Name, d.mode = mapModeOfNode(SysfsRoot, st.Rdev)
+			d.rdev = st.Rdev // sysfs is read when a caller needs the name or the map mode
 		}
 		return d, nil
 	case <-ctx.Done():
@@ -86,7 +88,7 @@ func OpenVhost(ctx context.Context, path string) (*VhostDevice, error) {
 
 // newVhostDevice takes ownership of fd.
 func newVhostDevice(fd int, path string) *VhostDevice {
-	return &VhostDevice{Path: path, fd: fd}
+	return &VhostDevice{Path: path, fd: fd, dev: vhost.Dev{FD: fd, Name: "vhost-vdpa " + path}}
 }
 
 // Close closes the fd (the kernel resets the device). Closing twice is not
@@ -112,7 +114,7 @@ func (d *VhostDevice) use(f func(fd int, v vhost.Dev) error) error {
 	if d.fd < 0 {
 		return fmt.Errorf("vhost-vdpa %s: %w", d.Path, ErrClosed)
 	}
-	return f(d.fd, vhost.Dev{FD: d.fd, Name: "vhost-vdpa " + d.Path})
+	return f(d.fd, d.dev)
 }
 
 func (d *VhostDevice) wrap(err error) error {
@@ -122,8 +124,29 @@ func (d *VhostDevice) wrap(err error) error {
 	return fmt.Errorf("vhost-vdpa %s: %w", d.Path, err)
 }
 
-// MapMode says how the device's parent maps the IOTLB (see Map).
-func (d *VhostDevice) MapMode() MapMode { return d.mode }
+// MapMode says how the device's parent maps the IOTLB (see Map). It is
+// found in sysfs, by the node's device number, on first use: a bring-up
+// that maps only memory known to be shared (MapMemory) never pays for
+// that walk (under TCG it cost as much as the rest of the bring-up).
+func (d *VhostDevice) MapMode() MapMode {
+	d.resolve()
+	return d.mode
+}
+
+// DeviceName is the vdpa device behind the node, found through sysfs by
+// the node's device number ("" when sysfs does not show it).
+func (d *VhostDevice) DeviceName() string {
+	d.resolve()
+	return d.name
+}
+
+func (d *VhostDevice) resolve() {
+	d.sysOnce.Do(func() {
+		if d.rdev != 0 {
+			d.name, d.mode = mapModeOfNode(SysfsRoot, d.rdev)
+		}
+	})
+}
 
 // The vhost ioctls every vhost device has (internal/vhost), on this fd.
 

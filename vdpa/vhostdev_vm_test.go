@@ -63,8 +63,8 @@ func TestVMVhostVDPABringUp(t *testing.T) {
 	}
 	defer d.Close() // before the deferred delete: deleting waits for every vhost-vdpa fd to close
 	// VDUSE maps by virtual address: found through the node's device number.
-	if d.MapMode() != MapVA || d.Name != "vhvdpa0" {
-		t.Errorf("map mode %v, device %q; want va, vhvdpa0", d.MapMode(), d.Name)
+	if d.MapMode() != MapVA || d.DeviceName() != "vhvdpa0" {
+		t.Errorf("map mode %v, device %q; want va, vhvdpa0", d.MapMode(), d.DeviceName())
 	}
 	if err := d.SetOwner(); err != nil {
 		t.Fatal(err)
@@ -249,8 +249,8 @@ func TestVMVhostVDPABringUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d2.MapMode() != MapVA || d2.Name != "vhvdpa0" {
-		t.Errorf("through the copy: map mode %v, device %q", d2.MapMode(), d2.Name)
+	if d2.MapMode() != MapVA || d2.DeviceName() != "vhvdpa0" {
+		t.Errorf("through the copy: map mode %v, device %q", d2.MapMode(), d2.DeviceName())
 	}
 	if hs, err := Holders("vhvdpa0"); err != nil || len(hs) != 1 || hs[0].PID != os.Getpid() || hs[0].Path != cp {
 		t.Errorf("holders through the copy: %+v, %v", hs, err)

@@ -88,6 +88,14 @@ func checkHeader(f virtio.Features, fd int) error {
 	if err != nil {
 		return err
 	}
+	return checkHeaderOf(f, b, fd)
+}
+
+// checkHeaderOf is checkHeader for a backend already inspected.
+func checkHeaderOf(f virtio.Features, b backendKind, fd int) error {
+	if !f.Has(virtio.VhostNetVirtioHdr) {
+		return nil
+	}
 	switch {
 	case b.detached:
 		return fmt.Errorf("bit 27 (VHOST_NET_F_VIRTIO_NET_HDR) acknowledged, and backend fd %d is a tun queue attached to no "+
@@ -120,8 +128,16 @@ func checkHeaderSize(f virtio.Features, fd int) error {
 		return nil
 	}
 	b, err := inspectBackend(fd)
-	if err != nil || !b.vnetHdr {
+	if err != nil {
 		return err
+	}
+	return checkHeaderSizeOf(f, b, fd)
+}
+
+// checkHeaderSizeOf is checkHeaderSize for a backend already inspected.
+func checkHeaderSizeOf(f virtio.Features, b backendKind, fd int) error {
+	if f.Has(virtio.VhostNetVirtioHdr) || !b.vnetHdr {
+		return nil
 	}
 	if want := sockHdrLen(f); b.hdrSize != want {
 		mode := "without VERSION_1 or MRG_RXBUF"

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -43,12 +44,30 @@ func MaxMemRegions() (int, error) {
 const maxMemRegionsLimit = 65535
 
 // maxMemRegions is the vhost module's max_mem_regions, or the largest it
-// can be when that cannot be read (the kernel then checks).
+// can be when that cannot be read (the kernel then checks). The parameter
+// is read-only while the module is loaded (module_param 0444), so a value
+// read once holds until the module is reloaded; if it is reloaded with a
+// smaller limit, the kernel still refuses a table over it (E2BIG). The
+// cache keeps a sysfs read out of every NewNIC and SetMemTable (under TCG
+// that read cost more than the vhost ioctls it guards).
 func maxMemRegions() int {
-	if n, err := MaxMemRegions(); err == nil && n >= 0 && n <= maxMemRegionsLimit {
-		return n
+	mu := &maxMemRegionsCache
+	mu.Lock()
+	defer mu.Unlock()
+	if mu.n == 0 {
+		if n, err := MaxMemRegions(); err == nil && n > 0 && n <= maxMemRegionsLimit {
+			mu.n = n
+		} else {
+			return maxMemRegionsLimit // not cached: the module may be loaded later
+		}
 	}
-	return maxMemRegionsLimit
+	return mu.n
+}
+
+// maxMemRegionsCache holds max_mem_regions once it was read.
+var maxMemRegionsCache struct {
+	sync.Mutex
+	n int // guarded by the mutex; 0 until read
 }
 
 // validateMemTable checks what the kernel does not (it takes overlapping

@@ -107,13 +107,14 @@ func (c NICConfig) validate() error {
 				return fmt.Errorf("queue pair %d: %w", qp, err)
 			}
 		}
-		if _, err := inspectBackend(q.Backend); err != nil {
+		b, err := inspectBackend(q.Backend) // once: every check below reads b
+		if err != nil {
 			return fmt.Errorf("vhost-net: queue pair %d: %w", qp, err)
 		}
-		if err := checkHeader(c.Features, q.Backend); err != nil {
+		if err := checkHeaderOf(c.Features, b, q.Backend); err != nil {
 			return fmt.Errorf("vhost-net: queue pair %d: %w", qp, err)
 		}
-		if err := checkHeaderSize(c.Features, q.Backend); err != nil {
+		if err := checkHeaderSizeOf(c.Features, b, q.Backend); err != nil {
 			return fmt.Errorf("vhost-net: queue pair %d: %w", qp, err)
 		}
 	}
