@@ -2,7 +2,9 @@ package gather
 
 import (
 	"context"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -23,5 +25,47 @@ func TestReadVDPAHonoursTheDeadline(t *testing.T) {
 	readVDPA(ctx, s, os.Getpid())
 	if len(s.Errors) == 0 || !strings.Contains(strings.Join(s.Errors, "\n"), context.Canceled.Error()) {
 		t.Errorf("readVDPA with an ended context noted %q, want the context's error", s.Errors)
+	}
+}
+
+// TestNoContextTODO: a call that can block (netlink, QMP) takes the
+// caller's context; context.TODO() in product code is such a call left
+// without a deadline. The scan covers every non-test Go file of the module.
+func TestNoContextTODO(t *testing.T) {
+	root, err := filepath.Abs("../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("module root not found: %v", err)
+	}
+	files := 0
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "bin") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		files++
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, "context.TODO()") {
+				t.Errorf("%s:%d: context.TODO(): pass the caller's context", path, i+1)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 50 {
+		t.Fatalf("scanned only %d files", files)
 	}
 }
