@@ -178,8 +178,15 @@ func TestDecideQEMUVersion(t *testing.T) {
 	if d.Offer.Has(virtio.RingReset) || d.Unavailable["queue_reset"] == "" || d.QEMU["queue_reset"] != "" {
 		t.Errorf("QEMU 7.1: offer %v, properties %v, unavailable %v", d.Offer, d.QEMU, d.Unavailable)
 	}
-	if _, err := Decide(r, Request{QEMU: "seven"}); !errors.Is(err, ErrInvalid) {
-		t.Errorf("QEMU version seven: %v", err)
+	for _, v := range []string{"seven", "9", "+9.1", "8.-1", "8..2", "8.2.", "1.2.3.4", " 8.2", "99999999.0"} {
+		if _, err := Decide(r, Request{QEMU: v}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "MAJOR.MINOR[.MICRO]") {
+			t.Errorf("QEMU version %q: %v, want ErrInvalid naming MAJOR.MINOR[.MICRO]", v, err)
+		}
+	}
+	for _, v := range []string{"8.2", "7.2.22", "10.0.0"} {
+		if _, err := Decide(r, Request{QEMU: v}); err != nil {
+			t.Errorf("QEMU version %q: %v", v, err)
+		}
 	}
 }
 
