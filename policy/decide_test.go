@@ -178,7 +178,7 @@ func TestDecideQEMUVersion(t *testing.T) {
 	if d.Offer.Has(virtio.RingReset) || d.Unavailable["queue_reset"] == "" || d.QEMU["queue_reset"] != "" {
 		t.Errorf("QEMU 7.1: offer %v, properties %v, unavailable %v", d.Offer, d.QEMU, d.Unavailable)
 	}
-	for _, v := range []string{"seven", "9", "+9.1", "8.-1", "8..2", "8.2.", "1.2.3.4", " 8.2", "99999999.0"} {
+	for _, v := range []string{"seven", "9", "+9.1", "8.-1", "8..2", "8.2.", "1.2.3.4", " 8.2", "1234567.0"} {
 		if _, err := Decide(r, Request{QEMU: v}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "MAJOR.MINOR[.MICRO]") {
 			t.Errorf("QEMU version %q: %v, want ErrInvalid naming MAJOR.MINOR[.MICRO]", v, err)
 		}

@@ -21,8 +21,8 @@ func versionAtLeast(have, min string) (ok, known bool) {
 	return true, true
 }
 
-// parseVersion reads MAJOR.MINOR[.MICRO], each part 1 to 7 decimal
-// digits (no sign, no spaces) and at most 2^20, as QEMU prints it.
+// parseVersion reads MAJOR.MINOR[.MICRO], each part 1 to 6
+// decimal digits (no sign, no spaces), as QEMU prints it.
 func parseVersion(s string) ([3]int, bool) {
 	var v [3]int
 	parts := strings.Split(s, ".")
@@ -30,11 +30,11 @@ func parseVersion(s string) ([3]int, bool) {
 		return v, false
 	}
 	for i, p := range parts {
-		if p == "" || len(p) > 7 || strings.Trim(p, "0123456789") != "" {
+		if p == "" || len(p) > 6 || strings.Trim(p, "0123456789") != "" {
 			return v, false
 		}
 		n, err := strconv.Atoi(p)
-		if err != nil || n > 1<<20 {
+		if err != nil {
 			return v, false
 		}
 		v[i] = n
