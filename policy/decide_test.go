@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/netctl/netctl/internal/errs"
 	"github.com/netctl/netctl/policy/host"
 	"github.com/netctl/netctl/virtio"
 )
@@ -51,7 +50,7 @@ func TestDecideOnTheVMKernels(t *testing.T) {
 		t.Errorf("6.1 vdpa step %+v", d.Steps[0])
 	}
 	// Asking for USO on 6.1 is an error that says why.
-	if _, err := Decide(old, Request{Enable: virtio.NetGuestUSO4}); err == nil || !strings.Contains(err.Error(), "Linux 6.2") || !errors.Is(err, errs.ErrNotSupported) {
+	if _, err := Decide(old, Request{Enable: virtio.NetGuestUSO4}); err == nil || !strings.Contains(err.Error(), "Linux 6.2") || !errors.Is(err, ErrNotSupported) {
 		t.Errorf("USO enabled on 6.1: %v", err)
 	}
 }
@@ -210,7 +209,7 @@ func TestDecideVDPA(t *testing.T) {
 		!strings.Contains(d.Dropped["GUEST_TSO4"], "needs GUEST_CSUM") {
 		t.Errorf("vdpa dropped %v, properties %v", d.Dropped, d.QEMU)
 	}
-	if _, err := Decide(&r, Request{Queues: 2}); !errors.Is(err, errs.ErrNotSupported) || !strings.Contains(err.Error(), "MQ and CTRL_VQ") {
+	if _, err := Decide(&r, Request{Queues: 2}); !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "MQ and CTRL_VQ") {
 		t.Errorf("2 queues on a device without MQ: %v", err)
 	}
 	// A bound device whose features were not read is not chosen.
@@ -245,7 +244,7 @@ func TestDecideProfilesAndRequests(t *testing.T) {
 	if d.Backend != BackendUserspace || d.Steps[0].Reason != "not requested (--backend userspace)" {
 		t.Errorf("userspace: %+v", d.Steps)
 	}
-	if _, err := Decide(r, Request{Backend: BackendVDPA}); err == nil || !strings.Contains(err.Error(), "not available here") {
+	if _, err := Decide(r, Request{Backend: BackendVDPA}); !errors.Is(err, ErrNotAvailable) || !strings.Contains(err.Error(), "not available here") {
 		t.Errorf("vdpa requested without a device: %v", err)
 	}
 	noVhost := *r
