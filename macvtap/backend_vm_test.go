@@ -36,7 +36,7 @@ func openHostSide(t *testing.T, name string) hostSide {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(linux.Htons(unix.ETH_P_ALL)))
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0) // protocol in bind: no other interface's frames queue up
 	if err != nil {
 		t.Fatal(err)
 	}

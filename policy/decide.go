@@ -10,9 +10,21 @@ import (
 	"github.com/netctl/netctl/virtio"
 )
 
-// ErrInvalid is returned (wrapped) for a request or a set of hosts that
-// cannot be decided on; the message names the valid values.
-var ErrInvalid = errs.ErrInvalid
+// The sentinel errors Decide and Plan wrap, shared with the other netctl
+// packages (vhostnet.ErrNotSupported is the same value); test with
+// errors.Is.
+var (
+	// ErrInvalid: a request or a set of hosts that cannot be decided on;
+	// the message names the valid values.
+	ErrInvalid = errs.ErrInvalid
+	// ErrNotAvailable: the requested backend is not available on the host
+	// (--backend vdpa without a vdpa device bound to vhost_vdpa, ...).
+	ErrNotAvailable = errs.ErrNotAvailable
+	// ErrNotSupported: features the request insists on (Enable), or its
+	// queue pairs, that the chosen backend cannot carry; the message says
+	// why for each.
+	ErrNotSupported = errs.ErrNotSupported
+)
 
 // Backends, in the order the fallback chain tries them.
 const (
@@ -121,7 +133,7 @@ func Decide(h *host.Description, req Request) (Decision, error) {
 	}
 	vdev := d.chain(h, req)
 	if d.Backend == "" {
-		return d, fmt.Errorf("policy: backend %s is not available here: %s: %w", req.Backend, d.Steps[len(d.Steps)-1].Reason, errs.ErrNotAvailable)
+		return d, fmt.Errorf("policy: backend %s is not available here: %s: %w", req.Backend, d.Steps[len(d.Steps)-1].Reason, ErrNotAvailable)
 	}
 	d.QEMUVersion = firstNonEmpty(h.QEMU.Version, req.QEMU)
 	if d.QEMUVersion == "" {
@@ -155,7 +167,7 @@ func Decide(h *host.Description, req Request) (Decision, error) {
 		mq := virtio.NetMQ | virtio.NetCtrlVQ
 		if d.Backend == BackendVDPA && !avail.Has(mq) {
 			return d, fmt.Errorf("policy: %d queue pairs: vdpa device %s does not offer MQ and CTRL_VQ: add it with max_vqp %d and a parent that has a control queue, or use 1 queue pair: %w",
-				req.Queues, vdev.Name, req.Queues, errs.ErrNotSupported)
+				req.Queues, vdev.Name, req.Queues, ErrNotSupported)
 		}
 		offer |= mq
 		d.QEMU["mq"] = "on"
@@ -173,7 +185,7 @@ func Decide(h *host.Description, req Request) (Decision, error) {
 			n := virtio.BitName(b)
 			whys = append(whys, n+": "+firstNonEmpty(d.Dropped[n], "not available with backend "+d.Backend))
 		}
-		return d, fmt.Errorf("policy: requested features cannot be honoured: %s: %w", strings.Join(whys, "; "), errs.ErrNotSupported)
+		return d, fmt.Errorf("policy: requested features cannot be honoured: %s: %w", strings.Join(whys, "; "), ErrNotSupported)
 	}
 	d.Offer, d.OfferNames = offer, offer.Names()
 	if d.Backend == BackendVhostNet {

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/netctl/netctl/internal/errs"
 	"github.com/netctl/netctl/policy/host"
 	"github.com/netctl/netctl/virtio"
 )
@@ -51,7 +50,7 @@ func TestDecideOnTheVMKernels(t *testing.T) {
 		t.Errorf("6.1 vdpa step %+v", d.Steps[0])
 	}
 	// Asking for USO on 6.1 is an error that says why.
-	if _, err := Decide(old, Request{Enable: virtio.NetGuestUSO4}); err == nil || !strings.Contains(err.Error(), "Linux 6.2") || !errors.Is(err, errs.ErrNotSupported) {
+	if _, err := Decide(old, Request{Enable: virtio.NetGuestUSO4}); err == nil || !strings.Contains(err.Error(), "Linux 6.2") || !errors.Is(err, ErrNotSupported) {
 		t.Errorf("USO enabled on 6.1: %v", err)
 	}
 }
@@ -178,8 +177,15 @@ func TestDecideQEMUVersion(t *testing.T) {
 	if d.Offer.Has(virtio.RingReset) || d.Unavailable["queue_reset"] == "" || d.QEMU["queue_reset"] != "" {
 		t.Errorf("QEMU 7.1: offer %v, properties %v, unavailable %v", d.Offer, d.QEMU, d.Unavailable)
 	}
-	if _, err := Decide(r, Request{QEMU: "seven"}); !errors.Is(err, ErrInvalid) {
-		t.Errorf("QEMU version seven: %v", err)
+	for _, v := range []string{"seven", "9", "+9.1", "8.-1", "8..2", "8.2.", "1.2.3.4", " 8.2", "1234567.0"} {
+		if _, err := Decide(r, Request{QEMU: v}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "MAJOR.MINOR[.MICRO]") {
+			t.Errorf("QEMU version %q: %v, want ErrInvalid naming MAJOR.MINOR[.MICRO]", v, err)
+		}
+	}
+	for _, v := range []string{"8.2", "7.2.22", "10.0.0"} {
+		if _, err := Decide(r, Request{QEMU: v}); err != nil {
+			t.Errorf("QEMU version %q: %v", v, err)
+		}
 	}
 }
 
@@ -203,7 +209,7 @@ func TestDecideVDPA(t *testing.T) {
 		!strings.Contains(d.Dropped["GUEST_TSO4"], "needs GUEST_CSUM") {
 		t.Errorf("vdpa dropped %v, properties %v", d.Dropped, d.QEMU)
 	}
-	if _, err := Decide(&r, Request{Queues: 2}); !errors.Is(err, errs.ErrNotSupported) || !strings.Contains(err.Error(), "MQ and CTRL_VQ") {
+	if _, err := Decide(&r, Request{Queues: 2}); !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "MQ and CTRL_VQ") {
 		t.Errorf("2 queues on a device without MQ: %v", err)
 	}
 	// A bound device whose features were not read is not chosen.
@@ -238,7 +244,7 @@ func TestDecideProfilesAndRequests(t *testing.T) {
 	if d.Backend != BackendUserspace || d.Steps[0].Reason != "not requested (--backend userspace)" {
 		t.Errorf("userspace: %+v", d.Steps)
 	}
-	if _, err := Decide(r, Request{Backend: BackendVDPA}); err == nil || !strings.Contains(err.Error(), "not available here") {
+	if _, err := Decide(r, Request{Backend: BackendVDPA}); !errors.Is(err, ErrNotAvailable) || !strings.Contains(err.Error(), "not available here") {
 		t.Errorf("vdpa requested without a device: %v", err)
 	}
 	noVhost := *r

@@ -21,15 +21,20 @@ func versionAtLeast(have, min string) (ok, known bool) {
 	return true, true
 }
 
+// parseVersion reads MAJOR.MINOR[.MICRO], each part 1 to 6
+// decimal digits (no sign, no spaces), as QEMU prints it.
 func parseVersion(s string) ([3]int, bool) {
 	var v [3]int
 	parts := strings.Split(s, ".")
-	if s == "" || len(parts) > 3 {
+	if len(parts) < 2 || len(parts) > 3 {
 		return v, false
 	}
 	for i, p := range parts {
+		if p == "" || len(p) > 6 || strings.Trim(p, "0123456789") != "" {
+			return v, false
+		}
 		n, err := strconv.Atoi(p)
-		if err != nil || n < 0 || n > 1<<20 {
+		if err != nil {
 			return v, false
 		}
 		v[i] = n

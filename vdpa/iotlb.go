@@ -5,6 +5,8 @@ import (
 	"math"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/netctl/netctl/internal/linux"
 	"github.com/netctl/netctl/internal/vhost"
 )
@@ -38,7 +40,7 @@ func (d *VhostDevice) iotlb(typ uint8, iova, size, uaddr uint64, perm uint8) err
 		IOTLB: linux.VhostIOTLBMsg{IOVA: iova, Size: size, UAddr: uaddr, Perm: perm, Type: typ}}
 	b := unsafe.Slice((*byte)(unsafe.Pointer(&m)), unsafe.Sizeof(m))
 	return d.wrapUse(d.use(func(fd int, _ vhost.Dev) error {
-		n, err := writeFD(fd, b)
+		n, err := unix.Write(fd, b)
 		if err != nil {
 			return fmt.Errorf("IOTLB message %d [%#x,+%#x): %w", typ, iova, size, err)
 		}

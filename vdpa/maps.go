@@ -7,11 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
-
-	"golang.org/x/sys/unix"
 )
-
-var writeFD = unix.Write
 
 // mapsLine is one line of /proc/PID/maps:
 // "start-end perms offset dev inode [path]".

@@ -122,7 +122,7 @@ func newRig(t *testing.T, c rigConfig) *rig {
 // packetSocket is an AF_PACKET socket bound to the interface.
 func packetSocket(t *testing.T, ifindex int) int {
 	t.Helper()
-	s, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(linux.Htons(unix.ETH_P_ALL)))
+	s, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0) // protocol in bind: no other interface's frames queue up
 	if err != nil {
 		t.Fatal(err)
 	}

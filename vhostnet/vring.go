@@ -112,15 +112,29 @@ func (d *Device) SetVringErr(idx uint32, eventfd int) error {
 }
 
 // SetBusyLoopTimeout sets how long (µs) vhost busy-polls vq idx before
-// sleeping (VHOST_SET_VRING_BUSYLOOP_TIMEOUT); 0 turns polling off.
+// sleeping (VHOST_SET_VRING_BUSYLOOP_TIMEOUT, Linux 4.6); 0 turns polling
+// off. A kernel without the ioctl gives an error wrapping ErrNotSupported.
 func (d *Device) SetBusyLoopTimeout(idx, usec uint32) error {
 	_, err := d.vringState(linux.VHOST_SET_VRING_BUSYLOOP_TIMEOUT, idx, usec)
-	return err
+	return busyLoopErr(err)
 }
 
-// BusyLoopTimeout reads the busy-poll timeout of vq idx back.
+// BusyLoopTimeout reads the busy-poll timeout of vq idx back
+// (VHOST_GET_VRING_BUSYLOOP_TIMEOUT, Linux 4.6); ErrNotSupported as for
+// SetBusyLoopTimeout.
 func (d *Device) BusyLoopTimeout(idx uint32) (uint32, error) {
-	return d.vringState(linux.VHOST_GET_VRING_BUSYLOOP_TIMEOUT, idx, 0)
+	v, err := d.vringState(linux.VHOST_GET_VRING_BUSYLOOP_TIMEOUT, idx, 0)
+	return v, busyLoopErr(err)
+}
+
+// busyLoopErr maps the ENOTTY of a kernel that does not know the
+// busy-loop ioctls (before Linux 4.6) to ErrNotSupported, so that callers
+// test errors.Is(err, ErrNotSupported), not the errno.
+func busyLoopErr(err error) error {
+	if errors.Is(err, unix.ENOTTY) {
+		return fmt.Errorf("%w: %w: vhost busy-polling needs Linux 4.6", err, ErrNotSupported)
+	}
+	return err
 }
 
 // SetBackend attaches a backend socket to vq idx (VHOST_NET_SET_BACKEND):

@@ -42,6 +42,13 @@ func newApp() *cli.App {
 	app.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return usageErr("netctl", "%v", err) }
 	app.Action = groupAction("netctl")
 	prepare(app.Commands, "netctl")
+	// urfave/cli adds its help command in Setup; a bad flag to it
+	// ("netctl help -j") would print the whole help and exit 1. The same
+	// command serves "netctl vdpa help", so this covers every level.
+	app.Setup()
+	if h := app.Command("help"); h != nil {
+		h.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return usageErr("netctl", "help: %v", err) }
+	}
 	return app
 }
 

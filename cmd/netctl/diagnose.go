@@ -13,6 +13,7 @@ import (
 )
 
 func diagnoseCommand() *cli.Command {
+	const path = "netctl diagnose"
 	return &cli.Command{
 		Name:  "diagnose",
 		Usage: "why is an offload on or off in a guest: every virtio-net feature bit of a running QEMU NIC, offered, acknowledged, honoured by the backend, with the reason",
@@ -36,7 +37,9 @@ func diagnoseCommand() *cli.Command {
 			var snap *diagnose.Snapshot
 			switch {
 			case c.String("from") != "" && c.String("qmp") != "":
-				return fmt.Errorf("diagnose: use --qmp SOCKET for a running QEMU or --from FILE for a saved snapshot, not both")
+				return usageErr(path, "use --qmp SOCKET for a running QEMU or --from FILE for a saved snapshot, not both")
+			case c.Duration("timeout") <= 0:
+				return usageErr(path, "--timeout %s: use a positive duration (default 30s)", c.Duration("timeout"))
 			case c.String("from") != "":
 				s, err := diagnose.Load(c.String("from"))
 				if err != nil {
@@ -61,7 +64,7 @@ func diagnoseCommand() *cli.Command {
 					}
 				}
 			case c.String("tap") != "" && c.String("from") == "":
-				return fmt.Errorf("diagnose: --tap goes with --from (a saved reply); with --qmp netctl finds the tap itself")
+				return usageErr(path, "--tap goes with --from (a saved reply); with --qmp netctl finds the tap itself")
 			case c.String("qmp") != "":
 				ctx, cancel := context.WithTimeout(context.Background(), c.Duration("timeout"))
 				defer cancel()
@@ -76,7 +79,7 @@ func diagnoseCommand() *cli.Command {
 				}
 				snap = s
 			default:
-				return fmt.Errorf("diagnose: name a running QEMU with --qmp SOCKET (QEMU: -qmp unix:SOCKET,server=on,wait=off) or a saved snapshot with --from FILE")
+				return usageErr(path, "name a running QEMU with --qmp SOCKET (QEMU: -qmp unix:SOCKET,server=on,wait=off) or a saved snapshot with --from FILE")
 			}
 			if p := c.String("save"); p != "" {
 				if err := snap.Save(p); err != nil {

@@ -81,6 +81,8 @@ func TestExitCodes(t *testing.T) {
 		{nil, 2, "", "netctl: name a command: selftest, vdpa, probe, plan, diagnose, version"},
 		{[]string{"nosuch"}, 2, "", `unknown command "nosuch"`},
 		{[]string{"help", "nosuch"}, 2, "", "netctl: help: no help topic for 'nosuch'"},
+		{[]string{"help", "-j"}, 2, `"hint":"run 'netctl --help'"`, "netctl: help: flag provided but not defined: -j"},
+		{[]string{"vdpa", "help", "--bogus"}, 2, "", "netctl: help: flag provided but not defined: -bogus"},
 		{[]string{"--bogus"}, 2, "", "flag provided but not defined: -bogus"},
 		{[]string{"vdpa"}, 2, "", "vdpa: name a command: mgmtdev, dev"},
 		{[]string{"vdpa", "bogus"}, 2, "", `vdpa: unknown command "bogus"`},
@@ -90,6 +92,11 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"selftest", "--queues", "x"}, 2, "", `invalid value "x" for flag -queues`},
 		{[]string{"probe", "extra"}, 2, "", "probe: takes no arguments"},
 		{[]string{"diagnose", "extra"}, 2, "", "diagnose: takes no arguments"},
+		{[]string{"diagnose"}, 2, "", "diagnose: name a running QEMU with --qmp SOCKET"},
+		{[]string{"diagnose", "-j"}, 2, `"hint":"run 'netctl diagnose --help'"`, "diagnose: name a running QEMU"},
+		{[]string{"diagnose", "--qmp", "/x.sock", "--from", "/x.json"}, 2, "", "diagnose: use --qmp SOCKET for a running QEMU or --from FILE"},
+		{[]string{"diagnose", "--tap", "vnet0"}, 2, "", "diagnose: --tap goes with --from"},
+		{[]string{"diagnose", "--timeout", "0s", "--qmp", "/x.sock"}, 2, "", "diagnose: --timeout 0s: use a positive duration"},
 		{[]string{"version", "extra"}, 2, "", "version: takes no arguments"},
 		{[]string{"plan"}, 2, "", "plan: takes at least 1 argument(s) (HOST.json...), got 0"},
 		{[]string{"plan", probe, "--json"}, 2, `"hint":"run 'netctl plan --help'"`, `"--json" after the arguments: put flags first`},
@@ -174,6 +181,9 @@ func TestHelpShowsDefaultsOnce(t *testing.T) {
 	var walk func(path []string, cmds []*cli.Command)
 	walk = func(path []string, cmds []*cli.Command) {
 		for _, c := range cmds {
+			if c.Name == "help" { // urfave/cli's own, which lists itself as its subcommand
+				continue
+			}
 			p := append(append([]string(nil), path...), c.Name)
 			var out bytes.Buffer
 			code := runApp(newApp(), append(append([]string{"netctl"}, p...), "--help"), &out, &out)

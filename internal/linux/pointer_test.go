@@ -158,7 +158,8 @@ func TestNoPointerLaundering(t *testing.T) {
 }
 
 // launderedPointers returns the positions of uintptr(x) conversions in f
-// where x is unsafe.Pointer(...) or a parameter declared unsafe.Pointer,
+// where x is unsafe.Pointer(...) or a name declared unsafe.Pointer (see
+// pointerNames),
 // except directly in the arguments of a raw syscall or inside MappedAddr.
 func launderedPointers(f *ast.File) []token.Pos {
 	var bad []token.Pos
@@ -167,14 +168,7 @@ func launderedPointers(f *ast.File) []token.Pos {
 		if !ok || fn.Body == nil || fn.Name.Name == "MappedAddr" && f.Name.Name == "linux" {
 			continue
 		}
-		ptrParams := map[string]bool{}
-		for _, fl := range fn.Type.Params.List {
-			if isUnsafePointerType(fl.Type) {
-				for _, n := range fl.Names {
-					ptrParams[n.Name] = true
-				}
-			}
-		}
+		ptrParams := pointerNames(fn)
 		allowed := map[ast.Expr]bool{}
 		ast.Inspect(fn.Body, func(n ast.Node) bool {
 			call, ok := n.(*ast.CallExpr)
@@ -199,6 +193,63 @@ func launderedPointers(f *ast.File) []token.Pos {
 		})
 	}
 	return bad
+}
+
+// pointerNames returns the names fn declares as unsafe.Pointer: its
+// parameters and results, those of function literals inside it, variables
+// declared with that type, and variables assigned unsafe.Pointer(...) or
+// unsafe.Add(...) with :=.
+func pointerNames(fn *ast.FuncDecl) map[string]bool {
+	names := map[string]bool{}
+	fields := func(fl *ast.FieldList) {
+		if fl == nil {
+			return
+		}
+		for _, f := range fl.List {
+			if isUnsafePointerType(f.Type) {
+				for _, n := range f.Names {
+					names[n.Name] = true
+				}
+			}
+		}
+	}
+	fields(fn.Type.Params)
+	fields(fn.Type.Results)
+	ast.Inspect(fn.Body, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.FuncLit:
+			fields(n.Type.Params)
+			fields(n.Type.Results)
+		case *ast.ValueSpec:
+			if n.Type != nil && isUnsafePointerType(n.Type) {
+				for _, id := range n.Names {
+					names[id.Name] = true
+				}
+			}
+		case *ast.AssignStmt:
+			if n.Tok != token.DEFINE || len(n.Lhs) != len(n.Rhs) {
+				return true
+			}
+			for i, r := range n.Rhs {
+				call, ok := ast.Unparen(r).(*ast.CallExpr)
+				if !ok {
+					continue
+				}
+				if sel, ok := call.Fun.(*ast.SelectorExpr); ok && isUnsafePointerType(sel) || ok && sel.Sel.Name == "Add" && isUnsafePkg(sel.X) {
+					if id, ok := n.Lhs[i].(*ast.Ident); ok {
+						names[id.Name] = true
+					}
+				}
+			}
+		}
+		return true
+	})
+	return names
+}
+
+func isUnsafePkg(e ast.Expr) bool {
+	id, ok := e.(*ast.Ident)
+	return ok && id.Name == "unsafe"
 }
 
 func isUnsafePointerType(e ast.Expr) bool {
@@ -235,12 +286,17 @@ func bad1(p *int) uintptr { return uintptr(unsafe.Pointer(p)) }
 func bad2(fd int, arg unsafe.Pointer) { value(fd, uintptr(arg)) }
 func ok1(fd int, arg unsafe.Pointer) { unix.Syscall(16, uintptr(fd), 0, uintptr(arg)) }
 func ok2(v uintptr) uintptr { return uintptr(v) }
+func bad3(fd int, x *int) { p := unsafe.Pointer(x); value(fd, uintptr(p)) }
+func bad4(fd int, b []byte) { var p unsafe.Pointer = unsafe.Pointer(&b[0]); value(fd, uintptr(p)) }
+func bad5(fd int, b []byte) { p := unsafe.Add(unsafe.Pointer(&b[0]), 4); value(fd, uintptr(p)) }
+func bad6(fd int) { f := func(p unsafe.Pointer) uintptr { return uintptr(p) }; _ = f }
+func ok3(fd int, x *int) { p := unsafe.Pointer(x); unix.Syscall(16, uintptr(fd), 0, uintptr(p)) }
 `
 	f, err := parser.ParseFile(token.NewFileSet(), "x.go", src, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := len(launderedPointers(f)); got != 2 {
-		t.Fatalf("detector found %d laundered pointers, want 2 (bad1, bad2)", got)
+	if got := len(launderedPointers(f)); got != 6 {
+		t.Fatalf("detector found %d laundered pointers, want 6 (bad1 to bad6)", got)
 	}
 }

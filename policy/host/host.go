@@ -35,7 +35,7 @@ type VhostNet struct {
 	// could not be measured, with the reason in BusyPollError.
 	BusyPoll      *bool  `json:"busy_poll"`
 	BusyPollError string `json:"busy_poll_error,omitempty"`
-	ForkFromOwner bool   `json:"fork_from_owner"` // VHOST_SET_FORK_FROM_OWNER (Linux 6.15 and Debian's 6.12)
+	ForkFromOwner bool   `json:"fork_from_owner"` // VHOST_SET_FORK_FROM_OWNER (Linux 6.17, and Debian's 6.12 with the backport)
 }
 
 // FeatureWord is the features vhost-net offers, as a word (names that do

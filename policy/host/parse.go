@@ -54,7 +54,28 @@ func (d *Description) Validate() error {
 	if d.Hostname == "(none)" {
 		return fmt.Errorf("hostname (none): the host had no name when probed; name it (hostname NAME) and probe again, so that hosts can be told apart: %w", ErrInvalid)
 	}
-	return checkName("kernel", d.Kernel, 256)
+	if err := checkName("kernel", d.Kernel, 256); err != nil {
+		return err
+	}
+	if v := d.QEMU.Version; v != "" && !isVersion(v) {
+		return fmt.Errorf("qemu.version %.32q: want MAJOR.MINOR[.MICRO] as netctl probe writes it (\"7.2.22\"), or none: %w", v, ErrInvalid)
+	}
+	return nil
+}
+
+// isVersion reports whether s is MAJOR.MINOR[.MICRO], each part 1 to 6
+// decimal digits, as netctl probe writes it and policy reads it.
+func isVersion(s string) bool {
+	parts := strings.Split(s, ".")
+	if len(parts) < 2 || len(parts) > 3 {
+		return false
+	}
+	for _, p := range parts {
+		if p == "" || len(p) > 6 || strings.Trim(p, "0123456789") != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // checkName wants a non-empty printable string without spaces of at most

@@ -155,7 +155,7 @@ func measureBusyPoll(d *vhostnet.Device) (bool, error) {
 	}
 	const usec = 50
 	if err := d.SetBusyLoopTimeout(0, usec); err != nil {
-		if errors.Is(err, unix.ENOTTY) {
+		if errors.Is(err, vhostnet.ErrNotSupported) {
 			return false, nil // no VHOST_SET_VRING_BUSYLOOP_TIMEOUT: Linux before 4.6
 		}
 		return false, fmt.Errorf("busy-poll not measured: %w", err)

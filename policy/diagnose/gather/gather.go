@@ -97,7 +97,7 @@ func Gather(ctx context.Context, c *qmp.Client, o Options) (*diagnose.Snapshot, 
 		s.Note("%v", err)
 	}
 	if s.Netdev.Type == "vhost-vdpa" {
-		readVDPA(s, pid) // the vdpa family answers in the initial namespace only
+		readVDPA(ctx, s, pid) // the vdpa family answers in the initial namespace only
 	}
 	if o.Probe {
 		readProbe(s)
@@ -300,7 +300,10 @@ func readTap(s *diagnose.Snapshot, pid int) {
 	s.Tap = t
 }
 
-func readVDPA(s *diagnose.Snapshot, pid int) {
+// readVDPA reads the vdpa device behind QEMU's vhost-vdpa fd. Every vdpa
+// request is bounded by ctx: the family stalls while a vdpa dev del waits
+// for a vhost-vdpa fd to close.
+func readVDPA(ctx context.Context, s *diagnose.Snapshot, pid int) {
 	if pid == 0 {
 		return
 	}
@@ -317,7 +320,7 @@ func readVDPA(s *diagnose.Snapshot, pid int) {
 	}
 	if len(paths) == 0 {
 		// Say why there is none when the kernel cannot have one.
-		c, err := vdpa.Dial(context.TODO())
+		c, err := vdpa.Dial(ctx)
 		if err != nil {
 			s.Note("QEMU's netdev is vhost-vdpa, but QEMU (pid %d) holds no vhost-vdpa device: %v", pid, err)
 			return
@@ -335,20 +338,20 @@ func readVDPA(s *diagnose.Snapshot, pid int) {
 	}
 	st := &diagnose.VDPAState{Device: name, VhostPath: paths[0]}
 	s.VDPA = st
-	c, err := vdpa.Dial(context.TODO())
+	c, err := vdpa.Dial(ctx)
 	if err != nil {
 		s.Note("%v", err)
 		return
 	}
 	defer c.Close()
-	if cfg, err := c.Config(context.TODO(), name); err != nil {
+	if cfg, err := c.Config(ctx, name); err != nil {
 		s.Note("vdpa dev config show %s: %v", name, err)
 	} else {
 		st.Features, st.Negotiated, st.HasNegotiated = uint64(cfg.Features), uint64(cfg.Negotiated), cfg.HasNegotiated
 	}
-	if d, err := c.Device(context.TODO(), name); err == nil {
+	if d, err := c.Device(ctx, name); err == nil {
 		st.MgmtDev = d.MgmtDev
-		if mds, err := c.MgmtDevs(context.TODO()); err == nil {
+		if mds, err := c.MgmtDevs(ctx); err == nil {
 			for _, m := range mds {
 				if m.Handle() == d.MgmtDev && m.HasDevFeatures {
 					st.MgmtFeatures = uint64(m.DevFeatures)

@@ -34,7 +34,7 @@ func TestVMReadVDPA(t *testing.T) {
 		if nodes, _ := filepath.Glob("/dev/vhost-vdpa-*"); len(nodes) != 0 {
 			t.Errorf("%s has no vhost-vdpa, yet %v exist", k.Name, nodes)
 		}
-		readVDPA(s, os.Getpid())
+		readVDPA(context.Background(), s, os.Getpid())
 		if s.VDPA != nil || len(s.Errors) != 1 || !strings.Contains(s.Errors[0], "holds no vhost-vdpa device") ||
 			!strings.Contains(s.Errors[0], "no vdpa support loaded") {
 			t.Errorf("no vdpa: %+v, %v", s.VDPA, s.Errors)
@@ -46,7 +46,7 @@ func TestVMReadVDPA(t *testing.T) {
 	}
 	defer c.Close()
 	// No vhost-vdpa fd open yet: the family is there, so the note counts.
-	readVDPA(s, os.Getpid())
+	readVDPA(context.Background(), s, os.Getpid())
 	if s.VDPA != nil || len(s.Errors) != 1 || !strings.Contains(s.Errors[0], "holds 0 vhost-vdpa devices") {
 		t.Errorf("no vhost-vdpa fd: %+v, %v", s.VDPA, s.Errors)
 	}
@@ -89,7 +89,7 @@ func TestVMReadVDPA(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	readVDPA(s, os.Getpid())
+	readVDPA(context.Background(), s, os.Getpid())
 	v := s.VDPA
 	if v == nil || v.Device != "diagvdpa0" || v.VhostPath != path || v.MgmtDev != "vduse" || !v.HasNegotiated ||
 		virtio.Features(v.Negotiated) != acked || virtio.Features(v.Features) != vduse.DefaultFeatures || len(s.Errors) > 0 {

@@ -58,7 +58,7 @@ func attachPath(b macvtap.Backend, observe string, features virtio.Features, rxc
 		fatal("%v", err)
 	}
 	p.ifindex = ifi.Index
-	p.sock, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(linux.Htons(unix.ETH_P_ALL)))
+	p.sock, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0) // protocol in bind: no other interface's frames queue up
 	if err != nil {
 		fatal("%v", err)
 	}
