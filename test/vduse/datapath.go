@@ -112,7 +112,7 @@ func (d *Device) startDataPath() error {
 			return fmt.Errorf("vq %d: ring size %d, want 1..32768", i, info.Num)
 		}
 		q.num, q.desc, q.driver, q.device = info.Num, info.DescAddr, info.DriverAddr, info.DeviceAddr
-		q.lastAvail = binary.LittleEndian.Uint16(info.State[:2])
+		q.lastAvail = binary.NativeEndian.Uint16(info.State[:2]) // vduse_vq_state_split.avail_index: a host-order __u16
 		q.usedIdx = q.lastAvail
 		ev := linux.VduseVQEventfd{Index: uint32(i), FD: int32(q.kick)}
 		if err := linux.Ioctl(d.fd, linux.VDUSE_VQ_SETUP_KICKFD, unsafe.Pointer(&ev)); err != nil {

@@ -304,7 +304,7 @@ func (q *Queue) Notify() error {
 
 func (q *Queue) writeKick() error {
 	var one [8]byte
-	one[0] = 1
+	binary.NativeEndian.PutUint64(one[:], 1) // an eventfd counter is a host-order u64
 	if _, err := unix.Write(q.Kick, one[:]); err != nil {
 		return fmt.Errorf("guest queue: kick: %w", err)
 	}
@@ -426,7 +426,7 @@ func (q *Queue) TakeInterrupts() uint64 {
 	if n, err := unix.Read(q.Call, b[:]); err != nil || n != 8 {
 		return 0
 	}
-	v := binary.LittleEndian.Uint64(b[:])
+	v := binary.NativeEndian.Uint64(b[:]) // an eventfd counter is a host-order u64
 	q.Interrupts += v
 	return v
 }
