@@ -86,8 +86,10 @@ func TestExplainRealQEMU72(t *testing.T) {
 		"GUEST_TSO4": "on: the tap's tso4 offload is on",
 		"HOST_TSO6":  "on: the tap takes the guest's frames",
 		"GUEST_UFO":  "on: tun takes TUN_F_UFO",
-		"GUEST_USO4": "off: QEMU 7.2.22 has no guest_uso4 property: USO needs QEMU 8.2, and tun on 6.1 refuses TUN_F_USO4 too; it needs 6.2",
-		"HOST_USO":   "off: QEMU 7.2.22 has no host_uso property: USO needs QEMU 8.2, and tun on 6.1 refuses TUN_F_USO4 too",
+		"GUEST_USO4": "off: QEMU 7.2.22 has no guest_uso4 property: USO needs QEMU 8.2, and tun on 6.1 refuses TUN_F_USO4; UDP segmentation offload needs Linux 6.2",
+		"GUEST_USO6": "off: QEMU 7.2.22 has no guest_uso6 property: USO needs QEMU 8.2, and tun on 6.1 refuses TUN_F_USO6; UDP segmentation offload needs Linux 6.2",
+		"HOST_USO": "off: QEMU 7.2.22 has no host_uso property: USO needs QEMU 8.2, and tun on 6.1 takes no USO frames from the guest " +
+			"(virtio-net header gso_type UDP_L4) and refuses TUN_F_USO4|TUN_F_USO6, by which QEMU tells; UDP segmentation offload needs Linux 6.2",
 		"GSO":        "off: a legacy bit",
 		"VERSION_1":  "on: negotiated",
 		"RING_RESET": "on: negotiated",
@@ -163,7 +165,11 @@ func TestExplainReasons(t *testing.T) {
 		want    string // prefix of "verdict: reason"
 	}{
 		{"USO on a 6.1 host with QEMU 9.2", tapSnapshot(t, linuxGuest, linuxGuest, "6.1", "csum", "tso4", "tso6", "tso_ecn"),
-			"GUEST_USO4", "off: tun on 6.1 refuses TUN_F_USO4; it needs 6.2"},
+			"GUEST_USO4", "off: tun on 6.1 refuses TUN_F_USO4; UDP segmentation offload needs Linux 6.2"},
+		{"USO6 on a 6.1 host names its own flag", tapSnapshot(t, linuxGuest, linuxGuest, "6.1", "csum", "tso4", "tso6", "tso_ecn"),
+			"GUEST_USO6", "off: tun on 6.1 refuses TUN_F_USO6; UDP segmentation offload needs Linux 6.2"},
+		{"HOST_USO on a 6.1 host is the transmit side", tapSnapshot(t, linuxGuest, linuxGuest, "6.1", "csum", "tso4", "tso6", "tso_ecn"),
+			"HOST_USO", "off: tun on 6.1 takes no USO frames from the guest (virtio-net header gso_type UDP_L4) and refuses TUN_F_USO4|TUN_F_USO6"},
 		{"USO on a 6.12 host", tapSnapshot(t, all, all, "6.12", "csum", "tso4", "tso6", "tso_ecn", "uso4", "uso6"),
 			"HOST_USO", "on: the tap takes"},
 		{"guest USO on a 6.12 host", tapSnapshot(t, all, all, "6.12", "csum", "tso4", "tso6", "tso_ecn", "uso4", "uso6"),
@@ -177,7 +183,7 @@ func TestExplainReasons(t *testing.T) {
 		{"guest with USO4 only", tapSnapshot(t, all, linuxGuest|virtio.NetGuestUSO4, "6.12", "csum", "tso4", "tso6", "tso_ecn"),
 			"GUEST_USO4", "off: the guest acknowledged it but the tap's uso4 offload is off: tun takes USO only as the pair"},
 		{"guest without GUEST_CSUM", tapSnapshot(t, linuxGuest, linuxGuest&^(virtio.NetGuestCsum|virtio.NetGuestTSO4), "6.12"),
-			"GUEST_TSO4", "off: it needs GUEST_CSUM, which the guest did not acknowledge"},
+			"GUEST_TSO4", "off: needs GUEST_CSUM, off (the guest did not acknowledge it)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r, err := Explain(c.snap)
