@@ -120,7 +120,7 @@ func Explain(s *Snapshot) (*Report, error) {
 			rows[b] = e.otherRow(virtio.Bit(b))
 		}
 	}
-	followRequirements(rows)
+	e.followRequirements(rows)
 	for b := uint(0); b < 64; b++ {
 		if row, ok := rows[b]; ok {
 			r.Features = append(r.Features, row)

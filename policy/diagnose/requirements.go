@@ -15,8 +15,9 @@ import (
 // (property guest_tso4=off, guest_tso6=off)" instead of a generic reason,
 // since QEMU and tun set TSO_ECN only together with TSO4 or TSO6, and a
 // guest uses TSO only with checksum offload. A bit that was not offered
-// keeps its own cause. Rows are changed in place.
-func followRequirements(rows map[uint]Row) {
+// keeps its own cause. Rows are changed in place; a prerequisite without
+// a row gets one, since it is the cause.
+func (e *explainer) followRequirements(rows map[uint]Row) {
 	for changed, n := true, 0; changed && n <= len(policy.Requirements); n++ {
 		changed = false
 		for _, req := range policy.Requirements {
@@ -30,7 +31,8 @@ func followRequirements(rows map[uint]Row) {
 			for _, p := range req.AnyOf.Bits() {
 				pr, ok := rows[p]
 				if !ok {
-					pr = Row{Feature: virtio.BitName(p), Bit: p, Verdict: "off", Reason: "nobody offered it"}
+					pr = e.otherRow(virtio.Bit(p))
+					rows[p] = pr
 				}
 				if pr.Verdict != "off" {
 					allOff = false
