@@ -267,7 +267,7 @@ func readTap(s *diagnose.Snapshot, pid int) {
 			s.Note("QEMU's fd %d: %v", f.fd, f.err)
 		}
 		switch {
-		case f.iff != "" && (name == "" || f.iff == name):
+		case f.tun && f.iff != "" && (name == "" || f.iff == name):
 			mine = append(mine, f)
 		case macvtapIndex(f.target) > 0:
 			if l, err := netlink.LinkByIndex(macvtapIndex(f.target)); err == nil && (name == "" || l.Attrs().Name == name) {
@@ -280,7 +280,17 @@ func readTap(s *diagnose.Snapshot, pid int) {
 	for _, f := range mine {
 		names[f.iff] = true
 	}
-	if len(names) != 1 {
+	switch {
+	case len(names) == 0 && name != "":
+		s.Note("tap: QEMU (pid %d) holds no tap named %s (the netdev's ifname=); is the tap in another network namespace?", pid, name)
+		return
+	case len(names) == 0:
+		s.Note("tap: QEMU (pid %d) holds no tap or macvtap that netctl can read", pid)
+		return
+	case len(names) > 1 && len(passed) > 0:
+		s.Note("tap: the netdev's fd= names %d taps in QEMU (pid %d); netctl reads one", len(names), pid)
+		return
+	case len(names) > 1:
 		s.Note("tap: QEMU (pid %d) holds %d taps; name the NIC's netdev with ifname= so netctl can tell", pid, len(names))
 		return
 	}
@@ -311,7 +321,7 @@ func readVDPA(s *diagnose.Snapshot, pid int) {
 	}
 	var paths []string
 	for _, f := range fds {
-		if strings.HasPrefix(f.target, "/dev/vhost-vdpa-") && !slices.Contains(paths, f.target) {
+		if isVhostVDPA(f.target) && !slices.Contains(paths, f.target) {
 			paths = append(paths, f.target)
 		}
 	}
