@@ -54,18 +54,29 @@ func withVhost(t testing.TB, st json.RawMessage, offer, acked virtio.Features) j
 	return b
 }
 
-// defaults61 are virtio-net-pci's feature property defaults
-// (device-list-properties) that matter here.
-func defaults() map[string]bool {
-	d := map[string]bool{}
-	for _, o := range policy.Offloads {
-		d[o.Prop] = true
+// defaults are virtio-net-pci's feature property defaults as QEMU 7.2
+// reports them (device-list-properties, testdata), plus the USO ones
+// QEMU 8.2 added (default on).
+func defaults(t testing.TB) map[string]bool {
+	var r struct {
+		Return []struct {
+			Name    string          `json:"name"`
+			Type    string          `json:"type"`
+			Default json.RawMessage `json:"default-value"`
+		}
 	}
-	for _, p := range []string{"mrg_rxbuf", "status", "ctrl_vq", "ctrl_rx", "ctrl_vlan", "ctrl_rx_extra", "ctrl_mac_addr", "ctrl_guest_offloads",
-		"guest_announce", "gso", "event_idx", "indirect_desc", "any_layout", "notify_on_empty", "queue_reset"} {
-		d[p] = true
+	if err := json.Unmarshal(readFile(t, "testdata/device-list-properties-virtio-net-pci-qemu-7.2.json"), &r); err != nil {
+		t.Fatal(err)
 	}
-	d["mq"], d["rss"], d["hash"], d["packed"], d["iommu_platform"] = false, false, false, false, false
+	d := map[string]bool{"guest_uso4": true, "guest_uso6": true, "host_uso": true}
+	for _, p := range r.Return {
+		if p.Type == "bool" && contains(Props(), p.Name) {
+			d[p.Name] = string(p.Default) == "true"
+		}
+	}
+	if !d["queue_reset"] || d["mq"] || len(d) < 30 {
+		t.Fatalf("defaults %v", d)
+	}
 	return d
 }
 
@@ -79,7 +90,7 @@ func TestExplainVhostRefusedRingReset(t *testing.T) {
 		s := tapSnapshot(t, offer, offer, "6.1", "csum", "tso4", "tso6", "tso_ecn")
 		s.Status = withVhost(t, s.Status, vhostNet61, (offer&vhostKernelBits)&vhostNet61)
 		s.Props["queue_reset"] = false // QEMU's read-back, not the user
-		s.Driver, s.Defaults, s.Cmdline = "virtio-net-pci", defaults(), map[string]string{}
+		s.Driver, s.Defaults, s.Cmdline = "virtio-net-pci", defaults(t), map[string]string{}
 		return s
 	}
 	for _, c := range []struct {
@@ -133,7 +144,7 @@ func TestExplainDefaultOffered(t *testing.T) {
 	offer := (linuxGuest | virtio.IndirectDesc | virtio.RingReset) &^ virtio.EventIdx
 	s := tapSnapshot(t, offer, offer, "6.12", "csum", "tso4", "tso6", "tso_ecn")
 	s.Status = withVhost(t, s.Status, vhostNet612&^virtio.EventIdx, offer&vhostKernelBits)
-	s.Driver, s.Defaults = "virtio-net-pci", defaults()
+	s.Driver, s.Defaults = "virtio-net-pci", defaults(t)
 	s.Cmdline = map[string]string{"ctrl_rx_extra": "off", "guest_announce": "false"}
 	s.Props["ctrl_rx_extra"], s.Props["guest_announce"], s.Props["ctrl_vlan"] = false, false, false
 	r, err := Explain(s)

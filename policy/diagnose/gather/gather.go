@@ -79,6 +79,7 @@ func Gather(ctx context.Context, c *qmp.Client, o Options) (*diagnose.Snapshot, 
 	}
 	dev := strings.TrimSuffix(s.Path, "/virtio-backend")
 	readProps(ctx, s, c, dev)
+	readDefaults(ctx, s, c, dev)
 	if err := c.Run(ctx, "qom-get", map[string]string{"path": dev, "property": "netdev"}, &s.Netdev.ID); err != nil {
 		s.Note("the NIC's netdev: %v", err)
 	}
@@ -87,6 +88,7 @@ func Gather(ctx context.Context, c *qmp.Client, o Options) (*diagnose.Snapshot, 
 	if err != nil {
 		s.Note("QEMU's process: %v", err)
 	}
+	readCmdline(s, pid)
 	if err := inNetns(pid, func() error {
 		if s.Netdev.Type == "tap" {
 			readTap(s, pid)
@@ -177,6 +179,48 @@ func readProps(ctx context.Context, s *diagnose.Snapshot, c *qmp.Client, dev str
 			continue
 		}
 		s.Props[p.Name] = on
+	}
+}
+
+// readDefaults reads the NIC's type and that type's default feature
+// property values (device-list-properties): what the device offers
+// unless something drops it.
+func readDefaults(ctx context.Context, s *diagnose.Snapshot, c *qmp.Client, dev string) {
+	var typ string
+	if err := c.Run(ctx, "qom-get", map[string]string{"path": dev, "property": "type"}, &typ); err != nil {
+		s.Note("the NIC's type: %v", err)
+		return
+	}
+	s.Driver = typ
+	var props []qomProperty
+	if err := c.Run(ctx, "device-list-properties", map[string]string{"typename": typ}, &props); err != nil {
+		s.Note("the defaults of %s: %v", typ, err)
+		return
+	}
+	s.Defaults = deviceDefaults(props)
+}
+
+// readCmdline reads which feature properties the NIC's -device option
+// sets on QEMU's command line. A hot-plugged NIC is not there: then
+// Cmdline stays nil (unknown).
+func readCmdline(s *diagnose.Snapshot, pid int) {
+	if pid == 0 || s.NIC == "" {
+		return
+	}
+	b, err := readBounded(fmt.Sprintf("/proc/%d/cmdline", pid), maxCmdline)
+	if err != nil {
+		s.Note("QEMU's command line: %v", err)
+		return
+	}
+	driver, props, found, err := deviceOption(b, s.NIC)
+	switch {
+	case err != nil:
+		s.Note("QEMU's command line: %v", err)
+	case found:
+		s.Cmdline = props
+		if s.Driver == "" {
+			s.Driver = driver
+		}
 	}
 }
 
