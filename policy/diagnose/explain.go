@@ -537,7 +537,12 @@ func (e *explainer) otherRow(f virtio.Features) Row {
 	default:
 		row.Verdict, row.Reason = "on", "negotiated"
 		if e.hasVhostOffer && vhostKernelBits.Has(f) {
+			// QEMU acknowledges to vhost-net the guest's bits that it may
+			// veto (vhost-dev acked-features); an empty word was not read.
 			row.Backend = "yes"
+			if e.vhostAcked != 0 && !e.vhostAcked.Has(f) {
+				row.Backend, row.Reason = "no", "negotiated with the guest, but QEMU did not acknowledge it to vhost-net (vhost-dev acked-features)"
+			}
 		}
 		if e.hasBackendWord && e.backendMask.Has(f) {
 			row.Backend = yesNo(e.backend.Has(f))

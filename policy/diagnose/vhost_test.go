@@ -308,3 +308,24 @@ func TestExplainDependencyChains(t *testing.T) {
 		t.Errorf("HOST_ECN: %q", got.Reason)
 	}
 }
+
+// TestExplainVhostAcked: the ring bits QEMU acknowledged to vhost-net
+// (vhost-dev acked-features) show backend "yes", and one the guest took
+// but vhost-net was not given shows "no".
+func TestExplainVhostAcked(t *testing.T) {
+	offer := linuxGuest | virtio.IndirectDesc | virtio.RingReset
+	s := tapSnapshot(t, offer, offer, "6.12", "csum", "tso4", "tso6", "tso_ecn")
+	s.Status = withVhost(t, s.Status, vhostNet612, offer&vhostKernelBits&vhostNet612&^virtio.IndirectDesc)
+	r, err := Explain(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"MRG_RXBUF", "EVENT_IDX", "VERSION_1", "RING_RESET"} {
+		if got := row(t, r, n); got.Verdict != "on" || got.Backend != "yes" {
+			t.Errorf("%s: %+v", n, got)
+		}
+	}
+	if got := row(t, r, "INDIRECT_DESC"); got.Backend != "no" || !strings.Contains(got.Reason, "did not acknowledge it to vhost-net") {
+		t.Errorf("INDIRECT_DESC: %+v", got)
+	}
+}
