@@ -145,6 +145,9 @@ func (e *explainer) ringNotOffered(f virtio.Features) (layer, why string) {
 	switch {
 	case propOff:
 		why := fmt.Sprintf("the NIC's property %s is off", p)
+		if on, known := e.s.Defaults[p]; known && !on {
+			return "property", fmt.Sprintf("the NIC's property %s is off, its default (-device %s,...,%s=on turns it on)", p, orElse(e.s.Driver, "virtio-net-pci"), p)
+		}
 		if e.s.Cmdline != nil && e.s.Defaults[p] {
 			why += fmt.Sprintf(" although %s defaults to on and the command line does not set it: "+
 				"the machine type's compat settings or a -global turn it off", orElse(e.s.Driver, "the device type"))

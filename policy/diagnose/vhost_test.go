@@ -146,7 +146,7 @@ func TestExplainDefaultOffered(t *testing.T) {
 	s.Status = withVhost(t, s.Status, vhostNet612&^virtio.EventIdx, offer&vhostKernelBits)
 	s.Driver, s.Defaults = "virtio-net-pci", defaults(t)
 	s.Cmdline = map[string]string{"ctrl_rx_extra": "off", "guest_announce": "false"}
-	s.Props["ctrl_rx_extra"], s.Props["guest_announce"], s.Props["ctrl_vlan"] = false, false, false
+	s.Props["ctrl_rx_extra"], s.Props["guest_announce"], s.Props["ctrl_vlan"], s.Props["mq"] = false, false, false, false
 	r, err := Explain(s)
 	if err != nil {
 		t.Fatal(err)
@@ -161,6 +161,9 @@ func TestExplainDefaultOffered(t *testing.T) {
 		if got.Verdict != "off" || got.Layer != want[0] || !strings.HasPrefix(got.Reason, want[1]) {
 			t.Errorf("%s: %+v, want layer %s, reason %q...", name, got, want[0], want[1])
 		}
+	}
+	if got := row(t, r, "MQ"); got.Layer != "property" || got.Reason != "the NIC's property mq is off, its default (-device virtio-net-pci,...,mq=on turns it on)" {
+		t.Errorf("MQ: %+v", got)
 	}
 	// Bits off by default and not offered get no row of their own.
 	for _, x := range r.Features {
