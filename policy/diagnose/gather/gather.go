@@ -1,7 +1,10 @@
 // Package gather reads what netctl diagnose explains: it asks a running
-// QEMU over QMP and looks at the NIC's backend on the host (QEMU's file
-// descriptors through /proc and pidfd_getfd, ethtool netlink, the vdpa
-// family, the host probe) and fills a diagnose.Snapshot. The explanation
+// QEMU over QMP (the NIC's status, properties, its type's defaults) and
+// looks at QEMU's process and the NIC's backend on the host (the -device
+// option in /proc/PID/cmdline; QEMU's file descriptors through /proc and
+// pidfd_getfd, a tap told by tun's fdinfo "iff:" line whatever path it
+// reads as; ethtool netlink, the vdpa family, the host probe) and fills a
+// diagnose.Snapshot. The explanation
 // itself (diagnose.Explain) is pure and lives apart from this package, so
 // a saved snapshot explains anywhere.
 //
