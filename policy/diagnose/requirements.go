@@ -42,7 +42,7 @@ func (e *explainer) followRequirements(rows map[uint]Row) {
 			if !allOff {
 				continue
 			}
-			row.Verdict, row.Layer, row.Reason = "off", "dependency", dependencyReason(need)
+			row.Verdict, row.Layer, row.Reason = "off", "dependency", e.dependencyReason(need)
 			rows[b] = row
 			changed = true
 		}
@@ -51,11 +51,11 @@ func (e *explainer) followRequirements(rows map[uint]Row) {
 
 // dependencyReason is "needs A, off (cause)" or "needs A or B, both off
 // (causes)", following a chain to its first cause.
-func dependencyReason(need []Row) string {
+func (e *explainer) dependencyReason(need []Row) string {
 	names := make([]string, len(need))
 	causes := make([]string, len(need))
 	for i, r := range need {
-		names[i], causes[i] = r.Feature, shortCause(r)
+		names[i], causes[i] = r.Feature, e.shortCause(r)
 	}
 	why := "needs " + strings.Join(names, " or ") + ", off"
 	switch len(need) {
@@ -68,14 +68,20 @@ func dependencyReason(need []Row) string {
 	return why + " (" + joinCauses(need, causes) + ")"
 }
 
+// Prefixes of the short causes that joinCauses merges.
+const (
+	causeProperty = "property "
+	causeCmdline  = "set off on the command line: "
+)
+
 // shortCause is why a prerequisite row is off, short.
-func shortCause(r Row) string {
+func (e *explainer) shortCause(r Row) string {
 	p := propOf(virtio.Bit(r.Bit))
 	switch {
 	case r.Layer == "property" && p != "":
-		return "property " + p + "=off"
+		return causeProperty + p + "=off"
 	case r.Layer == "cmdline" && p != "":
-		return p + "=off on the command line"
+		return causeCmdline + p + "=" + orElse(e.s.Cmdline[p], "off")
 	case r.Layer == "dependency":
 		return "it " + r.Reason
 	case r.Offered && !r.Acked:
@@ -91,16 +97,18 @@ func joinCauses(need []Row, causes []string) string {
 	if len(causes) == 1 {
 		return causes[0]
 	}
-	allProps := true
-	for _, c := range causes {
-		allProps = allProps && strings.HasPrefix(c, "property ")
-	}
-	if allProps {
-		var ps []string
+	for _, prefix := range []string{causeProperty, causeCmdline} {
+		same := true
 		for _, c := range causes {
-			ps = append(ps, strings.TrimPrefix(c, "property "))
+			same = same && strings.HasPrefix(c, prefix)
 		}
-		return "property " + strings.Join(ps, ", ")
+		if same {
+			var ps []string
+			for _, c := range causes {
+				ps = append(ps, strings.TrimPrefix(c, prefix))
+			}
+			return prefix + strings.Join(ps, ", ")
+		}
 	}
 	if c := slices.Compact(slices.Clone(causes)); len(c) == 1 {
 		if strings.HasPrefix(c[0], "it ") {

@@ -288,6 +288,19 @@ func TestExplainDependencyChains(t *testing.T) {
 	if got := row(t, r, "GUEST_ECN"); got.Line() != "GUEST_ECN off: needs GUEST_TSO4 or GUEST_TSO6, both off (property guest_tso4=off, guest_tso6=off)" || got.Backend != "no" {
 		t.Errorf("GUEST_ECN: %q %+v", got.Line(), got)
 	}
+	// The same set off on the command line (the nested guest's "guest TSO
+	// off" NIC): QEMU sets TUN_F_TSO_ECN only with TSO4 or TSO6.
+	s.Cmdline = map[string]string{"guest_tso4": "off", "guest_tso6": "false"}
+	r, _ = Explain(s)
+	if got := row(t, r, "GUEST_ECN"); got.Line() != "GUEST_ECN off: needs GUEST_TSO4 or GUEST_TSO6, both off (set off on the command line: guest_tso4=off, guest_tso6=false)" {
+		t.Errorf("GUEST_ECN: %q", got.Line())
+	}
+	// Different causes are named one by one.
+	s.Cmdline = map[string]string{"guest_tso4": "off"}
+	r, _ = Explain(s)
+	if got := row(t, r, "GUEST_ECN"); got.Reason != "needs GUEST_TSO4 or GUEST_TSO6, both off (GUEST_TSO4: set off on the command line: guest_tso4=off; GUEST_TSO6: property guest_tso6=off)" {
+		t.Errorf("GUEST_ECN: %q", got.Reason)
+	}
 	// A chain: GUEST_CSUM off takes TSO and then ECN with it.
 	s = tapSnapshot(t, linuxGuest&^virtio.NetGuestCsum, linuxGuest&^virtio.NetGuestCsum, "6.12")
 	s.Props["guest_csum"] = false
