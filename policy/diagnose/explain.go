@@ -399,7 +399,7 @@ func (e *explainer) notOffered(o policy.Offload) (layer, why string) {
 		}
 		return "tap", why
 	}
-	if r := e.tunRefuses(o); r != "" && (e.s.Tap != nil || e.hasVhostOffer) {
+	if r := e.tunRefuses(o); r != "" && (e.s.Tap != nil || props != nil) {
 		return "tap", r
 	}
 	if v := e.s.VDPA; v != nil && !virtio.Features(v.Features).Has(o.F) {
@@ -409,6 +409,9 @@ func (e *explainer) notOffered(o policy.Offload) (layer, why string) {
 		why := fmt.Sprintf("QEMU did not offer it: the NIC's %s property is off", o.Prop)
 		if o.QEMU != "" {
 			why += fmt.Sprintf(", or QEMU is older than %s (netctl had no NIC properties to tell which)", o.QEMU)
+		}
+		if r := e.tunRefuses(o); r != "" {
+			why += ", or " + r
 		}
 		return "", why
 	}
