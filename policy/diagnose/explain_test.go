@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/netctl/netctl/policy"
 	"github.com/netctl/netctl/virtio"
 )
 
@@ -314,6 +315,8 @@ func TestSaveLoad(t *testing.T) {
 func FuzzExplain(f *testing.F) {
 	f.Add(uint64(linuxGuest), uint64(linuxGuest), uint8(0xff), true, uint8(0))
 	f.Add(uint64(0), uint64(0), uint8(0), false, uint8(1))
+	f.Add(uint64(linuxGuest|virtio.IndirectDesc), uint64(linuxGuest), uint8(0x1), true, uint8(4))
+	f.Add(uint64(linuxGuest|virtio.RingReset), uint64(linuxGuest|virtio.RingReset), uint8(0x7), false, uint8(5))
 	f.Fuzz(func(t *testing.T, host, guest uint64, offs uint8, vnet bool, kind uint8) {
 		s := tapSnapshot(t, virtio.Features(host), virtio.Features(guest), "6.1")
 		names := []string{"csum", "tso4", "tso6", "tso_ecn", "ufo", "uso4", "uso6"}
@@ -323,13 +326,19 @@ func FuzzExplain(f *testing.F) {
 			}
 		}
 		s.Tap.VnetHdr = vnet
-		switch kind % 4 {
+		switch kind % 6 {
 		case 1:
 			s.Tap, s.VDPA = nil, &VDPAState{Device: "v", Negotiated: guest & host, HasNegotiated: offs&1 == 0, Features: host}
 		case 2:
 			s.Tap, s.Props, s.Host = nil, nil, nil
 		case 3:
 			s.Lower = &Lower{Name: "eth0", Features: map[string]bool{"tx-tcp-segmentation": offs&2 != 0}}
+		case 4: // vhost=on, the type's defaults and a command line
+			s.Status = withVhost(t, s.Status, virtio.Features(host)&vhostKernelBits, virtio.Features(guest)&vhostKernelBits)
+			s.Defaults, s.Cmdline = map[string]bool{"queue_reset": true, "event_idx": true, "mq": false}, map[string]string{"guest_tso4": "off"}
+		case 5: // a bare reply with vhost-dev
+			s.Status = withVhost(t, s.Status, virtio.Features(host)&vhostKernelBits, virtio.Features(guest)&vhostKernelBits)
+			s.Tap, s.Props, s.Netdev = nil, nil, Netdev{}
 		}
 		r, err := Explain(s)
 		if err != nil {
@@ -341,6 +350,21 @@ func FuzzExplain(f *testing.F) {
 			}
 			if x.Verdict == "on" && isOffload(virtio.Bit(x.Bit)) && !(x.Offered && x.Acked) {
 				t.Fatalf("offload on without offer and ack: %+v", x)
+			}
+			if x.Verdict == "on" && x.Layer != "" {
+				t.Fatalf("a bit that is on blames a layer: %+v", x)
+			}
+			if x.Layer == "dependency" {
+				for _, req := range policy.Requirements {
+					if req.F != virtio.Bit(x.Bit) {
+						continue
+					}
+					for _, y := range r.Features {
+						if req.AnyOf.Has(virtio.Bit(y.Bit)) && y.Verdict == "on" {
+							t.Fatalf("%s blamed on its prerequisites, but %s is on", x.Feature, y.Feature)
+						}
+					}
+				}
 			}
 		}
 	})
