@@ -91,11 +91,30 @@ func TestDeviceOption(t *testing.T) {
 	}
 }
 
+// TestDeviceOptionNested: the command line of the nested QEMU that ran
+// four vhost=on NICs on 6.12 (issue 11's end-to-end test; the arguments
+// were saved space-separated, which splits only -append's value).
+func TestDeviceOptionNested(t *testing.T) {
+	b, err := os.ReadFile("testdata/nested-6.12-qemu-cmdline.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]map[string]string{
+		"nic0": {}, "nic1": {"guest_tso4": "off", "guest_tso6": "off"}, "nic2": {"mrg_rxbuf": "off"}, "nic3": {},
+	} {
+		driver, props, found, err := deviceOption(b, id)
+		if err != nil || !found || driver != "virtio-net-pci" || !maps.Equal(props, want) {
+			t.Errorf("%s: %q %v %v %v, want %v", id, driver, props, found, err, want)
+		}
+	}
+}
+
 // FuzzDeviceOption: any command line parses without a panic, within
 // bounds, and only feature properties come back.
 func FuzzDeviceOption(f *testing.F) {
 	f.Add(nestedCmdline, "nic1")
 	f.Add(libvirtCmdline, "net0")
+	f.Add(readTestdata(f, "nested-6.12-qemu-cmdline.bin"), "nic1")
 	f.Add(cmdline("q", "-device", "virtio-net-pci,,id=x,id=y,,,"), "y")
 	f.Fuzz(func(t *testing.T, in []byte, id string) {
 		_, props, found, err := deviceOption(in, id)

@@ -24,6 +24,10 @@ func TestParseTunFdinfo(t *testing.T) {
 	}{
 		{"QEMU's tap (real)", string(readTestdata(t, "fdinfo-qemu-tap.txt")), "nctldiag0", "", true},
 		{"an eventfd (real)", string(readTestdata(t, "fdinfo-qemu-eventfd.txt")), "", "", false},
+		// A nested QEMU run through chroot /host: its tap reads as
+		// /host/dev/net/tun from outside, /dev/vhost-net as /host/dev/vhost-net.
+		{"QEMU's tap in a chroot (real)", string(readTestdata(t, "fdinfo-nested-chroot-tap.txt")), "l2tap1", "", true},
+		{"QEMU's vhost-net in a chroot (real)", string(readTestdata(t, "fdinfo-nested-chroot-vhost-net.txt")), "", "", false},
 		{"detached tun", "pos:\t0\nflags:\t02\nmnt_id:\t24\nino:\t105\niff:\t\n", "", "", true},
 		{"empty", "", "", "", false},
 		{"no newline at the end", "iff:\tvnet0", "vnet0", "", true},
@@ -77,6 +81,8 @@ func TestPassedFDs(t *testing.T) {
 func FuzzProcFD(f *testing.F) {
 	f.Add(readTestdata(f, "fdinfo-qemu-tap.txt"), "/dev/net/tun", "27:29")
 	f.Add(readTestdata(f, "fdinfo-qemu-eventfd.txt"), "/dev/tap42", "9")
+	f.Add(readTestdata(f, "fdinfo-nested-chroot-tap.txt"), "/host/dev/net/tun", "14")
+	f.Add(readTestdata(f, "fdinfo-nested-chroot-vhost-net.txt"), "/host/dev/vhost-net", "15")
 	f.Fuzz(func(t *testing.T, fdinfo []byte, target, fds string) {
 		iff, tun, err := parseTunFdinfo(fdinfo)
 		if err == nil && iff != "" && (!validIfName(iff) || !tun) {

@@ -1,0 +1,143 @@
+package diagnose
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/netctl/netctl/virtio"
+)
+
+// The nested guest of issue 11 on 6.12: a QEMU 7.2 in the test VM (run
+// through chroot /host) with four vhost=on NICs on taps: nic0 defaults,
+// nic1 guest_tso4=off,guest_tso6=off, nic2 mrg_rxbuf=off, nic3 on a tap
+// with vnet_hdr=off. testdata/nested-6.12 holds what netctl diagnose
+// --save read from outside the chroot (nicN-snapshot.json), the L2
+// guest's own device/features, and the taps' active ethtool features.
+var nestedCmdline = map[string]map[string]string{ // the -device options (gather: TestDeviceOptionNested)
+	"nic0": {}, "nic1": {"guest_tso4": "off", "guest_tso6": "off"}, "nic2": {"mrg_rxbuf": "off"}, "nic3": {},
+}
+
+// rxEthtool is the tap feature that a receive offload turns on.
+var rxEthtool = map[string]string{"GUEST_CSUM": "tx-checksum-ip-generic", "GUEST_TSO4": "tx-tcp-segmentation",
+	"GUEST_TSO6": "tx-tcp6-segmentation", "GUEST_ECN": "tx-tcp-ecn-segmentation"}
+
+func TestExplainNestedVhost612(t *testing.T) {
+	for _, withCmdline := range []bool{false, true} {
+		for nic := range 4 {
+			id := fmt.Sprintf("nic%d", nic)
+			t.Run(fmt.Sprintf("%s/cmdline=%v", id, withCmdline), func(t *testing.T) {
+				s, err := Decode(readFile(t, "testdata/nested-6.12/"+id+"-snapshot.json"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if withCmdline {
+					s.Driver, s.Defaults, s.Cmdline = "virtio-net-pci", defaults(t), nestedCmdline[id]
+					delete(s.Defaults, "guest_uso4") // QEMU 7.2
+					delete(s.Defaults, "guest_uso6")
+					delete(s.Defaults, "host_uso")
+				}
+				r, err := Explain(s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkNested(t, id, r, withCmdline)
+			})
+		}
+	}
+}
+
+func checkNested(t *testing.T, id string, r *Report, withCmdline bool) {
+	t.Helper()
+	_, bits, _ := strings.Cut(strings.TrimSpace(string(readFile(t, "testdata/nested-6.12/"+id+"-l2-features.txt"))), " ")
+	if want := "0x" + strconv.FormatUint(uint64(sysfsWord(t, bits)), 16); r.Guest.Hex != want {
+		t.Errorf("guest word %s, the L2 guest's driver says %s", r.Guest.Hex, want)
+	}
+	var tap struct {
+		Active map[string]bool `json:"active"`
+	}
+	if err := json.Unmarshal(readFile(t, "testdata/nested-6.12/l2tap"+id[3:]+"-ethtool-active.json"), &tap); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(r.Backend, "tap l2tap"+id[3:]+", 1 queue(s), vhost=on: vhost-net moves the packets") {
+		t.Errorf("backend %q", r.Backend)
+	}
+	rows := map[string]Row{}
+	for _, x := range r.Features {
+		rows[x.Feature] = x
+		// Every receive offload's verdict is the tap's ethtool state.
+		if f, ok := rxEthtool[x.Feature]; ok && (x.Verdict == "on") != tap.Active[f] {
+			t.Errorf("%s %s, but the tap's %s is %v", x.Feature, x.Verdict, f, tap.Active[f])
+		}
+		// Every offload that is off names the layer that turned it off.
+		if x.Verdict == "off" && isOffload(virtio.Bit(x.Bit)) && x.Layer == "" {
+			t.Errorf("%s off without a layer: %q", x.Feature, x.Reason)
+		}
+	}
+	// Every ring bit vhost-net was given shows backend yes.
+	ring := []string{"EVENT_IDX", "INDIRECT_DESC", "VERSION_1", "RING_RESET", "MRG_RXBUF"}
+	if id == "nic2" {
+		ring = ring[:4]
+	}
+	for _, f := range ring {
+		if x := rows[f]; x.Verdict != "on" || x.Backend != "yes" {
+			t.Errorf("%s: %+v, want on and carried by vhost-net", f, x)
+		}
+	}
+	want := map[string][2]string{}
+	switch id {
+	case "nic1":
+		want["GUEST_ECN"] = [2]string{"dependency", "needs GUEST_TSO4 or GUEST_TSO6, both off (property guest_tso4=off, guest_tso6=off)"}
+		want["GUEST_TSO4"] = [2]string{"property", "the NIC's property guest_tso4 is off"}
+		if withCmdline {
+			want["GUEST_ECN"] = [2]string{"dependency", "needs GUEST_TSO4 or GUEST_TSO6, both off (set off on the command line: guest_tso4=off, guest_tso6=off)"}
+			want["GUEST_TSO4"] = [2]string{"cmdline", "set off on QEMU's command line (-device virtio-net-pci,...,guest_tso4=off)"}
+		}
+	case "nic2":
+		want["MRG_RXBUF"] = [2]string{"property", "the NIC's property mrg_rxbuf is off"}
+		if withCmdline {
+			want["MRG_RXBUF"] = [2]string{"cmdline", "set off on QEMU's command line (-device virtio-net-pci,...,mrg_rxbuf=off)"}
+		}
+	case "nic3":
+		want["GUEST_TSO4"] = [2]string{"tap", "the tap has no virtio-net header (vnet_hdr=off), so QEMU offers no offloads; vhost-net adds the guest's header itself"}
+		if !strings.HasPrefix(r.Header, "none on the tap (vnet_hdr=off): vhost-net acknowledged VHOST_NET_F_VIRTIO_NET_HDR") {
+			t.Errorf("header %q", r.Header)
+		}
+	}
+	if id != "nic3" && r.Header != "12 bytes, as the negotiated features need" {
+		t.Errorf("header %q", r.Header)
+	}
+	for f, w := range want {
+		if x := rows[f]; x.Verdict != "off" || x.Layer != w[0] || !strings.HasPrefix(x.Reason, w[1]) {
+			t.Errorf("%s: %+v, want layer %s, reason %q...", f, x, w[0], w[1])
+		}
+	}
+}
+
+// TestExplainNestedBareReply612: the vnet_hdr=off NIC's bare
+// x-query-virtio-status reply, as virsh would save it, without the tap:
+// QMP alone says vhost-net carries it and adds the header.
+func TestExplainNestedBareReply612(t *testing.T) {
+	s, err := Decode(readFile(t, "testdata/nested-6.12/qmp-x-query-virtio-status-nic3.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Explain(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(r.Backend, "vhost=on: vhost-net moves the packets") ||
+		!strings.HasPrefix(r.Header, "none on the tap (vnet_hdr=off): vhost-net acknowledged VHOST_NET_F_VIRTIO_NET_HDR") {
+		t.Errorf("backend %q, header %q", r.Backend, r.Header)
+	}
+	for _, x := range r.Features {
+		if (x.Feature == "MRG_RXBUF" || x.Feature == "RING_RESET") && x.Backend != "yes" {
+			t.Errorf("%+v", x)
+		}
+		if x.Feature == "GUEST_CSUM" && (x.Layer != "tap" || !strings.Contains(x.Reason, "vnet_hdr=off")) {
+			t.Errorf("%+v", x)
+		}
+	}
+}
