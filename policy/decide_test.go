@@ -308,8 +308,8 @@ func TestUSOReasonsNameTheirOwnFlag(t *testing.T) {
 	for name, want := range map[string]string{
 		"GUEST_USO4": "tun on 6.1.0-57-amd64 refuses TUN_F_USO4; UDP segmentation offload needs Linux 6.2",
 		"GUEST_USO6": "tun on 6.1.0-57-amd64 refuses TUN_F_USO6; UDP segmentation offload needs Linux 6.2",
-		"HOST_USO": "tun on 6.1.0-57-amd64 takes no USO frames from the guest (virtio-net header gso_type UDP_L4) and refuses " +
-			"TUN_F_USO4|TUN_F_USO6, by which QEMU tells; UDP segmentation offload needs Linux 6.2",
+		"HOST_USO": "tun on 6.1.0-57-amd64 takes no USO frames from the guest (a virtio-net header with gso_type UDP_L4 gives EINVAL), " +
+			"and QEMU offers HOST_USO only where tun takes the USO offloads; UDP segmentation offload needs Linux 6.2",
 	} {
 		if got := d.Dropped[name]; got != want {
 			t.Errorf("%s dropped because %q, want %q", name, got, want)

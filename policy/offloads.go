@@ -51,14 +51,15 @@ func (o Offload) Missing(have []string) string {
 // needs Linux 6.2". HOST_USO is the transmit side: the guest sends USO
 // frames and tun must take virtio-net headers with gso_type
 // VIRTIO_NET_HDR_GSO_UDP_L4, which virtio_net_hdr_to_skb refuses before
-// Linux 6.2; QEMU tells by trying TUN_F_USO4|TUN_F_USO6, so it names both.
+// Linux 6.2 (QEMU probes for it with TUNSETOFFLOAD's USO flags). The
+// reason names the transmit side, not GUEST_USO4's TUN_F_USO4.
 func (o Offload) Refusal(kind, kernel, missing string) string {
 	if kernel == "" {
 		kernel = "this kernel"
 	}
 	if o.F == virtio.NetHostUSO && (missing == "uso4" || missing == "uso6") {
-		return fmt.Sprintf("%s on %s takes no USO frames from the guest (virtio-net header gso_type UDP_L4) and refuses "+
-			"TUN_F_USO4|TUN_F_USO6, by which QEMU tells; UDP segmentation offload needs Linux 6.2", kind, kernel)
+		return fmt.Sprintf("%s on %s takes no USO frames from the guest (a virtio-net header with gso_type UDP_L4 gives EINVAL), "+
+			"and QEMU offers HOST_USO only where %s takes the USO offloads; UDP segmentation offload needs Linux 6.2", kind, kernel, kind)
 	}
 	return fmt.Sprintf("%s on %s refuses TUN_F_%s%s", kind, kernel, strings.ToUpper(missing), linuxNeeded(missing))
 }

@@ -102,6 +102,9 @@ func checkNested(t *testing.T, kernel, id string, r *Report, withCmdline bool) {
 		want["RING_RESET"] = [2]string{"vhost-net", "vhost-net on 6.1 does not offer it, so QEMU does not either (QEMU writes that back: the NIC's property queue_reset reads off)"}
 		want["GUEST_USO6"] = [2]string{"qemu", "QEMU 7.2.22 has no guest_uso6 property: USO needs QEMU 8.2, and tun on 6.1 refuses TUN_F_USO6;"}
 		want["HOST_USO"] = [2]string{"qemu", "QEMU 7.2.22 has no host_uso property: USO needs QEMU 8.2, and tun on 6.1 takes no USO frames from the guest"}
+		if x := rowOf(r, "HOST_USO"); strings.Contains(x.Reason, "TUN_F_USO4") {
+			t.Errorf("HOST_USO names GUEST_USO4's flag: %q", x.Reason)
+		}
 	}
 	switch id {
 	case "nic1":
@@ -219,4 +222,13 @@ func testNestedTapUnread(t *testing.T, kernel, id string) {
 			}
 		}
 	}
+}
+
+func rowOf(r *Report, name string) Row {
+	for _, x := range r.Features {
+		if x.Feature == name {
+			return x
+		}
+	}
+	return Row{}
 }
