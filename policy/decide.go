@@ -285,14 +285,14 @@ func (d *Decision) carries(h *host.Description, req Request, vdev host.VDPADevic
 		// vhost-net, and QEMU's userspace path: both write to a tap,
 		// which must take the offloads the guest's receive path needs.
 		for _, o := range Offloads {
-			switch missing := firstMissing(o.Tap, h.Tap.Offloads); {
+			switch missing := o.Missing(h.Tap.Offloads); {
 			case !h.Tap.Available:
 				why[o.F] = "no tap (" + firstNonEmpty(h.Tap.Error, "the probe found none") +
 					"): QEMU's own networking carries no virtio-net header, so no checksum or segmentation offload"
 			case missing != "" && h.Tap.Error != "":
 				why[o.F] = "the tap's offloads are unknown (" + h.Tap.Error + "), so TUN_F_" + strings.ToUpper(missing) + " cannot be counted on"
 			case missing != "":
-				why[o.F] = fmt.Sprintf("tun on %s refuses TUN_F_%s%s", h.Kernel, strings.ToUpper(missing), linuxNeeded(missing))
+				why[o.F] = o.Refusal("tun", h.Kernel, missing)
 			default:
 				avail |= o.F
 			}

@@ -303,3 +303,22 @@ func TestDecideVDPAOnTheVM(t *testing.T) {
 		t.Errorf("dropped %v, zero-copy %q", d.Dropped, d.ZeroCopy)
 	}
 }
+
+// TestUSOReasonsNameTheirOwnFlag: on 6.1 each USO bit names its own tun
+// flag (issue 11, defect 5), and HOST_USO names the transmit side.
+func TestUSOReasonsNameTheirOwnFlag(t *testing.T) {
+	d, err := Decide(load(t, "probe-6.1.json"), Request{Backend: BackendUserspace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{
+		"GUEST_USO4": "tun on 6.1.0-57-amd64 refuses TUN_F_USO4; UDP segmentation offload needs Linux 6.2",
+		"GUEST_USO6": "tun on 6.1.0-57-amd64 refuses TUN_F_USO6; UDP segmentation offload needs Linux 6.2",
+		"HOST_USO": "tun on 6.1.0-57-amd64 takes no USO frames from the guest (a virtio-net header with gso_type UDP_L4 gives EINVAL), " +
+			"and QEMU offers HOST_USO only where tun takes the USO offloads; UDP segmentation offload needs Linux 6.2",
+	} {
+		if got := d.Dropped[name]; got != want {
+			t.Errorf("%s dropped because %q, want %q", name, got, want)
+		}
+	}
+}

@@ -146,7 +146,7 @@ i=0; while [ ! -f /share/done ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); do
 		}
 	}
 	want := map[string]string{
-		"HOST_ECN":   "the NIC's property host_ecn is off",
+		"HOST_ECN":   "set off on QEMU's command line (-device virtio-net-pci,...,host_ecn=off)",
 		"GUEST_USO4": "QEMU 7.2",
 		"GUEST_USO6": "QEMU 7.2",
 		"HOST_USO":   "QEMU 7.2",
@@ -201,6 +201,15 @@ i=0; while [ ! -f /share/done ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); do
 	if err != nil {
 		t.Fatal(err)
 	}
+	// What the NIC's type offers by default (device-list-properties) and
+	// what its -device option set, read from the real QEMU.
+	if saved.Driver != "virtio-net-pci" || !saved.Defaults["queue_reset"] || !saved.Defaults["host_ecn"] || saved.Defaults["mq"] ||
+		len(saved.Cmdline) != 1 || saved.Cmdline["host_ecn"] != "off" {
+		t.Errorf("snapshot: driver %q, defaults %v, command line %v", saved.Driver, saved.Defaults, saved.Cmdline)
+	}
+	if x := rows["HOST_ECN"]; x.Layer != "cmdline" {
+		t.Errorf("HOST_ECN: %+v, want layer cmdline", x)
+	}
 	raw := filepath.Join(dir, "virsh.json")
 	os.WriteFile(raw, []byte(`{"return":`+string(saved.Status)+`,"id":"libvirt-42"}`), 0o644)
 	var bare diagnose.Report
@@ -219,7 +228,7 @@ i=0; while [ ! -f /share/done ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); do
 		}
 	}
 	table := run(t, "diagnose", "--from", snap)
-	if !strings.Contains(table, "HOST_ECN off: the NIC's property host_ecn is off") {
+	if !strings.Contains(table, "HOST_ECN off: set off on QEMU's command line (-device virtio-net-pci,...,host_ecn=off)") {
 		t.Errorf("table:\n%s", table)
 	}
 	t.Logf("netctl diagnose:\n%s", table)

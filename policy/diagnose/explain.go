@@ -19,6 +19,14 @@ type Row struct {
 	Lower   string `json:"lower"`   // the lower device does it in hardware: yes, no, or "-"
 	Verdict string `json:"verdict"` // on or off
 	Reason  string `json:"reason"`
+	// Layer names what turned an off bit off: "cmdline" (a property set
+	// off on QEMU's command line), "property" (a property that reads off),
+	// "qemu" (QEMU's version has no such property), "vhost-net" (the
+	// kernel's vhost-net did not offer it), "tap" (the tap or macvtap, or
+	// tun on this kernel), "vdpa", "dependency" (a bit it needs is off:
+	// virtio spec 5.1.3.1), "guest" or "backend". Empty for bits that
+	// are on, and where nothing tells.
+	Layer string `json:"layer,omitempty"`
 }
 
 // Line is the row in one line: "GUEST_USO4 off: tun on 6.1 refuses ...".
@@ -62,7 +70,8 @@ type explainer struct {
 	backendMask         virtio.Features // the bits that word speaks for
 	hasBackendWord      bool
 	vhostOffer          virtio.Features // what the kernel's vhost-net offered QEMU (vhost-dev.features)
-	hasVhostOffer       bool
+	vhostAcked          virtio.Features // what QEMU acknowledged to it (vhost-dev.acked-features)
+	hasVhostOffer       bool            // the NIC runs on kernel vhost-net and QMP said what it offered
 	backendName, kernel string
 	negotiated          bool
 }
@@ -106,11 +115,12 @@ func Explain(s *Snapshot) (*Report, error) {
 		row := e.offloadRow(o)
 		rows[row.Bit] = row
 	}
-	for _, b := range (e.host | e.guest | e.backend&e.backendMask | alwaysShown).Bits() {
+	for _, b := range (e.host | e.guest | e.backend&e.backendMask | alwaysShown | e.defaultOffer()).Bits() {
 		if _, done := rows[b]; !done {
 			rows[b] = e.otherRow(virtio.Bit(b))
 		}
 	}
+	e.followRequirements(rows)
 	for b := uint(0); b < 64; b++ {
 		if row, ok := rows[b]; ok {
 			r.Features = append(r.Features, row)
@@ -165,6 +175,14 @@ func orEmpty(s []string) []string {
 func (e *explainer) describeBackend(r *Report) {
 	s := e.s
 	vhost := e.q.VhostStarted || e.q.Vhost != nil
+	if e.kernelVhost() {
+		// QEMU acks to vhost-net exactly the guest's ring bits that
+		// vhost-net offered, so only its offer explains anything. This
+		// comes from QMP alone: it stands whether or not the tap was read.
+		e.vhostOffer, _ = e.q.Vhost.Features.word()
+		e.vhostAcked, _ = e.q.Vhost.AckedFeatures.word()
+		e.hasVhostOffer = true
+	}
 	switch {
 	case s.VDPA != nil:
 		e.backendName = "vdpa device " + s.VDPA.Device
@@ -186,11 +204,12 @@ func (e *explainer) describeBackend(r *Report) {
 			mode = "vhost=on: vhost-net moves the packets"
 		}
 		r.Backend = fmt.Sprintf("%s %s, %d queue(s), %s", kind, s.Tap.Name, s.Tap.Queues, mode)
-		if e.q.Vhost != nil {
-			// QEMU acks to vhost-net exactly the guest's ring bits that
-			// vhost-net offered, so only its offer explains anything.
-			e.vhostOffer, _ = e.q.Vhost.Features.word()
-			e.hasVhostOffer = true
+		r.Header = e.header()
+	case e.hasVhostOffer && (s.Netdev.Type == "" || s.Netdev.Type == "tap"):
+		e.backendName = "vhost-net"
+		r.Backend = "vhost=on: vhost-net moves the packets (QMP: vhost-started, vhost-dev); the tap was not read"
+		if s.Netdev.Type == "" {
+			r.Backend += " (with a saved reply, name it with --tap)"
 		}
 		r.Header = e.header()
 	case s.Netdev.Type == "":
@@ -212,6 +231,24 @@ func orDash(s string) string {
 // header says whether the tap's virtio-net header fits what was negotiated.
 func (e *explainer) header() string {
 	t := e.s.Tap
+	if e.vhostAddsHeader() {
+		size := 10
+		if e.guest.Has(virtio.Version1) || e.guest.Has(virtio.NetMrgRxbuf) {
+			size = 12
+		}
+		why := fmt.Sprintf("none on the tap (vnet_hdr=off): vhost-net acknowledged VHOST_NET_F_VIRTIO_NET_HDR "+
+			"(QMP prints it as ANY_LAYOUT in vhost-dev acked-features) and adds and strips the guest's %d-byte header itself; "+
+			"without a header on the tap QEMU offers no offloads", size)
+		if !e.negotiated {
+			why = "none on the tap (vnet_hdr=off): vhost-net acknowledged VHOST_NET_F_VIRTIO_NET_HDR " +
+				"(QMP prints it as ANY_LAYOUT in vhost-dev acked-features) and adds and strips the guest's header itself; " +
+				"without a header on the tap QEMU offers no offloads"
+		}
+		return why
+	}
+	if t == nil {
+		return "on the tap: vhost-net did not acknowledge VHOST_NET_F_VIRTIO_NET_HDR, so the tap carries the guest's header (size not read)"
+	}
 	if !t.VnetHdr {
 		return "none: the tap has no virtio-net header (vnet_hdr=off), so QEMU offers no offloads"
 	}
@@ -246,24 +283,23 @@ func (e *explainer) tapHas(names []string) (bool, string) {
 	return true, ""
 }
 
-// tunRefuses returns the first tap offload of names the host's tun did not
-// take when probed, or "".
-func (e *explainer) tunRefuses(names []string) string {
+// tunRefuses says why the host's tun (or macvtap) cannot carry o, when
+// it did not take one of the tap offloads o needs when probed; else "".
+// Each bit names its own flag (policy.Offload.Refusal).
+func (e *explainer) tunRefuses(o policy.Offload) string {
 	h := e.hostProbe
 	if h == nil {
 		return ""
 	}
-	offs, ok := h.Tap.Offloads, h.Tap.Available
+	kind, offs, ok := "tun", h.Tap.Offloads, h.Tap.Available
 	if e.s.Tap != nil && e.s.Tap.Macvtap {
-		offs, ok = h.Macvtap.Offloads, h.Macvtap.Available
+		kind, offs, ok = "macvtap", h.Macvtap.Offloads, h.Macvtap.Available
 	}
 	if !ok {
 		return ""
 	}
-	for _, n := range names {
-		if !slices.Contains(offs, n) {
-			return n
-		}
+	if n := o.Missing(offs); n != "" && n != "ufo" {
+		return o.Refusal(kind, e.kernel, n)
 	}
 	return ""
 }
@@ -274,14 +310,18 @@ func (e *explainer) offloadRow(o policy.Offload) Row {
 	row.Lower = e.lower(o.F)
 	switch {
 	case !row.Offered:
-		row.Verdict, row.Reason = "off", e.notOffered(o)
+		row.Verdict = "off"
+		row.Layer, row.Reason = e.notOffered(o)
 	case !row.Acked:
-		row.Verdict, row.Reason = "off", e.notAcked(o.F, o.Needs)
+		row.Verdict, row.Layer, row.Reason = "off", "guest", e.notAcked(o.F, o.Needs)
 	default:
 		row.Backend, row.Reason = e.honoured(o)
 		row.Verdict = "on"
 		if row.Backend == "no" {
-			row.Verdict = "off"
+			row.Verdict, row.Layer = "off", "tap"
+			if e.s.VDPA != nil {
+				row.Layer = "vdpa"
+			}
 		}
 	}
 	if row.Verdict == "on" && row.Lower == "no" && !o.RX {
@@ -323,10 +363,14 @@ func (e *explainer) lower(f virtio.Features) string {
 	return "no"
 }
 
-// notOffered explains why QEMU's device did not offer an offload.
-func (e *explainer) notOffered(o policy.Offload) string {
+// notOffered explains why QEMU's device did not offer an offload, and
+// names the layer that dropped it (see Row.Layer).
+func (e *explainer) notOffered(o policy.Offload) (layer, why string) {
 	props := e.s.Props
 	on, has := props[o.Prop]
+	if why := e.setOff(o.Prop); why != "" {
+		return "cmdline", why
+	}
 	switch {
 	case props != nil && has && !on:
 		why := fmt.Sprintf("the NIC's property %s is off (-device virtio-net-pci,...,%s=off", o.Prop, o.Prop)
@@ -334,44 +378,44 @@ func (e *explainer) notOffered(o policy.Offload) string {
 			why += "; libvirt: <driver>" + o.Libvirt
 		}
 		why += ")"
-		if o.QEMU != "" {
+		if e.s.Cmdline != nil && e.s.Defaults[o.Prop] {
+			why = fmt.Sprintf("the NIC's property %s is off although %s defaults to on and the command line does not set it: "+
+				"the machine type's compat settings or a -global turn it off", o.Prop, orDash(e.s.Driver))
+		} else if o.QEMU != "" {
 			why += fmt.Sprintf(", or the machine type is older than %s (its compat settings turn it off)", o.QEMU)
 		}
-		return why
+		return "property", why
 	case props != nil && !has && o.QEMU != "":
 		why := fmt.Sprintf("QEMU %s has no %s property: %s needs QEMU %s", orDash(e.s.QEMU), o.Prop, featureFamily(o.F), o.QEMU)
-		if n := e.tunRefuses(o.Tap); n != "" {
-			why += fmt.Sprintf(", and tun on %s refuses TUN_F_%s too; it needs %s", e.kernel, strings.ToUpper(n), o.Linux)
+		if r := e.tunRefuses(o); r != "" {
+			why += ", and " + r
 		}
-		return why
+		return "qemu", why
 	}
-	if t := e.s.Tap; t != nil {
-		if !t.VnetHdr {
-			return "the tap has no virtio-net header (vnet_hdr=off), so QEMU offers no offloads"
+	if e.noHeader() {
+		why := "the tap has no virtio-net header (vnet_hdr=off), so QEMU offers no offloads"
+		if e.vhostAddsHeader() {
+			why += "; vhost-net adds the guest's header itself (VHOST_NET_F_VIRTIO_NET_HDR)"
 		}
-		if n := e.tunRefuses(o.Tap); n != "" {
-			kind := "tun"
-			if t.Macvtap {
-				kind = "macvtap"
-			}
-			why := fmt.Sprintf("%s on %s refuses TUN_F_%s", kind, e.kernel, strings.ToUpper(n))
-			if o.Linux != "" {
-				why += "; it needs " + o.Linux
-			}
-			return why
-		}
+		return "tap", why
+	}
+	if r := e.tunRefuses(o); r != "" && (e.s.Tap != nil || props != nil) {
+		return "tap", r
 	}
 	if v := e.s.VDPA; v != nil && !virtio.Features(v.Features).Has(o.F) {
-		return fmt.Sprintf("the vdpa device %s does not offer it", v.Device)
+		return "vdpa", fmt.Sprintf("the vdpa device %s does not offer it", v.Device)
 	}
 	if props == nil {
 		why := fmt.Sprintf("QEMU did not offer it: the NIC's %s property is off", o.Prop)
 		if o.QEMU != "" {
 			why += fmt.Sprintf(", or QEMU is older than %s (netctl had no NIC properties to tell which)", o.QEMU)
 		}
-		return why
+		if r := e.tunRefuses(o); r != "" {
+			why += ", or " + r
+		}
+		return "", why
 	}
-	return fmt.Sprintf("QEMU did not offer it although nothing netctl read forbids it; the backend (%s) cannot carry it", e.backendName)
+	return "backend", fmt.Sprintf("QEMU did not offer it although nothing netctl read forbids it; the backend (%s) cannot carry it", e.backendName)
 }
 
 func featureFamily(f virtio.Features) string {
@@ -446,12 +490,21 @@ func (e *explainer) honoured(o policy.Offload) (string, string) {
 		causes = append(causes, "someone ran ethtool -K "+s.Tap.Name+" on the host", "QEMU did not set it (TUNSETOFFLOAD)")
 		return "no", why + strings.Join(causes, ", or ")
 	}
+	if e.hasVhostOffer && (s.Netdev.Type == "" || s.Netdev.Type == "tap") {
+		if !o.RX {
+			return "?", "acknowledged; vhost-net hands the guest's frames to the tap with their virtio-net header (the tap was not read)"
+		}
+		return "?", "acknowledged; vhost-net carries it only if the tap's " + strings.Join(without(o.Tap, "csum"), ",") +
+			" offload is on, and the tap was not read (with a saved reply, name it with --tap)"
+	}
 	if s.Netdev.Type == "" {
 		return "?", "acknowledged; no backend state was read (with a saved reply, name the tap with --tap)"
 	}
 	return "?", "acknowledged; netctl reads no backend state for netdev type " + s.Netdev.Type
 }
 
+// without returns s less x, sorted (["uso4", "uso6"] for either USO bit),
+// or [x] when nothing is left.
 func without(s []string, x string) []string {
 	var out []string
 	for _, v := range s {
@@ -462,6 +515,7 @@ func without(s []string, x string) []string {
 	if out == nil {
 		return []string{x}
 	}
+	slices.Sort(out)
 	return out
 }
 
@@ -479,30 +533,24 @@ func (e *explainer) otherRow(f virtio.Features) Row {
 	case !row.Offered && row.Acked:
 		row.Verdict, row.Reason = "on", "acknowledged although QEMU does not list it as offered"
 	case !row.Offered:
-		row.Verdict, row.Reason = "off", "QEMU did not offer it"
-		if p, ok := otherProps[f]; ok {
-			if on, has := e.s.Props[p]; has && !on {
-				row.Reason = fmt.Sprintf("the NIC's property %s is off", p)
-				break
-			}
-		}
-		if e.hasVhostOffer && vhostKernelBits.Has(f) && !e.vhostOffer.Has(f) {
-			row.Reason = "the host's vhost-net does not offer it, so QEMU does not either"
-			if e.kernel != "" {
-				row.Reason = fmt.Sprintf("vhost-net on %s does not offer it, so QEMU does not either", e.kernel)
-			}
-		}
+		row.Verdict = "off"
+		row.Layer, row.Reason = e.ringNotOffered(f)
 	case !row.Acked:
-		row.Verdict, row.Reason = "off", e.notAcked(f, 0)
+		row.Verdict, row.Layer, row.Reason = "off", "guest", e.notAcked(f, 0)
 	default:
 		row.Verdict, row.Reason = "on", "negotiated"
 		if e.hasVhostOffer && vhostKernelBits.Has(f) {
+			// QEMU acknowledges to vhost-net the guest's bits that it may
+			// veto (vhost-dev acked-features); an empty word was not read.
 			row.Backend = "yes"
+			if e.vhostAcked != 0 && !e.vhostAcked.Has(f) {
+				row.Backend, row.Reason = "no", "negotiated with the guest, but QEMU did not acknowledge it to vhost-net (vhost-dev acked-features)"
+			}
 		}
 		if e.hasBackendWord && e.backendMask.Has(f) {
 			row.Backend = yesNo(e.backend.Has(f))
 			if !e.backend.Has(f) {
-				row.Verdict, row.Reason = "off", "the guest acknowledged it but the backend ("+e.backendName+") did not take it"
+				row.Verdict, row.Layer, row.Reason = "off", "backend", "the guest acknowledged it but the backend ("+e.backendName+") did not take it"
 			}
 		}
 	}

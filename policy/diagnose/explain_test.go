@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/netctl/netctl/policy"
 	"github.com/netctl/netctl/virtio"
 )
 
@@ -86,8 +87,10 @@ func TestExplainRealQEMU72(t *testing.T) {
 		"GUEST_TSO4": "on: the tap's tso4 offload is on",
 		"HOST_TSO6":  "on: the tap takes the guest's frames",
 		"GUEST_UFO":  "on: tun takes TUN_F_UFO",
-		"GUEST_USO4": "off: QEMU 7.2.22 has no guest_uso4 property: USO needs QEMU 8.2, and tun on 6.1 refuses TUN_F_USO4 too; it needs 6.2",
-		"HOST_USO":   "off: QEMU 7.2.22 has no host_uso property: USO needs QEMU 8.2, and tun on 6.1 refuses TUN_F_USO4 too",
+		"GUEST_USO4": "off: QEMU 7.2.22 has no guest_uso4 property: USO needs QEMU 8.2, and tun on 6.1 refuses TUN_F_USO4; UDP segmentation offload needs Linux 6.2",
+		"GUEST_USO6": "off: QEMU 7.2.22 has no guest_uso6 property: USO needs QEMU 8.2, and tun on 6.1 refuses TUN_F_USO6; UDP segmentation offload needs Linux 6.2",
+		"HOST_USO": "off: QEMU 7.2.22 has no host_uso property: USO needs QEMU 8.2, and tun on 6.1 takes no USO frames from the guest " +
+			"(a virtio-net header with gso_type UDP_L4 gives EINVAL), and QEMU offers HOST_USO only where tun takes the USO offloads; UDP segmentation offload needs Linux 6.2",
 		"GSO":        "off: a legacy bit",
 		"VERSION_1":  "on: negotiated",
 		"RING_RESET": "on: negotiated",
@@ -163,7 +166,11 @@ func TestExplainReasons(t *testing.T) {
 		want    string // prefix of "verdict: reason"
 	}{
 		{"USO on a 6.1 host with QEMU 9.2", tapSnapshot(t, linuxGuest, linuxGuest, "6.1", "csum", "tso4", "tso6", "tso_ecn"),
-			"GUEST_USO4", "off: tun on 6.1 refuses TUN_F_USO4; it needs 6.2"},
+			"GUEST_USO4", "off: tun on 6.1 refuses TUN_F_USO4; UDP segmentation offload needs Linux 6.2"},
+		{"USO6 on a 6.1 host names its own flag", tapSnapshot(t, linuxGuest, linuxGuest, "6.1", "csum", "tso4", "tso6", "tso_ecn"),
+			"GUEST_USO6", "off: tun on 6.1 refuses TUN_F_USO6; UDP segmentation offload needs Linux 6.2"},
+		{"HOST_USO on a 6.1 host is the transmit side", tapSnapshot(t, linuxGuest, linuxGuest, "6.1", "csum", "tso4", "tso6", "tso_ecn"),
+			"HOST_USO", "off: tun on 6.1 takes no USO frames from the guest (a virtio-net header with gso_type UDP_L4 gives EINVAL)"},
 		{"USO on a 6.12 host", tapSnapshot(t, all, all, "6.12", "csum", "tso4", "tso6", "tso_ecn", "uso4", "uso6"),
 			"HOST_USO", "on: the tap takes"},
 		{"guest USO on a 6.12 host", tapSnapshot(t, all, all, "6.12", "csum", "tso4", "tso6", "tso_ecn", "uso4", "uso6"),
@@ -177,7 +184,7 @@ func TestExplainReasons(t *testing.T) {
 		{"guest with USO4 only", tapSnapshot(t, all, linuxGuest|virtio.NetGuestUSO4, "6.12", "csum", "tso4", "tso6", "tso_ecn"),
 			"GUEST_USO4", "off: the guest acknowledged it but the tap's uso4 offload is off: tun takes USO only as the pair"},
 		{"guest without GUEST_CSUM", tapSnapshot(t, linuxGuest, linuxGuest&^(virtio.NetGuestCsum|virtio.NetGuestTSO4), "6.12"),
-			"GUEST_TSO4", "off: it needs GUEST_CSUM, which the guest did not acknowledge"},
+			"GUEST_TSO4", "off: needs GUEST_CSUM, off (the guest did not acknowledge it)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r, err := Explain(c.snap)
@@ -308,6 +315,8 @@ func TestSaveLoad(t *testing.T) {
 func FuzzExplain(f *testing.F) {
 	f.Add(uint64(linuxGuest), uint64(linuxGuest), uint8(0xff), true, uint8(0))
 	f.Add(uint64(0), uint64(0), uint8(0), false, uint8(1))
+	f.Add(uint64(linuxGuest|virtio.IndirectDesc), uint64(linuxGuest), uint8(0x1), true, uint8(4))
+	f.Add(uint64(linuxGuest|virtio.RingReset), uint64(linuxGuest|virtio.RingReset), uint8(0x7), false, uint8(5))
 	f.Fuzz(func(t *testing.T, host, guest uint64, offs uint8, vnet bool, kind uint8) {
 		s := tapSnapshot(t, virtio.Features(host), virtio.Features(guest), "6.1")
 		names := []string{"csum", "tso4", "tso6", "tso_ecn", "ufo", "uso4", "uso6"}
@@ -317,13 +326,19 @@ func FuzzExplain(f *testing.F) {
 			}
 		}
 		s.Tap.VnetHdr = vnet
-		switch kind % 4 {
+		switch kind % 6 {
 		case 1:
 			s.Tap, s.VDPA = nil, &VDPAState{Device: "v", Negotiated: guest & host, HasNegotiated: offs&1 == 0, Features: host}
 		case 2:
 			s.Tap, s.Props, s.Host = nil, nil, nil
 		case 3:
 			s.Lower = &Lower{Name: "eth0", Features: map[string]bool{"tx-tcp-segmentation": offs&2 != 0}}
+		case 4: // vhost=on, the type's defaults and a command line
+			s.Status = withVhost(t, s.Status, virtio.Features(host)&vhostKernelBits, virtio.Features(guest)&vhostKernelBits)
+			s.Defaults, s.Cmdline = map[string]bool{"queue_reset": true, "event_idx": true, "mq": false}, map[string]string{"guest_tso4": "off"}
+		case 5: // a bare reply with vhost-dev
+			s.Status = withVhost(t, s.Status, virtio.Features(host)&vhostKernelBits, virtio.Features(guest)&vhostKernelBits)
+			s.Tap, s.Props, s.Netdev = nil, nil, Netdev{}
 		}
 		r, err := Explain(s)
 		if err != nil {
@@ -335,6 +350,21 @@ func FuzzExplain(f *testing.F) {
 			}
 			if x.Verdict == "on" && isOffload(virtio.Bit(x.Bit)) && !(x.Offered && x.Acked) {
 				t.Fatalf("offload on without offer and ack: %+v", x)
+			}
+			if x.Verdict == "on" && x.Layer != "" {
+				t.Fatalf("a bit that is on blames a layer: %+v", x)
+			}
+			if x.Layer == "dependency" {
+				for _, req := range policy.Requirements {
+					if req.F != virtio.Bit(x.Bit) {
+						continue
+					}
+					for _, y := range r.Features {
+						if req.AnyOf.Has(virtio.Bit(y.Bit)) && y.Verdict == "on" {
+							t.Fatalf("%s blamed on its prerequisites, but %s is on", x.Feature, y.Feature)
+						}
+					}
+				}
 			}
 		}
 	})

@@ -39,6 +39,13 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"return":` + string(st) + `,"id":"libvirt-42"}`))
 	f.Add([]byte(`{"id":"libvirt-7","error":{"class":"GenericError","desc":"Path '/machine/peripheral/net0/virtio-backend' is not a VirtIODevice"}}`))
 	f.Add([]byte(`{"format":"netctl-diagnose/1","virtio_status":{"name":"virtio-net","device-id":1},"host":{"tap":{"available":true,"offloads":["csum"]}}}`))
+	// vhost=on, as QMP shows it (real-vmm-recipes.md part 2), with the NIC
+	// type's defaults and its command line.
+	f.Add([]byte(`{"format":"netctl-diagnose/1","driver":"virtio-net-pci","prop_defaults":{"queue_reset":true,"event_idx":true},` +
+		`"cmdline_props":{"guest_tso4":"off"},"props":{"queue_reset":false},"netdev":{"id":"n0","type":"tap"},` +
+		`"virtio_status":{"name":"virtio-net","device-id":1,"vhost-started":true,"vhost-dev":{"acked-features":{"dev-features":["VIRTIO_NET_F_MRG_RXBUF"],` +
+		`"transports":["VIRTIO_RING_F_EVENT_IDX","VIRTIO_RING_F_INDIRECT_DESC","VIRTIO_F_VERSION_1"],"unknown-dev-features":1099511627776},` +
+		`"features":{"dev-features":["VHOST_F_LOG_ALL","VIRTIO_NET_F_MRG_RXBUF"],"transports":["EVENT_IDX","INDIRECT_DESC","IOMMU_PLATFORM","VERSION_1","ANY_LAYOUT","NOTIFY_ON_EMPTY"]}}}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var s *Snapshot
 		var err error

@@ -38,11 +38,24 @@ type Snapshot struct {
 	Status json.RawMessage `json:"virtio_status"` // x-query-virtio-status, verbatim
 	// Props are the NIC's feature properties (qom-get); a property QEMU
 	// does not have is absent. Nil when not read.
-	Props  map[string]bool `json:"props,omitempty"`
-	Netdev Netdev          `json:"netdev"`
-	Tap    *TapState       `json:"tap,omitempty"`
-	VDPA   *VDPAState      `json:"vdpa,omitempty"`
-	Lower  *Lower          `json:"lower,omitempty"`
+	Props map[string]bool `json:"props,omitempty"`
+	// Driver is the NIC's QOM type ("virtio-net-pci"), and Defaults are
+	// that type's default feature property values (device-list-properties
+	// "default-value"): what the device offers unless something drops it.
+	// Nil when not read.
+	Driver   string          `json:"driver,omitempty"`
+	Defaults map[string]bool `json:"prop_defaults,omitempty"`
+	// Cmdline are the feature properties the NIC's -device option sets on
+	// QEMU's command line (/proc/PID/cmdline), as given ("off", "false",
+	// "on"). Nil when not read; empty when the option sets none. QEMU
+	// writes what a vhost backend refused back into some properties
+	// (queue_reset reads false on a kernel whose vhost-net lacks
+	// RING_RESET), so only this tells a user's "off" from a refusal.
+	Cmdline map[string]string `json:"cmdline_props,omitempty"`
+	Netdev  Netdev            `json:"netdev"`
+	Tap     *TapState         `json:"tap,omitempty"`
+	VDPA    *VDPAState        `json:"vdpa,omitempty"`
+	Lower   *Lower            `json:"lower,omitempty"`
 	// Host is netctl probe --json of the host QEMU runs on, verbatim (nil
 	// when not probed). Explain reads its kernel and tap and macvtap
 	// offloads (see HostProbe).
@@ -222,7 +235,8 @@ const maxEntries = 1024
 
 // checkCounts refuses a snapshot with a list or map over maxEntries.
 func (s *Snapshot) checkCounts(h *HostProbe) error {
-	counts := map[string]int{"props": len(s.Props), "netdev.options": len(s.Netdev.Options), "errors": len(s.Errors)}
+	counts := map[string]int{"props": len(s.Props), "netdev.options": len(s.Netdev.Options), "errors": len(s.Errors),
+		"prop_defaults": len(s.Defaults), "cmdline_props": len(s.Cmdline)}
 	if s.Tap != nil {
 		counts["tap.offloads"], counts["tap.ethtool"] = len(s.Tap.Offloads), len(s.Tap.Features)
 	}

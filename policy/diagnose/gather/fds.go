@@ -20,7 +20,8 @@ import (
 type procFD struct {
 	fd     int
 	target string // readlink of /proc/PID/fd/N
-	iff    string // for /dev/net/tun: the interface (fdinfo "iff:")
+	tun    bool   // a tun file: its fdinfo has tun's "iff:" line, whatever path it reads as
+	iff    string // for a tun file: the interface (fdinfo "iff:"), "" when detached
 	err    error  // why iff could not be read
 }
 
@@ -45,14 +46,16 @@ func readBounded(path string, max int) ([]byte, error) {
 	return b, nil
 }
 
-// parseTunFdinfo returns the interface a /dev/net/tun file is attached to,
-// from the "iff:" line tun adds to its fdinfo (drivers/net/tun.c
-// tun_chr_show_fdinfo prints "iff:\t%s\n", empty when detached). A
-// detached file gives "". A name the kernel could not have printed (over
-// 15 bytes, with '/', ':' or white space, "." or "..") or a second iff:
-// line is an error.
-func parseTunFdinfo(b []byte) (string, error) {
-	var iff string
+// parseTunFdinfo returns the interface a tun file is attached to, from
+// the "iff:" line tun adds to its fdinfo (drivers/net/tun.c
+// tun_chr_show_fdinfo prints "iff:\t%s\n", empty when detached), and
+// whether there is such a line: only tun's files have one, so it tells a
+// tun file from any other whatever path the file reads as (a QEMU in a
+// chroot or a container opened its own node, not /dev/net/tun). A
+// detached file gives "", true. A name the kernel could not have printed
+// (over 15 bytes, with '/', ':' or white space, "." or "..") or a second
+// iff: line is an error.
+func parseTunFdinfo(b []byte) (iff string, tun bool, err error) {
 	seen := false
 	for line := range strings.SplitSeq(string(b), "\n") {
 		v, ok := strings.CutPrefix(line, "iff:")
@@ -60,15 +63,15 @@ func parseTunFdinfo(b []byte) (string, error) {
 			continue
 		}
 		if seen {
-			return "", fmt.Errorf("tun's fdinfo has two iff: lines")
+			return "", false, fmt.Errorf("tun's fdinfo has two iff: lines")
 		}
 		seen = true
 		iff = strings.TrimLeft(v, "\t ")
 		if iff != "" && !validIfName(iff) {
-			return "", fmt.Errorf("tun's fdinfo names %q, which is not an interface name (1 to 15 bytes, no '/', ':' or white space)", iff)
+			return "", false, fmt.Errorf("tun's fdinfo names %q, which is not an interface name (1 to 15 bytes, no '/', ':' or white space)", iff)
 		}
 	}
-	return iff, nil
+	return iff, seen, nil
 }
 
 // validIfName is the kernel's dev_valid_name (net/core/dev.c), and no NUL
@@ -86,6 +89,11 @@ func validIfName(n string) bool {
 }
 
 // backendFDs lists pid's tun, macvtap and vhost-vdpa file descriptors.
+// A tun file is told by its fdinfo's "iff:" line, not by its path: from
+// outside a chroot or a container, QEMU's tun reads as the node it opened
+// there (/srv/vm/dev/net/tun, /dev/net/tun (deleted), ...). Only files
+// that read as a path are looked at: sockets, pipes and anon inodes
+// ("socket:[N]", "anon_inode:[eventfd]") are not tun files.
 func backendFDs(pid int) ([]procFD, error) {
 	dir := fmt.Sprintf("/proc/%d/fd", pid)
 	es, err := os.ReadDir(dir)
@@ -104,21 +112,33 @@ func backendFDs(pid int) ([]procFD, error) {
 		}
 		p := procFD{fd: fd, target: target}
 		switch {
-		case target == "/dev/net/tun":
+		case macvtapIndex(target) > 0, isVhostVDPA(target):
+		case strings.HasPrefix(target, "/"):
 			info, err := readBounded(fmt.Sprintf("/proc/%d/fdinfo/%d", pid, fd), maxFdinfo)
-			if err == nil {
-				p.iff, err = parseTunFdinfo(info)
-			}
 			if err != nil {
-				p.err = err
+				if filepath.Base(strings.TrimSuffix(target, " (deleted)")) != "tun" {
+					continue // a file gone since readlink, or unreadable: only a tun node matters
+				}
+				p.tun, p.err = true, err
+				break
 			}
-		case macvtapIndex(target) > 0, strings.HasPrefix(target, "/dev/vhost-vdpa-"):
+			p.iff, p.tun, p.err = parseTunFdinfo(info)
+			if !p.tun && p.err == nil {
+				continue
+			}
+			p.tun = true
 		default:
 			continue
 		}
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// isVhostVDPA: target is a vhost-vdpa node (/dev/vhost-vdpa-N, or
+// vhost-vdpa-N in another directory, as a QEMU in a chroot shows it).
+func isVhostVDPA(target string) bool {
+	return strings.HasPrefix(filepath.Base(target), "vhost-vdpa-")
 }
 
 // macvtapIndex is N for a macvtap node (/dev/tapN, or tapN in another

@@ -20,24 +20,29 @@ func readTestdata(t testing.TB, name string) []byte {
 func TestParseTunFdinfo(t *testing.T) {
 	for _, c := range []struct {
 		name, in, want, err string
+		tun                 bool
 	}{
-		{"QEMU's tap (real)", string(readTestdata(t, "fdinfo-qemu-tap.txt")), "nctldiag0", ""},
-		{"an eventfd (real)", string(readTestdata(t, "fdinfo-qemu-eventfd.txt")), "", ""},
-		{"detached tun", "pos:\t0\nflags:\t02\nmnt_id:\t24\nino:\t105\niff:\t\n", "", ""},
-		{"empty", "", "", ""},
-		{"no newline at the end", "iff:\tvnet0", "vnet0", ""},
-		{"two iff lines", "iff:\tvnet0\niff:\tvnet1\n", "", "two iff: lines"},
-		{"16 bytes", "iff:\t0123456789abcdef\n", "", "not an interface name"},
-		{"a slash", "iff:\t../../etc\n", "", "not an interface name"},
-		{"a colon", "iff:\teth0:1\n", "", "not an interface name"},
-		{"white space inside", "iff:\tvnet 0\n", "", "not an interface name"},
-		{"dot dot", "iff:\t..\n", "", "not an interface name"},
-		{"NUL", "iff:\tvn\x00et\n", "", "not an interface name"}, // ifr_name is a C string: tun cannot print one
-		{"binary", "\xff\xfe\x00iff:\x00\n", "", ""},
+		{"QEMU's tap (real)", string(readTestdata(t, "fdinfo-qemu-tap.txt")), "nctldiag0", "", true},
+		{"an eventfd (real)", string(readTestdata(t, "fdinfo-qemu-eventfd.txt")), "", "", false},
+		// A nested QEMU run through chroot /host: its tap reads as
+		// /host/dev/net/tun from outside, /dev/vhost-net as /host/dev/vhost-net.
+		{"QEMU's tap in a chroot (real)", string(readTestdata(t, "fdinfo-nested-chroot-tap.txt")), "l2tap1", "", true},
+		{"QEMU's vhost-net in a chroot (real)", string(readTestdata(t, "fdinfo-nested-chroot-vhost-net.txt")), "", "", false},
+		{"detached tun", "pos:\t0\nflags:\t02\nmnt_id:\t24\nino:\t105\niff:\t\n", "", "", true},
+		{"empty", "", "", "", false},
+		{"no newline at the end", "iff:\tvnet0", "vnet0", "", true},
+		{"two iff lines", "iff:\tvnet0\niff:\tvnet1\n", "", "two iff: lines", false},
+		{"16 bytes", "iff:\t0123456789abcdef\n", "", "not an interface name", false},
+		{"a slash", "iff:\t../../etc\n", "", "not an interface name", false},
+		{"a colon", "iff:\teth0:1\n", "", "not an interface name", false},
+		{"white space inside", "iff:\tvnet 0\n", "", "not an interface name", false},
+		{"dot dot", "iff:\t..\n", "", "not an interface name", false},
+		{"NUL", "iff:\tvn\x00et\n", "", "not an interface name", false}, // ifr_name is a C string: tun cannot print one
+		{"binary", "\xff\xfe\x00iff:\x00\n", "", "", false},
 	} {
-		got, err := parseTunFdinfo([]byte(c.in))
-		if c.err == "" && (err != nil || got != c.want) {
-			t.Errorf("%s: %q, %v; want %q", c.name, got, err, c.want)
+		got, tun, err := parseTunFdinfo([]byte(c.in))
+		if c.err == "" && (err != nil || got != c.want || tun != c.tun) {
+			t.Errorf("%s: %q, tun %v, %v; want %q, tun %v", c.name, got, tun, err, c.want, c.tun)
 		}
 		if c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err) || got != "") {
 			t.Errorf("%s: %q, %v; want an error saying %q", c.name, got, err, c.err)
@@ -76,10 +81,12 @@ func TestPassedFDs(t *testing.T) {
 func FuzzProcFD(f *testing.F) {
 	f.Add(readTestdata(f, "fdinfo-qemu-tap.txt"), "/dev/net/tun", "27:29")
 	f.Add(readTestdata(f, "fdinfo-qemu-eventfd.txt"), "/dev/tap42", "9")
+	f.Add(readTestdata(f, "fdinfo-nested-chroot-tap.txt"), "/host/dev/net/tun", "14")
+	f.Add(readTestdata(f, "fdinfo-nested-chroot-vhost-net.txt"), "/host/dev/vhost-net", "15")
 	f.Fuzz(func(t *testing.T, fdinfo []byte, target, fds string) {
-		iff, err := parseTunFdinfo(fdinfo)
-		if err == nil && iff != "" && !validIfName(iff) {
-			t.Fatalf("iff %q", iff)
+		iff, tun, err := parseTunFdinfo(fdinfo)
+		if err == nil && iff != "" && (!validIfName(iff) || !tun) {
+			t.Fatalf("iff %q, tun %v", iff, tun)
 		}
 		if n := macvtapIndex(target); n < 0 || int64(n) > 1<<31-1 {
 			t.Fatalf("macvtapIndex(%q) = %d", target, n)

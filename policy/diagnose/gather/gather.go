@@ -1,7 +1,10 @@
 // Package gather reads what netctl diagnose explains: it asks a running
-// QEMU over QMP and looks at the NIC's backend on the host (QEMU's file
-// descriptors through /proc and pidfd_getfd, ethtool netlink, the vdpa
-// family, the host probe) and fills a diagnose.Snapshot. The explanation
+// QEMU over QMP (the NIC's status, properties, its type's defaults) and
+// looks at QEMU's process and the NIC's backend on the host (the -device
+// option in /proc/PID/cmdline; QEMU's file descriptors through /proc and
+// pidfd_getfd, a tap told by tun's fdinfo "iff:" line whatever path it
+// reads as; ethtool netlink, the vdpa family, the host probe) and fills a
+// diagnose.Snapshot. The explanation
 // itself (diagnose.Explain) is pure and lives apart from this package, so
 // a saved snapshot explains anywhere.
 //
@@ -79,6 +82,7 @@ func Gather(ctx context.Context, c *qmp.Client, o Options) (*diagnose.Snapshot, 
 	}
 	dev := strings.TrimSuffix(s.Path, "/virtio-backend")
 	readProps(ctx, s, c, dev)
+	readDefaults(ctx, s, c, dev)
 	if err := c.Run(ctx, "qom-get", map[string]string{"path": dev, "property": "netdev"}, &s.Netdev.ID); err != nil {
 		s.Note("the NIC's netdev: %v", err)
 	}
@@ -87,6 +91,7 @@ func Gather(ctx context.Context, c *qmp.Client, o Options) (*diagnose.Snapshot, 
 	if err != nil {
 		s.Note("QEMU's process: %v", err)
 	}
+	readCmdline(s, pid)
 	if err := inNetns(pid, func() error {
 		if s.Netdev.Type == "tap" {
 			readTap(s, pid)
@@ -180,6 +185,48 @@ func readProps(ctx context.Context, s *diagnose.Snapshot, c *qmp.Client, dev str
 	}
 }
 
+// readDefaults reads the NIC's type and that type's default feature
+// property values (device-list-properties): what the device offers
+// unless something drops it.
+func readDefaults(ctx context.Context, s *diagnose.Snapshot, c *qmp.Client, dev string) {
+	var typ string
+	if err := c.Run(ctx, "qom-get", map[string]string{"path": dev, "property": "type"}, &typ); err != nil {
+		s.Note("the NIC's type: %v", err)
+		return
+	}
+	s.Driver = typ
+	var props []qomProperty
+	if err := c.Run(ctx, "device-list-properties", map[string]string{"typename": typ}, &props); err != nil {
+		s.Note("the defaults of %s: %v", typ, err)
+		return
+	}
+	s.Defaults = deviceDefaults(props)
+}
+
+// readCmdline reads which feature properties the NIC's -device option
+// sets on QEMU's command line. A hot-plugged NIC is not there: then
+// Cmdline stays nil (unknown).
+func readCmdline(s *diagnose.Snapshot, pid int) {
+	if pid == 0 || s.NIC == "" {
+		return
+	}
+	b, err := readBounded(fmt.Sprintf("/proc/%d/cmdline", pid), maxCmdline)
+	if err != nil {
+		s.Note("QEMU's command line: %v", err)
+		return
+	}
+	driver, props, found, err := deviceOption(b, s.NIC)
+	switch {
+	case err != nil:
+		s.Note("QEMU's command line: %v", err)
+	case found:
+		s.Cmdline = props
+		if s.Driver == "" {
+			s.Driver = driver
+		}
+	}
+}
+
 // readNetdev finds the netdev's type and options in "info network" (QMP
 // has no query for netdevs before QEMU 9).
 func readNetdev(ctx context.Context, s *diagnose.Snapshot, c *qmp.Client) {
@@ -267,7 +314,7 @@ func readTap(s *diagnose.Snapshot, pid int) {
 			s.Note("QEMU's fd %d: %v", f.fd, f.err)
 		}
 		switch {
-		case f.iff != "" && (name == "" || f.iff == name):
+		case f.tun && f.iff != "" && (name == "" || f.iff == name):
 			mine = append(mine, f)
 		case macvtapIndex(f.target) > 0:
 			if l, err := netlink.LinkByIndex(macvtapIndex(f.target)); err == nil && (name == "" || l.Attrs().Name == name) {
@@ -280,7 +327,17 @@ func readTap(s *diagnose.Snapshot, pid int) {
 	for _, f := range mine {
 		names[f.iff] = true
 	}
-	if len(names) != 1 {
+	switch {
+	case len(names) == 0 && name != "":
+		s.Note("tap: QEMU (pid %d) holds no tap named %s (the netdev's ifname=); is the tap in another network namespace?", pid, name)
+		return
+	case len(names) == 0:
+		s.Note("tap: QEMU (pid %d) holds no tap or macvtap that netctl can read", pid)
+		return
+	case len(names) > 1 && len(passed) > 0:
+		s.Note("tap: the netdev's fd= names %d taps in QEMU (pid %d); netctl reads one", len(names), pid)
+		return
+	case len(names) > 1:
 		s.Note("tap: QEMU (pid %d) holds %d taps; name the NIC's netdev with ifname= so netctl can tell", pid, len(names))
 		return
 	}
@@ -314,7 +371,7 @@ func readVDPA(ctx context.Context, s *diagnose.Snapshot, pid int) {
 	}
 	var paths []string
 	for _, f := range fds {
-		if strings.HasPrefix(f.target, "/dev/vhost-vdpa-") && !slices.Contains(paths, f.target) {
+		if isVhostVDPA(f.target) && !slices.Contains(paths, f.target) {
 			paths = append(paths, f.target)
 		}
 	}
