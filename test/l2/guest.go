@@ -189,7 +189,9 @@ func Start(ctx context.Context, cfg Config) (*Guest, error) {
 	}
 	g.cmd = exec.Command("chroot", append([]string{Root}, g.Args...)...)
 	g.cmd.Stderr = &g.stderr
-	g.cmd.SysProcAttr = &unix.SysProcAttr{Pdeathsig: unix.SIGKILL}
+	// No Pdeathsig: it fires when the forking OS thread ends, and Go ends
+	// threads that a goroutine left locked (netns code does), which killed
+	// QEMU mid-test. Close kills it; if the test binary dies, the VM ends.
 	if err := g.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start L2 QEMU: %w", err)
 	}

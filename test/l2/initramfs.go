@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"compress/gzip"
 	_ "embed"
+	"fmt"
+	"strings"
 
 	"github.com/netctl/netctl/test/vm"
 )
@@ -20,6 +22,14 @@ var Modules = []string{"failover", "net_failover", "virtio_net"}
 // modules (decompressed .ko images by name, loaded in the order of
 // Modules) and the L2 init.
 func Initramfs(busybox []byte, mods map[string][]byte) ([]byte, error) {
+	for _, m := range Modules {
+		if len(mods[m]) == 0 {
+			return nil, fmt.Errorf("l2: no %s module for the initramfs (want %s)", m, strings.Join(Modules, ", "))
+		}
+	}
+	if len(busybox) == 0 {
+		return nil, fmt.Errorf("l2: no busybox for the initramfs")
+	}
 	var buf bytes.Buffer
 	gz, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
 	c := vm.NewCPIO(gz)

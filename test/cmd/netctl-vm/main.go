@@ -246,6 +246,7 @@ func packageOptions(dir string, smp, mem *int, timeout *time.Duration) error {
 	if err != nil {
 		return err
 	}
+	s, m, d := *smp, *mem, *timeout // assigned only if the whole file is good
 	for i, line := range strings.Split(string(b), "\n") {
 		line = strings.TrimSpace(line)
 		if line == "" || strings.HasPrefix(line, "#") {
@@ -259,20 +260,21 @@ func packageOptions(dir string, smp, mem *int, timeout *time.Duration) error {
 				return fmt.Errorf("%s:%d: %s wants a number (smp 1-8, mem 256-8192 MiB), not %q", p, i+1, k, v)
 			}
 			if k == "smp" {
-				*smp = n
+				s = n
 			} else {
-				*mem = n
+				m = n
 			}
 		case "timeout":
-			d, err := time.ParseDuration(v)
-			if err != nil || d <= 0 {
+			v, err := time.ParseDuration(v)
+			if err != nil || v <= 0 {
 				return fmt.Errorf("%s:%d: timeout wants a duration like 15m, not %q", p, i+1, v)
 			}
-			*timeout = max(*timeout, d)
+			d = max(d, v)
 		default:
 			return fmt.Errorf("%s:%d: unknown key %q (known: smp, mem, timeout)", p, i+1, k)
 		}
 	}
+	*smp, *mem, *timeout = s, m, d
 	return nil
 }
 
