@@ -3,9 +3,9 @@ package l2
 import (
 	"bytes"
 	"compress/gzip"
-	"io"
 	"encoding/binary"
 	"errors"
+	"io"
 	"testing"
 )
 
