@@ -142,11 +142,16 @@ func prepare(ctx context.Context, vmlinuz string) error {
 	if err != nil {
 		return err
 	}
-	mods := map[string][]byte{}
+	var mods []Module
 	for _, m := range Modules {
-		if mods[m], err = os.ReadFile("/mods/" + m + ".ko"); err != nil {
+		b, err := os.ReadFile("/mods/" + m + ".ko")
+		if errors.Is(err, os.ErrNotExist) && Optional[m] {
+			continue // built in
+		}
+		if err != nil {
 			return fmt.Errorf("L1's initramfs has no %s module: %w", m, err)
 		}
+		mods = append(mods, Module{m, b})
 	}
 	rd, err := Initramfs(bb, mods)
 	if err != nil {
@@ -243,8 +248,11 @@ func (g *Guest) WaitNICs(ctx context.Context, n int, timeout time.Duration) (map
 		for _, m := range nicLine.FindAllStringSubmatch(g.Console(), -1) {
 			nics[m[2]] = GuestNIC{Name: m[1], MAC: m[2], Driver: m[3], Features: m[4]}
 		}
-		return len(nics) >= n
+		return len(nics) >= n || strings.Contains(g.Console(), "L2-ERR")
 	})
+	if err == nil && len(nics) < n {
+		err = fmt.Errorf("the L2 init failed: %s", regexp.MustCompile(`(?m)^.*L2-ERR.*$`).FindString(g.Console()))
+	}
 	if err != nil {
 		return nics, fmt.Errorf("waiting for %d NICs in L2 (%d so far): %w", n, len(nics), err)
 	}

@@ -1,5 +1,5 @@
 #!/bin/busybox sh
-# L2 guest init (test/l2): load the virtio-net driver, then report every NIC
+# L2 guest init (test/l2): load the virtio-net driver (/mods/order), then report every NIC
 # once, with the guest driver's own feature word, as
 #   L2-NIC <eth> mac=<mac> driver=<driver> features=<device/features>
 /bin/busybox --install -s /bin
@@ -9,7 +9,7 @@ mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
 up() { cut -d' ' -f1 /proc/uptime; }
 echo "L2-INIT uptime=$(up)"
-for m in failover net_failover virtio_net; do insmod /mods/$m.ko || echo "L2-ERR insmod $m"; done
+while read -r m; do insmod /mods/$m.ko || echo "L2-ERR insmod $m"; done < /mods/order
 ip link set lo up
 known=" lo "
 while true; do

@@ -15,16 +15,35 @@ import (
 //go:embed init.sh
 var initScript []byte
 
-// Modules the L2 initramfs loads, in order (virtio_pci is built in).
-var Modules = []string{"failover", "net_failover", "virtio_net"}
+// Modules the L2 initramfs can load, dependencies first. The virtio core
+// is built into 6.12 and modular in 6.1: Optional says which may be
+// absent (built in).
+var Modules = []string{"virtio_ring", "virtio_pci_modern_dev", "virtio_pci_legacy_dev", "virtio", "virtio_pci",
+	"failover", "net_failover", "virtio_net"}
+
+// Optional modules are built into some kernels.
+var Optional = map[string]bool{"virtio_ring": true, "virtio_pci_modern_dev": true, "virtio_pci_legacy_dev": true, "virtio": true, "virtio_pci": true}
+
+// Module is one decompressed .ko image.
+type Module struct {
+	Name  string
+	Image []byte
+}
 
 // Initramfs returns a gzipped newc initramfs: busybox (static), the
-// modules (decompressed .ko images by name, loaded in the order of
-// Modules) and the L2 init.
-func Initramfs(busybox []byte, mods map[string][]byte) ([]byte, error) {
+// modules (loaded in the order given, by /mods/order) and the L2 init.
+// failover, net_failover and virtio_net must be there.
+func Initramfs(busybox []byte, mods []Module) ([]byte, error) {
+	have := map[string]bool{}
+	for _, m := range mods {
+		if len(m.Image) == 0 {
+			return nil, fmt.Errorf("l2: module %s is empty", m.Name)
+		}
+		have[m.Name] = true
+	}
 	for _, m := range Modules {
-		if len(mods[m]) == 0 {
-			return nil, fmt.Errorf("l2: no %s module for the initramfs (want %s)", m, strings.Join(Modules, ", "))
+		if !have[m] && !Optional[m] {
+			return nil, fmt.Errorf("l2: no %s module for the initramfs (it needs failover, net_failover and virtio_net)", m)
 		}
 	}
 	if len(busybox) == 0 {
@@ -39,9 +58,12 @@ func Initramfs(busybox []byte, mods map[string][]byte) ([]byte, error) {
 	c.CharDev("dev/console", 5, 1)
 	c.File("init", 0o755, initScript)
 	c.File("bin/busybox", 0o755, busybox)
-	for _, m := range Modules {
-		c.File("mods/"+m+".ko", 0o644, mods[m])
+	var order []string
+	for _, m := range mods {
+		c.File("mods/"+m.Name+".ko", 0o644, m.Image)
+		order = append(order, m.Name)
 	}
+	c.File("mods/order", 0o644, []byte(strings.Join(order, "\n")+"\n"))
 	if err := c.Close(); err != nil {
 		return nil, err
 	}

@@ -58,7 +58,7 @@ func TestPayloadRefuses(t *testing.T) {
 }
 
 func TestInitramfs(t *testing.T) {
-	rd, err := Initramfs([]byte("busybox"), map[string][]byte{"failover": []byte("f"), "net_failover": []byte("n"), "virtio_net": []byte("v")})
+	rd, err := Initramfs([]byte("busybox"), []Module{{"failover", []byte("f")}, {"net_failover", []byte("n")}, {"virtio_net", []byte("v")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestInitramfs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"init\x00", "bin/busybox\x00", "mods/failover.ko\x00", "mods/net_failover.ko\x00", "mods/virtio_net.ko\x00", "TRAILER!!!\x00"} {
+	for _, name := range []string{"init\x00", "bin/busybox\x00", "mods/failover.ko\x00", "mods/net_failover.ko\x00", "mods/virtio_net.ko\x00", "failover\nnet_failover\nvirtio_net\n", "TRAILER!!!\x00"} {
 		if !bytes.Contains(raw, []byte(name)) {
 			t.Errorf("the initramfs has no %q", name)
 		}
@@ -78,7 +78,7 @@ func TestInitramfs(t *testing.T) {
 	if !bytes.Contains(raw, initScript) {
 		t.Error("the initramfs does not hold the L2 init")
 	}
-	if _, err := Initramfs([]byte("busybox"), map[string][]byte{"failover": []byte("f")}); err == nil {
+	if _, err := Initramfs([]byte("busybox"), []Module{{"failover", []byte("f")}}); err == nil {
 		t.Error("Initramfs without net_failover and virtio_net: no error")
 	}
 }
