@@ -165,8 +165,8 @@ func checkNestedReport(t *testing.T, k *testenv.Kernel, n l2.NIC, where string, 
 		// Every receive offload's verdict is the tap's: QEMU hands the
 		// guest's receive offloads to the tap (TUNSETOFFLOAD), and tun
 		// shows them as the tap's transmit features.
-		for f, feat := range rxOffloadFeatures(k) {
-			name := virtio.BitName(uint(bitOf(f)))
+		for f, feat := range rxOffloadFeatures {
+			name := virtio.BitName(f.Bits()[0])
 			row, ok := rows[name]
 			if !ok {
 				if guest.Has(f) {
@@ -197,7 +197,8 @@ func checkNestedReport(t *testing.T, k *testenv.Kernel, n l2.NIC, where string, 
 		}
 	case "nic3": // vnet_hdr=off on the tap
 		for _, f := range []string{"CSUM", "GUEST_CSUM", "GUEST_TSO4", "HOST_TSO4"} {
-			if row := rows[f]; row.Verdict != "off" || !strings.Contains(row.Reason, "vnet_hdr=off") {
+			// From L1's root netctl finds no tap before issue 11's fix 2.
+			if row := rows[f]; tapRead && (row.Verdict != "off" || !strings.Contains(row.Reason, "vnet_hdr=off")) {
 				t.Errorf("%s: %s: %q %q, want off because the tap has no vnet header (vnet_hdr=off)", where, f, row.Verdict, row.Reason)
 			}
 		}
@@ -220,10 +221,11 @@ func checkNestedReport(t *testing.T, k *testenv.Kernel, n l2.NIC, where string, 
 		}
 	}
 	if k.Name == "6.1" && wantIssue11Fixes { // issue 11 defect 5: each USO bit names its own flag
-		for f, flag := range map[string]string{"GUEST_USO6": "TUN_F_USO6", "HOST_USO": "TUN_F_USO4"} {
-			if row, ok := rows[f]; ok && row.Verdict == "off" && !strings.Contains(row.Reason, flag) && f != "HOST_USO" {
-				t.Errorf("%s: %s reason %q does not name %s", where, f, row.Reason, flag)
-			}
+		if row := rows["GUEST_USO6"]; !strings.Contains(row.Reason, "TUN_F_USO6") {
+			t.Errorf("%s: GUEST_USO6 reason %q does not name TUN_F_USO6", where, row.Reason)
+		}
+		if row := rows["HOST_USO"]; strings.Contains(row.Reason, "TUN_F_USO4") {
+			t.Errorf("%s: HOST_USO reason %q names GUEST_USO4's TUN_F_USO4", where, row.Reason)
 		}
 	}
 }
@@ -231,23 +233,12 @@ func checkNestedReport(t *testing.T, k *testenv.Kernel, n l2.NIC, where string, 
 // rxOffloadFeatures maps each guest receive offload to the tap ethtool
 // feature tun turns on for it (drivers/net/tun.c set_offload). GUEST_UFO
 // has none since 4.14; USO4 and USO6 share one and come in 6.2.
-func rxOffloadFeatures(k *testenv.Kernel) map[virtio.Features]string {
-	m := map[virtio.Features]string{
-		virtio.NetGuestCsum: "tx-checksum-ip-generic",
-		virtio.NetGuestTSO4: "tx-tcp-segmentation",
-		virtio.NetGuestTSO6: "tx-tcp6-segmentation",
-		virtio.NetGuestECN:  "tx-tcp-ecn-segmentation",
-	}
-	return m
-}
-
-func bitOf(f virtio.Features) int {
-	for i := 0; i < 64; i++ {
-		if f == virtio.Bit(uint(i)) {
-			return i
-		}
-	}
-	return -1
+// QEMU 7.2 offers no USO, so only the first four are checked here.
+var rxOffloadFeatures = map[virtio.Features]string{
+	virtio.NetGuestCsum: "tx-checksum-ip-generic",
+	virtio.NetGuestTSO4: "tx-tcp-segmentation",
+	virtio.NetGuestTSO6: "tx-tcp6-segmentation",
+	virtio.NetGuestECN:  "tx-tcp-ecn-segmentation",
 }
 
 // guestWord turns a device/features line ('0'/'1' per bit, bit 0 first)
