@@ -6,6 +6,11 @@
 //	                                               run CMD in the guest (host / at /host) and exit with its status
 //	netctl-vm exec BINARY [ARG...]                 go test -exec wrapper: run a test binary in the guest
 //
+// exec reads the package's testdata/netctl-vm.conf (smp=, mem=, timeout=)
+// if there is one, tells the guest the kernel image's path
+// ($NETCTL_VM_VMLINUZ, under /host) and, with $NETCTL_VM_OUTDIR set, shares
+// that host directory writable at /host$NETCTL_VM_OUTDIR.
+//
 // The kernel is $NETCTL_VM_KERNEL (default 6.12) unless -kernel says
 // otherwise. Harness failures exit 124 (timeout), 125 (guest panic or no
 // status), 126 (QEMU failed) or 127 (setup failed), each with a message that
