@@ -62,3 +62,10 @@ func (c *cpioWriter) Close() error {
 	c.entry("TRAILER!!!", 0, nil, 0, 0)
 	return c.err
 }
+
+// CPIO is the newc writer, exported for test/l2, which builds its nested
+// guest's initramfs with it.
+type CPIO = cpioWriter
+
+// NewCPIO returns a CPIO writing to w; Close writes the trailer.
+func NewCPIO(w io.Writer) *CPIO { return &cpioWriter{w: w} }

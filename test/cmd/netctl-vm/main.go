@@ -6,6 +6,11 @@
 //	                                               run CMD in the guest (host / at /host) and exit with its status
 //	netctl-vm exec BINARY [ARG...]                 go test -exec wrapper: run a test binary in the guest
 //
+// exec reads the package's testdata/netctl-vm.conf (smp=, mem=, timeout=)
+// if there is one, tells the guest the kernel image's path
+// ($NETCTL_VM_VMLINUZ, under /host) and, with $NETCTL_VM_OUTDIR set, shares
+// that host directory writable at /host$NETCTL_VM_OUTDIR.
+//
 // The kernel is $NETCTL_VM_KERNEL (default 6.12) unless -kernel says
 // otherwise. Harness failures exit 124 (timeout), 125 (guest panic or no
 // status), 126 (QEMU failed) or 127 (setup failed), each with a message that
@@ -198,21 +203,84 @@ func execTest(ctx context.Context, args []string) int {
 		env["GOCOVERDIR"] = "/host" + d
 	}
 	script := fmt.Sprintf("cd %s || exit 121\nexec %s", vm.ShellQuote("/host"+cwd), strings.Join(q, " "))
-	smp := 1
+	smp, mem := 1, 0
 	if v := os.Getenv("NETCTL_VM_SMP"); v != "" {
 		fmt.Sscan(v, &smp)
+	}
+	if err := packageOptions(cwd, &smp, &mem, &timeout); err != nil {
+		return fail(err)
+	}
+	env["NETCTL_VM_VMLINUZ"] = "/host" + img.Vmlinuz
+	shares := []vm.Share{{HostPath: bdir, GuestPath: "/host" + bdir}}
+	if d := os.Getenv("NETCTL_VM_OUTDIR"); d != "" {
+		// A writable host directory for what a test keeps (samples):
+		// the guest sees it at /host$NETCTL_VM_OUTDIR.
+		if d, err = filepath.Abs(d); err == nil {
+			err = os.MkdirAll(d, 0o755)
+		}
+		if err != nil {
+			return fail(err)
+		}
+		env["NETCTL_VM_OUTDIR"] = d
+		shares = append(shares, vm.Share{HostPath: d, GuestPath: "/host" + d})
 	}
 	res, err := img.Run(ctx, vm.RunOptions{
 		Script:  script,
 		Env:     env,
 		SMP:     smp,
+		MemMB:   mem,
 		Timeout: timeout,
-		Shares:  []vm.Share{{HostPath: bdir, GuestPath: "/host" + bdir}},
+		Shares:  shares,
 	})
 	if err != nil {
 		return fail(err)
 	}
 	return res.ExitCode
+}
+
+// packageOptions reads the package's testdata/netctl-vm.conf, if there is
+// one: a package whose VM tests need more than the defaults (a nested
+// guest) says so there, one key=value a line: smp=N, mem=MiB,
+// timeout=DURATION (at least this long). Anything else is an error.
+func packageOptions(dir string, smp, mem *int, timeout *time.Duration) error {
+	p := filepath.Join(dir, "testdata", "netctl-vm.conf")
+	b, err := os.ReadFile(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	s, m, d := *smp, *mem, *timeout // assigned only if the whole file is good
+	for i, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, _ := strings.Cut(line, "=")
+		var n int
+		switch k {
+		case "smp", "mem":
+			if _, err := fmt.Sscan(v, &n); err != nil || n < 1 || (k == "smp" && n > 8) || (k == "mem" && (n < 256 || n > 8192)) {
+				return fmt.Errorf("%s:%d: %s wants a number (smp 1-8, mem 256-8192 MiB), not %q", p, i+1, k, v)
+			}
+			if k == "smp" {
+				s = n
+			} else {
+				m = n
+			}
+		case "timeout":
+			v, err := time.ParseDuration(v)
+			if err != nil || v <= 0 {
+				return fmt.Errorf("%s:%d: timeout wants a duration like 15m, not %q", p, i+1, v)
+			}
+			d = max(d, v)
+		default:
+			return fmt.Errorf("%s:%d: unknown key %q (known: smp, mem, timeout)", p, i+1, k)
+		}
+	}
+	*smp, *mem, *timeout = s, m, d
+	return nil
 }
 
 // checkStatic refuses a dynamically linked binary: the guest has no C

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPackageOptions(t *testing.T) {
+	dir := t.TempDir()
+	smp, mem, timeout := 1, 0, 11*time.Minute
+	if err := packageOptions(dir, &smp, &mem, &timeout); err != nil || smp != 1 || mem != 0 || timeout != 11*time.Minute {
+		t.Fatalf("no file: %d %d %v %v, want the defaults unchanged", smp, mem, timeout, err)
+	}
+	os.Mkdir(filepath.Join(dir, "testdata"), 0o755)
+	conf := filepath.Join(dir, "testdata", "netctl-vm.conf")
+	os.WriteFile(conf, []byte("# nested guest\nsmp=2\n\nmem=2048\ntimeout=15m\n"), 0o644)
+	if err := packageOptions(dir, &smp, &mem, &timeout); err != nil || smp != 2 || mem != 2048 || timeout != 15*time.Minute {
+		t.Fatalf("got %d %d %v %v, want 2 2048 15m", smp, mem, timeout, err)
+	}
+	// timeout only lengthens: go test's own -test.timeout stays if longer.
+	timeout = time.Hour
+	packageOptions(dir, &smp, &mem, &timeout)
+	if timeout != time.Hour {
+		t.Errorf("timeout shortened to %v", timeout)
+	}
+	for body, want := range map[string]string{
+		"smp=0":        "smp 1-8",
+		"mem=64":       "256-8192",
+		"smp=two":      "wants a number",
+		"timeout=-1s":  "duration",
+		"cpus=2":       "unknown key",
+		"mem=99999999": "256-8192",
+		"smp=2\nmem=1": "256-8192",
+	} {
+		os.WriteFile(conf, []byte(body+"\n"), 0o644)
+		s, m, d := 1, 0, time.Minute
+		err := packageOptions(dir, &s, &m, &d)
+		if err == nil || !strings.Contains(err.Error(), want) || s != 1 || m != 0 || d != time.Minute {
+			t.Errorf("%q: %v (smp %d mem %d timeout %v), want an error naming %q and nothing changed", body, err, s, m, d, want)
+		}
+	}
+}

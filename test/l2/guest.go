@@ -1,0 +1,290 @@
+package l2
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Paths. Root is where L1 sees the host's / (read-only 9p); Run is the
+// work directory as QEMU sees it in the chroot, Root+Run as L1 sees it.
+const (
+	Root = "/host"
+	Run  = "/run/l2"
+	QEMU = "/usr/bin/qemu-system-x86_64"
+)
+
+// BootTrims shorten an L2 boot by about a third (no jitterentropy, no
+// X.509 list, no crypto self-tests): real-vmm-recipes.md part 2.
+const BootTrims = "rodata=off cryptomgr.notests initcall_blacklist=jent_mod_init,load_system_certificate_list"
+
+// NIC is one virtio-net-pci NIC of the guest on a tap netdev.
+type NIC struct {
+	ID     string // the device's id (nic0)
+	MAC    string
+	Tap    string // ifname= of the tap QEMU creates in L1
+	Netdev string // extra -netdev tap options ("vnet_hdr=off")
+	Device string // extra -device options ("mrg_rxbuf=off")
+}
+
+// Config of one L2 boot.
+type Config struct {
+	Vmlinuz string // the L1 kernel's bzImage, as L1 sees it (under /host)
+	NICs    []NIC
+	MemMB   int // default 256
+}
+
+// GuestNIC is what the L2 init printed for one NIC.
+type GuestNIC struct {
+	Name     string // eth0
+	MAC      string
+	Driver   string
+	Features string // /sys/class/net/NAME/device/features: '0'/'1' per bit, bit 0 first
+}
+
+// Guest is a running L2 QEMU. Close it on every path.
+type Guest struct {
+	PID    int    // QEMU's
+	QMP    string // the QMP socket as L1 sees it
+	Serial string // the serial log as L1 sees it
+	Args   []string
+
+	cmd     *exec.Cmd
+	stderr  bytes.Buffer
+	done    chan struct{}
+	waitErr error
+	once    sync.Once
+}
+
+// ChrootQMP is the QMP socket as a process chrooted in /host sees it.
+func (g *Guest) ChrootQMP() string { return strings.TrimPrefix(g.QMP, Root) }
+
+// Chroot makes /host usable as a chroot for the host's binaries: L1's
+// /dev, /proc and /sys bound in, a tmpfs on /host/run (the host's /run
+// is not needed there). Idempotent.
+func Chroot() error {
+	mounts, err := os.ReadFile("/proc/mounts")
+	if err != nil {
+		return err
+	}
+	mounted := func(p string) bool { return bytes.Contains(mounts, []byte(" "+p+" ")) }
+	for _, m := range []string{"dev", "sys"} {
+		if !mounted(Root + "/" + m) {
+			if err := unix.Mount("/"+m, Root+"/"+m, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+				return fmt.Errorf("bind /%s into %s: %w", m, Root, err)
+			}
+		}
+	}
+	if !mounted(Root + "/proc") {
+		if err := unix.Mount("proc", Root+"/proc", "proc", 0, ""); err != nil {
+			return fmt.Errorf("proc on %s/proc: %w", Root, err)
+		}
+	}
+	if !mounted(Root + "/run") {
+		if err := unix.Mount("run", Root+"/run", "tmpfs", 0, "mode=0755"); err != nil {
+			return fmt.Errorf("tmpfs on %s/run: %w", Root, err)
+		}
+	}
+	return os.MkdirAll(Root+Run, 0o755)
+}
+
+// Host runs a host binary (absolute path: busybox's chroot runs its own
+// applet for a bare name) in the chroot and returns its standard output.
+func Host(ctx context.Context, stdin []byte, bin string, args ...string) ([]byte, error) {
+	if !filepath.IsAbs(bin) {
+		return nil, fmt.Errorf("l2: %s: give the host binary's absolute path", bin)
+	}
+	cmd := exec.CommandContext(ctx, "chroot", append([]string{Root, bin}, args...)...)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return out, fmt.Errorf("chroot %s %s %s: %w: %s", Root, bin, strings.Join(args, " "), err, stderr.Bytes())
+	}
+	return out, nil
+}
+
+// prepare writes vmlinux and initrd.gz to /host/run/l2.
+func prepare(ctx context.Context, vmlinuz string) error {
+	bz, err := os.ReadFile(vmlinuz)
+	if err != nil {
+		return err
+	}
+	p, kind, err := Payload(bz)
+	if err != nil {
+		return fmt.Errorf("%s: %w", vmlinuz, err)
+	}
+	tool := map[string]string{Zstd: "/usr/bin/zstd", XZ: "/usr/bin/xz", Gzip: "/usr/bin/gzip"}[kind]
+	elf, err := Host(ctx, p, tool, "-dc")
+	if err != nil {
+		return fmt.Errorf("decompress %s's %s payload: %w", vmlinuz, kind, err)
+	}
+	if !bytes.HasPrefix(elf, []byte("\x7fELF")) {
+		return fmt.Errorf("%s: the payload is not an ELF vmlinux", vmlinuz)
+	}
+	if err := os.WriteFile(Root+Run+"/vmlinux", elf, 0o644); err != nil {
+		return err
+	}
+	bb, err := os.ReadFile("/bin/busybox")
+	if err != nil {
+		return err
+	}
+	var mods []Module
+	for _, m := range Modules {
+		b, err := os.ReadFile("/mods/" + m + ".ko")
+		if errors.Is(err, os.ErrNotExist) && Optional[m] {
+			continue // built in
+		}
+		if err != nil {
+			return fmt.Errorf("L1's initramfs has no %s module: %w", m, err)
+		}
+		mods = append(mods, Module{m, b})
+	}
+	rd, err := Initramfs(bb, mods)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(Root+Run+"/initrd.gz", rd, 0o644)
+}
+
+// Start prepares the chroot and the L2 files and starts QEMU (TCG, one
+// vCPU) with cfg's NICs, each on a tap QEMU creates with vhost=on.
+func Start(ctx context.Context, cfg Config) (*Guest, error) {
+	if err := Chroot(); err != nil {
+		return nil, err
+	}
+	if err := prepare(ctx, cfg.Vmlinuz); err != nil {
+		return nil, err
+	}
+	if cfg.MemMB == 0 {
+		cfg.MemMB = 256
+	}
+	g := &Guest{QMP: Root + Run + "/qmp.sock", Serial: Root + Run + "/serial.log", done: make(chan struct{})}
+	os.Remove(g.QMP)
+	os.Remove(g.Serial)
+	g.Args = []string{QEMU, "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+		"-machine", "pc", "-accel", "tcg", "-m", fmt.Sprint(cfg.MemMB), "-smp", "1",
+		"-kernel", Run + "/vmlinux", "-initrd", Run + "/initrd.gz",
+		"-append", "console=ttyS0 quiet panic=-1 mitigations=off " + BootTrims,
+		"-serial", "file:" + Run + "/serial.log",
+		"-qmp", "unix:" + Run + "/qmp.sock,server=on,wait=off"}
+	for i, n := range cfg.NICs {
+		nd := fmt.Sprintf("tap,id=n%d,ifname=%s,script=no,downscript=no,vhost=on", i, n.Tap)
+		if n.Netdev != "" {
+			nd += "," + n.Netdev
+		}
+		dev := fmt.Sprintf("virtio-net-pci,netdev=n%d,id=%s,mac=%s", i, n.ID, n.MAC)
+		if n.Device != "" {
+			dev += "," + n.Device
+		}
+		g.Args = append(g.Args, "-netdev", nd, "-device", dev)
+	}
+	g.cmd = exec.Command("chroot", append([]string{Root}, g.Args...)...)
+	g.cmd.Stderr = &g.stderr
+	// No Pdeathsig: it fires when the forking OS thread ends, and Go ends
+	// threads that a goroutine left locked (netns code does), which killed
+	// QEMU mid-test. Close kills it; if the test binary dies, the VM ends.
+	if err := g.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start L2 QEMU: %w", err)
+	}
+	g.PID = g.cmd.Process.Pid // busybox chroot execs QEMU: same process
+	go func() {
+		g.waitErr = g.cmd.Wait()
+		close(g.done)
+	}()
+	// QMP is up once the socket exists.
+	if err := g.poll(ctx, 30*time.Second, func() bool { _, err := os.Stat(g.QMP); return err == nil }); err != nil {
+		g.Close()
+		return nil, fmt.Errorf("L2 QEMU's QMP socket: %w", err)
+	}
+	return g, nil
+}
+
+// poll calls ok every 200 ms until it is true, QEMU exits, ctx ends or
+// timeout passes.
+func (g *Guest) poll(ctx context.Context, timeout time.Duration, ok func() bool) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if ok() {
+			return nil
+		}
+		select {
+		case <-g.done:
+			if ok() {
+				return nil
+			}
+			return fmt.Errorf("QEMU exited (%v): %s", g.waitErr, g.stderr.String())
+		case <-ctx.Done():
+			return fmt.Errorf("not after %v: %w", timeout, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+var nicLine = regexp.MustCompile(`L2-NIC (\S+) mac=(\S+) driver=(\S*) features=([01]+)`)
+
+// WaitNICs waits until the L2 init has reported n NICs and returns them
+// by MAC.
+func (g *Guest) WaitNICs(ctx context.Context, n int, timeout time.Duration) (map[string]GuestNIC, error) {
+	var nics map[string]GuestNIC
+	err := g.poll(ctx, timeout, func() bool {
+		nics = map[string]GuestNIC{}
+		for _, m := range nicLine.FindAllStringSubmatch(g.Console(), -1) {
+			nics[m[2]] = GuestNIC{Name: m[1], MAC: m[2], Driver: m[3], Features: m[4]}
+		}
+		return len(nics) >= n || strings.Contains(g.Console(), "L2-ERR")
+	})
+	if err == nil && len(nics) < n {
+		err = fmt.Errorf("the L2 init failed: %s", regexp.MustCompile(`(?m)^.*L2-ERR.*$`).FindString(g.Console()))
+	}
+	if err != nil {
+		return nics, fmt.Errorf("waiting for %d NICs in L2 (%d so far): %w", n, len(nics), err)
+	}
+	return nics, nil
+}
+
+// Console is the L2 serial log so far.
+func (g *Guest) Console() string {
+	b, _ := os.ReadFile(g.Serial)
+	return string(b)
+}
+
+// Stderr is what QEMU printed.
+func (g *Guest) Stderr() string {
+	select {
+	case <-g.done:
+		return g.stderr.String()
+	default:
+		return "" // still being written
+	}
+}
+
+// Close kills QEMU and waits for it (at most 10 s). Idempotent.
+func (g *Guest) Close() error {
+	var err error
+	g.once.Do(func() {
+		g.cmd.Process.Kill()
+		select {
+		case <-g.done:
+		case <-time.After(10 * time.Second):
+			err = errors.New("l2: QEMU did not exit 10 s after SIGKILL")
+		}
+	})
+	return err
+}
