@@ -20,15 +20,6 @@ import (
 	"github.com/netctl/netctl/virtio"
 )
 
-// wantIssue11Fixes turns on the assertions that fail on main until the
-// fixes for issue 11's defects land (diag11 branch): 1 (a RING_RESET row
-// on 6.1 that blames vhost-net), 2 (vhost attribution and the tap when
-// QEMU's fds read under another path, as they do from L1's root), 3 (the
-// dependency's root cause for GUEST_ECN), 4 (the vnet header line with
-// vnet_hdr=off) and 5 (each USO bit names its own TUN_F_ flag). The lead
-// flips it after merging them.
-const wantIssue11Fixes = false
-
 // nestedNICs are the L2 guest's NICs: one boot, four kinds.
 var nestedNICs = []l2.NIC{
 	{ID: "nic0", MAC: "52:54:00:00:00:10", Tap: "l2tap0"},
@@ -103,7 +94,7 @@ func TestVMDiagnoseNested(t *testing.T) {
 				t.Fatalf("netctl diagnose from L1's root: %v\n%s", err, b)
 			}
 			writeSample(t, out, n.ID+"-l1root-report.json", []byte(b))
-			checkNestedReport(t, k, n, "from L1's root", []byte(b), want, acked, tap, wantIssue11Fixes)
+			checkNestedReport(t, k, n, "from L1's root", []byte(b), want, acked, tap, true)
 
 			// netctl itself chrooted like QEMU: the fds read as /dev/net/tun.
 			cb, err := l2.Host(ctx, nil, netctl, "diagnose", "--qmp", g.ChrootQMP(), "--id", n.ID, "--json", "--save", l2.Run+"/"+n.ID+".json")
@@ -186,10 +177,9 @@ func checkNestedReport(t *testing.T, k *testenv.Kernel, n l2.NIC, where string, 
 				t.Errorf("%s: %s: %q %q, want off because of the property %s=off", where, f, row.Verdict, row.Reason, strings.ToLower(f))
 			}
 		}
-		if wantIssue11Fixes { // issue 11 defect 3: the dependency's root cause
-			if row := rows["GUEST_ECN"]; row.Verdict != "off" || !strings.Contains(row.Reason, "GUEST_TSO4") {
-				t.Errorf("%s: GUEST_ECN: %q %q, want off because GUEST_TSO4 and GUEST_TSO6 are off", where, row.Verdict, row.Reason)
-			}
+		// issue 11 defect 3: the dependency's root cause
+		if row := rows["GUEST_ECN"]; row.Verdict != "off" || !strings.Contains(row.Reason, "GUEST_TSO4") {
+			t.Errorf("%s: GUEST_ECN: %q %q, want off because GUEST_TSO4 and GUEST_TSO6 are off", where, row.Verdict, row.Reason)
 		}
 	case "nic2": // mrg_rxbuf=off
 		if row := rows["MRG_RXBUF"]; row.Verdict != "off" || !strings.Contains(row.Reason, "mrg_rxbuf") {
@@ -197,15 +187,14 @@ func checkNestedReport(t *testing.T, k *testenv.Kernel, n l2.NIC, where string, 
 		}
 	case "nic3": // vnet_hdr=off on the tap
 		for _, f := range []string{"CSUM", "GUEST_CSUM", "GUEST_TSO4", "HOST_TSO4"} {
-			// From L1's root netctl finds no tap before issue 11's fix 2.
+			// tapRead: the run that reads QEMU's tap (both runs since issue 11's fix 2).
 			if row := rows[f]; tapRead && (row.Verdict != "off" || !strings.Contains(row.Reason, "vnet_hdr=off")) {
 				t.Errorf("%s: %s: %q %q, want off because the tap has no vnet header (vnet_hdr=off)", where, f, row.Verdict, row.Reason)
 			}
 		}
-		if wantIssue11Fixes { // issue 11 defect 4: vhost-net adds the header
-			if !strings.Contains(r.Header, "vhost") {
-				t.Errorf("%s: vnet_hdr line %q does not say that vhost-net adds the guest's header", where, r.Header)
-			}
+		// issue 11 defect 4: vhost-net adds the header
+		if !strings.Contains(r.Header, "vhost") {
+			t.Errorf("%s: vnet_hdr line %q does not say that vhost-net adds the guest's header", where, r.Header)
 		}
 	}
 	if strings.HasPrefix(r.QEMU, "7.") { // Debian 12's QEMU 7.2: no USO properties at all
@@ -215,12 +204,12 @@ func checkNestedReport(t *testing.T, k *testenv.Kernel, n l2.NIC, where string, 
 			}
 		}
 	}
-	if k.Name == "6.1" && wantIssue11Fixes { // issue 11 defect 1: vhost-net 6.1 has no RING_RESET
+	if k.Name == "6.1" { // issue 11 defect 1: vhost-net 6.1 has no RING_RESET
 		if row, ok := rows["RING_RESET"]; !ok || row.Verdict != "off" || !strings.Contains(row.Reason, "vhost") {
 			t.Errorf("%s: RING_RESET on 6.1: row %v (%+v), want off, blamed on vhost-net", where, ok, row)
 		}
 	}
-	if k.Name == "6.1" && wantIssue11Fixes { // issue 11 defect 5: each USO bit names its own flag
+	if k.Name == "6.1" { // issue 11 defect 5: each USO bit names its own flag
 		if row := rows["GUEST_USO6"]; !strings.Contains(row.Reason, "TUN_F_USO6") {
 			t.Errorf("%s: GUEST_USO6 reason %q does not name TUN_F_USO6", where, row.Reason)
 		}
