@@ -2,13 +2,10 @@ package macvtap
 
 import (
 	"go/ast"
-	"go/parser"
 	"go/token"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
+
+	"github.com/netctl/netctl/internal/srcscan"
 )
 
 // TestPacketSocketsOpenWithProtocolZero scans every Go file of the module
@@ -19,33 +16,11 @@ import (
 // bind, with the interface (OpenPacketSocket,
 // TestHostPacketSocketSeesOnlyItsInterface).
 func TestPacketSocketsOpenWithProtocolZero(t *testing.T) {
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatalf("module root not found: %v", err)
-	}
-	files, sockets := 0, 0
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "bin") {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(path, ".go") {
-			return nil
-		}
-		files++
-		fset := token.NewFileSet()
-		f, err := parser.ParseFile(fset, path, nil, 0)
-		if err != nil {
-			return err
-		}
+	sockets := 0
+	srcscan.Walk(t, srcscan.Options{MinFiles: 50}, func(path string, fset *token.FileSet, f *ast.File) {
 		ast.Inspect(f, func(n ast.Node) bool {
 			call, ok := n.(*ast.CallExpr)
-			if !ok || len(call.Args) != 3 || !isPkgSel(call.Fun, "unix", "Socket") || !isPkgSel(call.Args[0], "unix", "AF_PACKET") {
+			if !ok || len(call.Args) != 3 || !srcscan.IsSel(call.Fun, "unix", "Socket") || !srcscan.IsSel(call.Args[0], "unix", "AF_PACKET") {
 				return true
 			}
 			sockets++
@@ -55,21 +30,8 @@ func TestPacketSocketsOpenWithProtocolZero(t *testing.T) {
 			}
 			return true
 		})
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
+	if sockets == 0 {
+		t.Fatal("found no AF_PACKET socket: the scan is broken")
 	}
-	if files < 50 || sockets == 0 {
-		t.Fatalf("scanned %d files and found %d AF_PACKET sockets: the scan is broken", files, sockets)
-	}
-}
-
-func isPkgSel(e ast.Expr, pkg, name string) bool {
-	sel, ok := e.(*ast.SelectorExpr)
-	if !ok || sel.Sel.Name != name {
-		return false
-	}
-	id, ok := sel.X.(*ast.Ident)
-	return ok && id.Name == pkg
 }

@@ -4,16 +4,13 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
+	"github.com/netctl/netctl/internal/srcscan"
 	"golang.org/x/sys/unix"
 )
 
@@ -120,41 +117,11 @@ const FIONREAD Request = 0x541b
 // that never moves. A uintptr that carries an address through ordinary Go
 // calls is the stack-move bug this package once had.
 func TestNoPointerLaundering(t *testing.T) {
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatalf("module root not found: %v", err)
-	}
-	files := 0
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") && path != root || d.Name() == "testdata") {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(path, ".go") {
-			return nil
-		}
-		files++
-		fset := token.NewFileSet()
-		f, err := parser.ParseFile(fset, path, nil, 0)
-		if err != nil {
-			return err
-		}
+	srcscan.Walk(t, srcscan.Options{MinFiles: 50}, func(path string, fset *token.FileSet, f *ast.File) {
 		for _, bad := range launderedPointers(f) {
 			t.Errorf("%s: pointer converted to uintptr outside a syscall's argument list; pass an unsafe.Pointer to linux.Ioctl (or use linux.MappedAddr for mmap'd memory)", fset.Position(bad))
 		}
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if files < 50 {
-		t.Fatalf("read only %d Go files under %s", files, root)
-	}
 }
 
 // launderedPointers returns the positions of uintptr(x) conversions in f

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/netctl/netctl/internal/srcscan"
 )
 
 // silentPassKnown are VM tests of other areas that still end early on a
@@ -24,7 +26,7 @@ var silentPassKnown = map[string]bool{}
 // nothing. Use Require instead, or assert what the kernel does there
 // before returning.
 func TestNoSilentPassInVMTests(t *testing.T) {
-	root := moduleRoot(t)
+	root := srcscan.Root(t)
 	found := map[string]bool{}
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -113,23 +115,6 @@ func kernelDependent(cond ast.Expr) bool {
 		return !dep
 	})
 	return dep
-}
-
-func moduleRoot(t *testing.T) string {
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the test's directory")
-		}
-		dir = parent
-	}
 }
 
 // The scan itself: it finds each shape of early exit and passes the ones

@@ -2,12 +2,13 @@ package gather
 
 import (
 	"context"
-	"io/fs"
+	"go/ast"
+	"go/token"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/netctl/netctl/internal/srcscan"
 	"github.com/netctl/netctl/policy/diagnose"
 )
 
@@ -32,40 +33,12 @@ func TestReadVDPAHonoursTheDeadline(t *testing.T) {
 // caller's context; context.TODO() in product code is such a call left
 // without a deadline. The scan covers every non-test Go file of the module.
 func TestNoContextTODO(t *testing.T) {
-	root, err := filepath.Abs("../../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatalf("module root not found: %v", err)
-	}
-	files := 0
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "bin") {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		files++
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		for i, line := range strings.Split(string(b), "\n") {
-			if strings.Contains(line, "context.TODO()") {
-				t.Errorf("%s:%d: context.TODO(): pass the caller's context", path, i+1)
+	srcscan.Walk(t, srcscan.Options{SkipTests: true, MinFiles: 50}, func(path string, fset *token.FileSet, f *ast.File) {
+		ast.Inspect(f, func(n ast.Node) bool {
+			if call, ok := n.(*ast.CallExpr); ok && srcscan.IsSel(call.Fun, "context", "TODO") {
+				t.Errorf("%s: context.TODO(): pass the caller's context", fset.Position(call.Pos()))
 			}
-		}
-		return nil
+			return true
+		})
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if files < 50 {
-		t.Fatalf("scanned only %d files", files)
-	}
 }
