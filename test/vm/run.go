@@ -120,7 +120,7 @@ const readyMarker = "netctl-vm: ready after"
 // it. Seen with Debian's 6.12 under multi-threaded TCG with 2 vCPUs: an
 // int3 left by the kernel's boot-time text patching (text_poke_bp) hit in
 // sched_clock_cpu on the other vCPU, "Fatal exception in interrupt" at
-// ~2 s uptime, about once in twenty 2-vCPU boots. Run boots such a guest
+// ~2 s uptime, seen twice so far in many 2-vCPU boots. Run boots such a guest
 // once more; a panic after the ready line (a test that crashed the kernel)
 // is reported as it is.
 func bootPanic(err error, res *Result) bool {
