@@ -16,46 +16,45 @@ import (
 
 // assertNoVDPA checks what a kernel without vDPA (6.1) answers: no vdpa
 // family, no VDUSE control device, no vhost-vdpa node, each with an error
-// that says so. VM tests call it instead of returning early.
-func assertNoVDPA(t *testing.T, k *testenv.Kernel) {
-	t.Helper()
-	if k.Has("vdpa") || k.Has("vhost_vdpa") || k.Has("vduse") {
-		t.Fatalf("kernel %s has vdpa: assertNoVDPA does not apply", k.Name)
-	}
+// that says so. testenv.Require runs it where the capability is missing.
+func assertNoVDPA(m *testenv.Missing) {
+	m.Helper()
 	_, err := Dial(bg)
-	if !errors.Is(err, ErrNoVDPA) || !errors.Is(err, ErrNotAvailable) || !strings.Contains(err.Error(), "this kernel has no vdpa support") {
-		t.Errorf("kernel %s has no vdpa: Dial gave %v, want ErrNotAvailable saying so", k.Name, err)
+	m.Err(err, ErrNotAvailable, "this kernel has no vdpa support")
+	m.Check(errors.Is(err, ErrNoVDPA), "Dial gave %v, want ErrNoVDPA", err)
+	_, err = os.Stat(SysfsDevices)
+	m.Check(errors.Is(err, os.ErrNotExist), "%s: %v, want it absent", SysfsDevices, err)
+	d, err := vduse.Create(vduse.Config{Name: "novdpa0"})
+	if d != nil {
+		d.Close()
 	}
-	if _, err := os.Stat(SysfsDevices); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("kernel %s has no vdpa, yet %s: %v", k.Name, SysfsDevices, err)
+	m.Err(err, unix.ENOENT, "load the vduse module")
+	vd, err := OpenVhost(bg, "/dev/vhost-vdpa-0")
+	if vd != nil {
+		vd.Close()
 	}
-	if d, err := vduse.Create(vduse.Config{Name: "novdpa0"}); !errors.Is(err, unix.ENOENT) || !strings.Contains(err.Error(), "load the vduse module") {
-		if d != nil {
-			d.Close()
-		}
-		t.Errorf("kernel %s has no VDUSE: vduse.Create gave %v, want ENOENT saying to load vduse", k.Name, err)
+	m.Err(err, unix.ENOENT, "bind the vdpa device to vhost_vdpa")
+}
+
+// vdpaClient is the prologue of the VM tests that need capability c
+// (vdpa or vhost_vdpa): on a kernel without it the test checks the
+// kernel's answers (assertNoVDPA) and ends there; otherwise it returns a
+// client of the vdpa family, closed when the test ends.
+func vdpaClient(t *testing.T, c string) *Client {
+	t.Helper()
+	k := testenv.Require(t, c, assertNoVDPA)
+	cl, err := Dial(bg)
+	if err != nil {
+		t.Fatalf("kernel %s has %s: %v", k.Name, c, err)
 	}
-	if d, err := OpenVhost(bg, "/dev/vhost-vdpa-0"); !errors.Is(err, unix.ENOENT) || !strings.Contains(err.Error(), "bind the vdpa device to vhost_vdpa") {
-		if d != nil {
-			d.Close()
-		}
-		t.Errorf("kernel %s has no vhost-vdpa: OpenVhost gave %v, want ENOENT", k.Name, err)
-	}
+	t.Cleanup(func() { cl.Close() })
+	return cl
 }
 
 // TestVMVDUSELifecycle: a VDUSE net device added as a vdpa device, shown,
 // configured, bound to vhost_vdpa, deleted and destroyed, nothing left.
 func TestVMVDUSELifecycle(t *testing.T) {
-	k := testenv.VM(t)
-	if !k.Has("vdpa") {
-		assertNoVDPA(t, k)
-		return
-	}
-	c, err := Dial(bg)
-	if err != nil {
-		t.Fatalf("kernel %s has vdpa: %v", k.Name, err)
-	}
-	defer c.Close()
+	c := vdpaClient(t, "vdpa")
 	mds, err := c.MgmtDevs(bg)
 	if err != nil {
 		t.Fatal(err)

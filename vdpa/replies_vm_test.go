@@ -8,7 +8,6 @@ import (
 	"github.com/mdlayher/netlink"
 
 	"github.com/netctl/netctl/internal/linux"
-	"github.com/netctl/netctl/internal/testenv"
 )
 
 // TestVMRealRepliesRoundTrip: the kernel's own replies (mgmtdev, dev,
@@ -16,16 +15,7 @@ import (
 // it prints each reply's attribute bytes in hex: that is where the fuzz
 // seeds in testdata/replies come from.
 func TestVMRealRepliesRoundTrip(t *testing.T) {
-	k := testenv.VM(t)
-	if !k.Has("vdpa") {
-		assertNoVDPA(t, k)
-		return
-	}
-	c, err := Dial(bg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := vdpaClient(t, "vdpa")
 	dev, _ := addVDUSE(t, c, "replies0")
 	defer func() { c.DeleteDevice(bg, "replies0"); dev.Close() }()
 	raw := func(cmd, reply uint8, flags netlink.HeaderFlags, withName bool) [][]byte {

@@ -41,16 +41,7 @@ func addVDUSE(t *testing.T, c *Client, name string) (*vduse.Device, string) {
 // virtio status machine, IOTLB mapping (batched) and vring setup up to
 // DRIVER_OK, then resets it.
 func TestVMVhostVDPABringUp(t *testing.T) {
-	k := testenv.VM(t)
-	if !k.Has("vhost_vdpa") {
-		assertNoVDPA(t, k)
-		return
-	}
-	c, err := Dial(bg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := vdpaClient(t, "vhost_vdpa")
 	fds := testenv.OpenFDs(t)
 	dev, path := addVDUSE(t, c, "vhvdpa0")
 	defer func() { c.DeleteDevice(bg, "vhvdpa0"); dev.Close() }()
@@ -278,16 +269,7 @@ func TestVMVhostVDPABringUp(t *testing.T) {
 // opening its vhost-vdpa device gives up at the caller's deadline with a
 // clear message instead of blocking for the kernel's msg_timeout.
 func TestVMSilentVDUSEDoesNotHang(t *testing.T) {
-	k := testenv.VM(t)
-	if !k.Has("vhost_vdpa") {
-		assertNoVDPA(t, k)
-		return
-	}
-	c, err := Dial(bg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := vdpaClient(t, "vhost_vdpa")
 	dev, path := addVDUSE(t, c, "silent0")
 	os.WriteFile("/sys/class/vduse/silent0/msg_timeout", []byte("3"), 0)
 	dev.SetSilent(true)
@@ -315,16 +297,7 @@ func TestVMSilentVDUSEDoesNotHang(t *testing.T) {
 // delete gives up at the caller's deadline with ErrBusy, the client stays
 // usable, and the device goes once the fd is closed.
 func TestVMDeleteDeviceDeadline(t *testing.T) {
-	k := testenv.VM(t)
-	if !k.Has("vhost_vdpa") {
-		assertNoVDPA(t, k)
-		return
-	}
-	c, err := Dial(bg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := vdpaClient(t, "vhost_vdpa")
 	dev, path := addVDUSE(t, c, "held0")
 	defer dev.Close()
 	ctx, cancel := context.WithTimeout(bg, 10*time.Second)
