@@ -132,54 +132,33 @@ func unrequire(f cli.Flag) bool {
 }
 
 func unrequireOnce(f cli.Flag) bool {
+	var required *bool
+	var usage *string
 	switch f := f.(type) {
 	case *cli.StringFlag:
-		r := f.Required
-		f.Required = false
-		if r {
-			f.Usage += " (required)"
-		}
-		return r
+		required, usage = &f.Required, &f.Usage
 	case *cli.IntFlag:
-		r := f.Required
-		f.Required = false
-		if r {
-			f.Usage += " (required)"
-		}
-		return r
+		required, usage = &f.Required, &f.Usage
 	case *cli.UintFlag:
-		r := f.Required
-		f.Required = false
-		if r {
-			f.Usage += " (required)"
-		}
-		return r
+		required, usage = &f.Required, &f.Usage
 	case *cli.BoolFlag:
-		r := f.Required
-		f.Required = false
-		if r {
-			f.Usage += " (required)"
-		}
-		return r
+		required, usage = &f.Required, &f.Usage
 	case *cli.DurationFlag:
-		r := f.Required
-		f.Required = false
-		if r {
-			f.Usage += " (required)"
-		}
-		return r
+		required, usage = &f.Required, &f.Usage
 	case *cli.StringSliceFlag:
-		r := f.Required
-		f.Required = false
-		if r {
-			f.Usage += " (required)"
+		required, usage = &f.Required, &f.Usage
+	default:
+		if r, ok := f.(cli.RequiredFlag); ok && r.IsRequired() {
+			panic(fmt.Sprintf("netctl: flag %s: add its type to unrequireOnce", f.Names()[0]))
 		}
-		return r
+		return false
 	}
-	if r, ok := f.(cli.RequiredFlag); ok && r.IsRequired() {
-		panic(fmt.Sprintf("netctl: flag %s: add its type to unrequire", f.Names()[0]))
+	r := *required
+	*required = false
+	if r {
+		*usage += " (required)"
 	}
-	return false
+	return r
 }
 
 // arity reads how many positional arguments a command takes from its
