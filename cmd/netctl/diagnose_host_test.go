@@ -268,7 +268,10 @@ func hostState(t *testing.T, tap string) string {
 	for _, e := range tmp {
 		files = append(files, e.Name())
 	}
-	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	// thread-self: the test's locked thread has the mount namespace
+	// testenv.Host made; /proc/self is the main thread's, the machine's,
+	// where anything else running may mount.
+	mounts, err := os.ReadFile("/proc/thread-self/mountinfo")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,6 +45,14 @@ type pkgState struct {
 	failed  bool
 }
 
+// failure is a failed test's first error lines, repeated at the end of the
+// run: CI shows the tail of a long log, where a failed test's own output
+// may have scrolled away behind later packages and its t.Log lines.
+type failure struct {
+	test  string
+	lines []string
+}
+
 type checker struct {
 	run, skip, noSkip *regexp.Regexp
 	module, root      string // the module's path and directory
@@ -52,6 +60,7 @@ type checker struct {
 	pkgs              map[string]*pkgState
 	order             []string
 	problems          []string
+	failures          []failure
 }
 
 func main() {
@@ -177,10 +186,31 @@ func (c *checker) event(e event) {
 	case "fail":
 		p.failed = true
 		fmt.Fprint(c.out, p.output[e.Test])
+		c.failures = append(c.failures, failure{e.Package + " " + e.Test, errorLines(p.output[e.Test])})
 		delete(p.output, e.Test)
 	case "pass":
 		delete(p.output, e.Test)
 	}
+}
+
+// errorLines picks from a failed test's output the lines that a t.Error,
+// t.Fatal (or t.Log) began, file:line first, and keeps at most 10 of
+// them, each cut at 300 bytes.
+func errorLines(out string) []string {
+	var lines []string
+	for _, l := range strings.Split(out, "\n") {
+		t := strings.TrimSpace(l)
+		if i := strings.Index(t, "_test.go:"); i <= 0 || strings.ContainsAny(t[:i], " \t") {
+			continue
+		}
+		if len(t) > 300 {
+			t = t[:300] + "..."
+		}
+		if lines = append(lines, t); len(lines) == 10 {
+			break
+		}
+	}
+	return lines
 }
 
 // skipReason is the t.Skip message in a skipped test's output.
@@ -229,6 +259,12 @@ func (c *checker) finish() bool {
 	}
 	for _, s := range skips {
 		fmt.Fprintln(c.out, "testcheck: skipped:", s)
+	}
+	for _, f := range c.failures {
+		fmt.Fprintln(c.out, "testcheck: FAIL:", f.test)
+		for _, l := range f.lines {
+			fmt.Fprintln(c.out, "    "+l)
+		}
 	}
 	for _, pr := range c.problems {
 		fmt.Fprintln(c.out, "testcheck: FAIL:", pr)

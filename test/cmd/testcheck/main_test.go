@@ -88,6 +88,10 @@ func TestFailurePrinted(t *testing.T) {
 	if ok || !strings.Contains(out, "boom") || !strings.Contains(out, "FAIL\texample.com/m/p") {
 		t.Errorf("failure: %v\n%s", ok, out)
 	}
+	// The error is repeated last, where a log's tail shows it.
+	if !strings.HasSuffix(out, "testcheck: FAIL: example.com/m/p TestA\n    a_test.go:3: boom\n") {
+		t.Errorf("no failure summary at the end:\n%s", out)
+	}
 }
 
 func TestIsTest(t *testing.T) {
