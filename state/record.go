@@ -70,20 +70,20 @@ type NIC struct {
 	// process has another start time.
 	QEMUPID   int    `json:"qemu_pid"`
 	QEMUStart uint64 `json:"qemu_start"`
-	QMP       string `json:"qmp"`    // the QMP socket
+	QMP       string `json:"qmp"` // the QMP socket
 	// QEMUVersion and Machine are what QEMU said at attach ("7.2.22",
 	// "pc-i440fx-7.2-machine").
 	QEMUVersion string `json:"qemu_version,omitempty"`
 	Machine     string `json:"machine,omitempty"`
-	ID        string `json:"id"`     // the device id (device_add id=)
-	Netdev    string `json:"netdev"` // the netdev id (netdev_add id=)
-	Backend   string `json:"backend"`
-	Queues    int    `json:"queues"`
-	MAC       string `json:"mac"`
-	MTU       int    `json:"mtu,omitempty"`
-	Tap       *Link  `json:"tap,omitempty"`
-	Macvtap   *Link  `json:"macvtap,omitempty"`
-	VDPA      *VDPA  `json:"vdpa,omitempty"`
+	ID          string `json:"id"`     // the device id (device_add id=)
+	Netdev      string `json:"netdev"` // the netdev id (netdev_add id=)
+	Backend     string `json:"backend"`
+	Queues      int    `json:"queues"`
+	MAC         string `json:"mac"`
+	MTU         int    `json:"mtu,omitempty"`
+	Tap         *Link  `json:"tap,omitempty"`
+	Macvtap     *Link  `json:"macvtap,omitempty"`
+	VDPA        *VDPA  `json:"vdpa,omitempty"`
 	// FDNames are the getfd names passed; QEMU consumed them at
 	// netdev_add.
 	FDNames []string `json:"fd_names"`
