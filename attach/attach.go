@@ -55,6 +55,8 @@ func Attach(ctx context.Context, r Request) (*state.NIC, error) {
 }
 
 type attacher struct {
+	pid     int    // QEMU's pid and start time, once known
+	start   uint64
 	p       *parsed
 	h       Host
 	c       *qmp.Client // the one connection for the whole sequence
@@ -128,6 +130,7 @@ func (a *attacher) run(ctx context.Context) (*state.NIC, error) {
 	if err != nil {
 		return nil, step("find QEMU's pid", err)
 	}
+	a.pid, a.start = pid, start
 
 	// The decision.
 	if p.Mgmtdev != "" {
@@ -162,6 +165,15 @@ func (a *attacher) run(ctx context.Context) (*state.NIC, error) {
 	restrictVDPA(desc, p)
 	dec, err := policy.Decide(desc, policy.Request{Backend: p.Backend, Queues: p.Queues, Profile: p.Profile, QEMU: q.Version})
 	if err != nil {
+		if errors.Is(err, policy.ErrNotAvailable) {
+			// Name the requested backend's own reason (policy's message
+			// ends with the last step of the chain).
+			for _, s := range dec.Steps {
+				if s.Backend == p.Backend {
+					return nil, step("choose the backend", fmt.Errorf("--backend %s is not available here: %s: %w", p.Backend, s.Reason, ErrNotAvailable))
+				}
+			}
+		}
 		return nil, step("choose the backend", err)
 	}
 	if dec.Backend != policy.BackendVDPA && p.Mgmtdev != "" {
@@ -260,7 +272,7 @@ func (a *attacher) run(ctx context.Context) (*state.NIC, error) {
 			if consumed {
 				return nil
 			}
-			return a.qmpUndo(ctx, "closefd", map[string]any{"fdname": name}, "")
+			return a.qmpUndo(ctx, "closefd", map[string]any{"fdname": name}, "GenericError")
 		})
 		nic.FDNames = append(nic.FDNames, name)
 	}
@@ -309,9 +321,26 @@ func (a *attacher) run(ctx context.Context) (*state.NIC, error) {
 
 // qmpUndo runs an undo command; an error of class ignore (the thing is
 // already gone) is not an error.
+//
+// When the connection broke (QEMU closed it mid-way), getfd names and
+// netdevs are still in QEMU (they belong to the monitor, not to the
+// connection), so the undo dials the same socket again; when QEMU itself
+// is gone there is nothing left to undo in it.
 func (a *attacher) qmpUndo(ctx context.Context, cmd string, args any, ignore string) error {
 	err := a.c.Run(ctx, cmd, args, nil)
-	if err != nil && ignore != "" && isClass(err, ignore) {
+	if err != nil && !isQEMUError(err) {
+		if a.pid != 0 && !state.SameProcess(a.pid, a.start) {
+			return nil // QEMU exited: its fds, netdevs and names went with it
+		}
+		c, derr := qmp.Dial(ctx, a.p.QMP)
+		if derr != nil {
+			return fmt.Errorf("%w; dialling again: %w", err, derr)
+		}
+		a.c.Close()
+		a.c = c
+		err = a.c.Run(ctx, cmd, args, nil)
+	}
+	if err != nil && ignore != "" && (isClass(err, ignore) || strings.Contains(err.Error(), "not found")) {
 		return nil
 	}
 	return err
