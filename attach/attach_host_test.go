@@ -177,3 +177,14 @@ func TestHostAttachRealQEMU(t *testing.T) {
 		t.Errorf("QEMU after a refused id holds %q, before %q", got, before)
 	}
 }
+
+func dialT(t *testing.T, sock string) *qmp.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := qmp.Dial(ctx, sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
