@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -98,6 +99,7 @@ func qemuHolds(t *testing.T, sock string, names ...string) string {
 			l = append(l, "fd name "+n)
 		}
 	}
+	sort.Strings(l)
 	return strings.Join(l, ", ")
 }
 

@@ -405,3 +405,35 @@ func FuzzParseNetdevIDs(f *testing.F) {
 		}
 	})
 }
+
+// TestDetachAfterQEMUExited: the record's QEMU is gone (here: its start
+// time no longer matches, as for a reused pid) and its socket is dead:
+// detach, named by the socket alone, finds the record, deletes what
+// netctl created on the host and removes the record.
+func TestDetachAfterQEMUExited(t *testing.T) {
+	q, h, dir := newFakeQEMU(t), newFakeHost(t, "probe-host-root.json"), t.TempDir()
+	nic, err := Attach(ctxT(t), Request{QMP: q.sock, ID: "n1", Macvtap: "eth0", StateDir: dir, Host: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := state.Open(dir)
+	nic.QEMUStart++
+	if err := st.Save(nic); err != nil {
+		t.Fatal(err)
+	}
+	q.ln.Close()
+	os.Remove(q.sock)
+	ls, _, _ := List(ctxT(t), ListRequest{StateDir: dir})
+	if len(ls) != 1 || ls[0].Present != "gone" {
+		t.Errorf("list: %+v", ls)
+	}
+	if err := Detach(ctxT(t), DetachRequest{QMP: q.sock, ID: "n1", StateDir: dir, Host: h}); err != nil {
+		t.Fatal(err)
+	}
+	if l := h.left(); l != "" {
+		t.Errorf("host: %s", l)
+	}
+	if r := records(t, dir); len(r) != 0 {
+		t.Errorf("records: %v", r)
+	}
+}

@@ -68,6 +68,18 @@ func Detach(ctx context.Context, r DetachRequest) error {
 	}
 	defer lock.Unlock()
 	nic, err := store.Load(key, r.ID)
+	if errors.Is(err, state.ErrNotFound) && r.VMName == "" && dialErr != nil {
+		// QEMU is gone, so its name is unknown: find the record by its
+		// socket.
+		if n := findBySocket(store, r.QMP, r.ID); n != nil {
+			nic, err, key = n, nil, state.KeyFor(n.VM, n.QMP)
+			lock.Unlock()
+			if lock, err = store.Lock(ctx, key); err != nil {
+				return fmt.Errorf("detach: %w", err)
+			}
+			defer lock.Unlock()
+		}
+	}
 	if errors.Is(err, state.ErrNotFound) {
 		return fmt.Errorf("detach: netctl has no NIC %s on this VM (netctl list shows what it attached): %w", r.ID, ErrInvalid)
 	}
@@ -109,6 +121,19 @@ func Detach(ctx context.Context, r DetachRequest) error {
 	}
 	if err := store.Remove(key, nic.ID); err != nil {
 		return fmt.Errorf("detach: %w", err)
+	}
+	return nil
+}
+
+func findBySocket(store *state.Store, sock, id string) *state.NIC {
+	all, _, err := store.List("")
+	if err != nil {
+		return nil
+	}
+	for _, n := range all {
+		if n.QMP == sock && n.ID == id {
+			return n
+		}
 	}
 	return nil
 }

@@ -213,7 +213,7 @@ func printList(w io.Writer, nics []attach.Listed) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "VM\tID\tBACKEND\tLINK\tQUEUES\tMAC\tSTATUS\tIN QEMU\tWHY")
+	fmt.Fprintln(tw, "VM\tID\tBACKEND\tLINK\tQUEUES\tMAC\tSTATUS\tIN QEMU")
 	for _, n := range nics {
 		link := "-"
 		switch {
@@ -232,7 +232,10 @@ func printList(w io.Writer, nics []attach.Listed) {
 		if n.Check != "" {
 			present += " (" + n.Check + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", vm, n.ID, n.Backend, link, n.Queues, n.MAC, n.Status, present, chainLine(n.Steps))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", vm, n.ID, n.Backend, link, n.Queues, n.MAC, n.Status, present)
 	}
 	tw.Flush()
+	for _, n := range nics {
+		fmt.Fprintf(w, "%s: %s\n", n.ID, chainLine(n.Steps))
+	}
 }
