@@ -55,7 +55,7 @@ func Attach(ctx context.Context, r Request) (*state.NIC, error) {
 }
 
 type attacher struct {
-	pid     int    // QEMU's pid and start time, once known
+	pid     int // QEMU's pid and start time, once known
 	start   uint64
 	p       *parsed
 	h       Host

@@ -26,7 +26,7 @@ type fakeQEMU struct {
 	sock string
 	ln   *net.UnixListener
 
-	mu       sync.Mutex // guards everything below
+	mu       sync.Mutex       // guards everything below
 	names    map[string]int   // getfd name -> fd
 	netdevs  map[string][]int // id -> fds it holds
 	devices  map[string]string
