@@ -76,7 +76,19 @@ func step(name string, err error) error { return fmt.Errorf("attach: %s: %w", na
 
 func (a *attacher) run(ctx context.Context) (*state.NIC, error) {
 	p := a.p
-	c, err := qmp.Dial(ctx, p.QMP)
+	store, err := state.Open(p.StateDir)
+	if err != nil {
+		return nil, step("state", err)
+	}
+	// The VM's lock, taken before connecting: QEMU serves one QMP
+	// connection at a time (and a second connect fails with EAGAIN once
+	// its backlog is full), so the lock is the monitor's: the socket's.
+	lock, err := store.Lock(ctx, state.LockKey(p.QMP))
+	if err != nil {
+		return nil, step("lock the VM", err)
+	}
+	defer lock.Unlock()
+	c, err := dialQMP(ctx, p.QMP)
 	if err != nil {
 		return nil, step("connect to QEMU", err)
 	}
@@ -92,16 +104,7 @@ func (a *attacher) run(ctx context.Context) (*state.NIC, error) {
 	if err := state.CheckVMName(vm); err != nil {
 		return nil, step("VM name", err)
 	}
-	store, err := state.Open(p.StateDir)
-	if err != nil {
-		return nil, step("state", err)
-	}
 	key := state.KeyFor(vm, p.QMP)
-	lock, err := store.Lock(ctx, key)
-	if err != nil {
-		return nil, step("lock the VM", err)
-	}
-	defer lock.Unlock()
 	netdev := NetdevID(p.ID)
 	if _, err := store.Load(key, p.ID); err == nil {
 		return nil, step("check the id", fmt.Errorf("netctl already attached a NIC %s to this VM (netctl list; netctl detach --id %s): %w", p.ID, p.ID, ErrConflict))
@@ -332,7 +335,7 @@ func (a *attacher) qmpUndo(ctx context.Context, cmd string, args any, ignore str
 		if a.pid != 0 && !state.SameProcess(a.pid, a.start) {
 			return nil // QEMU exited: its fds, netdevs and names went with it
 		}
-		c, derr := qmp.Dial(ctx, a.p.QMP)
+		c, derr := dialQMP(ctx, a.p.QMP)
 		if derr != nil {
 			return fmt.Errorf("%w; dialling again: %w", err, derr)
 		}

@@ -38,6 +38,7 @@ type fakeQEMU struct {
 	unplug   string // "instant" (default), "never", "second" (after a repeated device_del)
 	log      []string
 	propFail string // device_add fails when this property is given
+	name     string // query-name's answer
 }
 
 func newFakeQEMU(t *testing.T) *fakeQEMU {
@@ -168,7 +169,11 @@ func (f *fakeQEMU) handle(cmd string, raw json.RawMessage, fd int) (ret any, qer
 	case "query-version":
 		return map[string]any{"qemu": map[string]int{"major": 7, "minor": 2, "micro": 22}, "package": ""}, "", false
 	case "query-name":
-		return map[string]string{"name": "vm1"}, "", false
+		name := f.name
+		if name == "" {
+			name = "vm1"
+		}
+		return map[string]string{"name": name}, "", false
 	case "qom-get":
 		return "pc-i440fx-7.2-machine", "", false
 	case "query-fdsets":

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/netctl/netctl/qmp"
 	"github.com/netctl/netctl/state"
 )
 
@@ -65,7 +64,7 @@ func List(ctx context.Context, r ListRequest) (nics []Listed, bad []error, err e
 func peripheralIDs(ctx context.Context, sock string, timeout time.Duration) (map[string]bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	c, err := qmp.Dial(ctx, sock)
+	c, err := dialQMP(ctx, sock)
 	if err != nil {
 		return nil, err
 	}
