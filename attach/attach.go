@@ -143,7 +143,12 @@ func (a *attacher) run(ctx context.Context) (*state.NIC, error) {
 		if len(name) > 32 {
 			name = name[:32]
 		}
-		spec := VDPASpec{Name: name, Mgmtdev: p.Mgmtdev, MAC: p.mac, MTU: p.MTU}
+		// MAC, MTU and max_vqp go to the device only when asked for: a
+		// management device may refuse config attributes (VDUSE does).
+		spec := VDPASpec{Name: name, Mgmtdev: p.Mgmtdev, MTU: p.MTU}
+		if p.MAC != "" {
+			spec.MAC = p.mac
+		}
 		if p.Queues > 1 {
 			spec.MaxVQP = p.Queues
 		}
