@@ -269,12 +269,11 @@ func (a *attacher) run(ctx context.Context) (*state.NIC, error) {
 	}
 
 	// Pass the fds on this one connection; until netdev_add consumes a
-	// name, its undo is closefd.
+	// name, its undo is closefd. Each undo is pushed before its command:
+	// QEMU may have done a command whose answer was lost (the connection
+	// broke), and an undo of something that is not there is a no-op.
 	consumed := false
 	for _, f := range slices.Concat(taps, vhosts) {
-		if err := c.SendFD(ctx, f.name, f.fd); err != nil {
-			return nil, step("pass fd "+f.name+" (getfd)", err)
-		}
 		name := f.name
 		a.undo.push("closefd "+name, func(ctx context.Context) error {
 			if consumed {
@@ -282,15 +281,23 @@ func (a *attacher) run(ctx context.Context) (*state.NIC, error) {
 			}
 			return a.qmpUndo(ctx, "closefd", map[string]any{"fdname": name}, "GenericError")
 		})
+		if err := c.SendFD(ctx, f.name, f.fd); err != nil {
+			return nil, step("pass fd "+f.name+" (getfd)", err)
+		}
 		nic.FDNames = append(nic.FDNames, name)
 	}
+	netdevRefused := false // QEMU answered netdev_add with an error: the id is not ours to delete
+	a.undo.push("netdev_del "+netdev, func(ctx context.Context) error {
+		if netdevRefused {
+			return nil
+		}
+		return a.qmpUndo(ctx, "netdev_del", map[string]any{"id": netdev}, "DeviceNotFound")
+	})
 	if err := c.Run(ctx, "netdev_add", netdevArgs, nil); err != nil {
+		netdevRefused = isQEMUError(err)
 		return nil, step("netdev_add "+netdev, netdevHint(err))
 	}
 	consumed = true
-	a.undo.push("netdev_del "+netdev, func(ctx context.Context) error {
-		return a.qmpUndo(ctx, "netdev_del", map[string]any{"id": netdev}, "DeviceNotFound")
-	})
 	// A netdev whose vhost setup failed can be deleted with only a
 	// warning: check it is really there.
 	out, err := infoNetwork(ctx, c)
@@ -320,6 +327,21 @@ func (a *attacher) run(ctx context.Context) (*state.NIC, error) {
 		return nil, step("record the NIC", err)
 	}
 	a.undo.push("remove the record", func(context.Context) error { return store.Remove(key, p.ID) })
+	// device_add's undo: needed only when QEMU added the device but the
+	// answer was lost (the connection broke after QEMU had read the
+	// command); then the device goes before its netdev.
+	a.undo.push("device_del "+p.ID, func(ctx context.Context) error {
+		var ids map[string]bool
+		err := a.qmpUndoFn(ctx, func(c *qmp.Client) error {
+			var err error
+			ids, err = deviceIDs(ctx, c)
+			return err
+		})
+		if err != nil || !ids[p.ID] {
+			return err
+		}
+		return unplug(ctx, a.c, p.ID, 10*time.Second, 5*time.Second)
+	})
 	if err := c.Run(ctx, "device_add", dev, nil); err != nil {
 		return nil, step("device_add virtio-net-pci id="+p.ID, err)
 	}
@@ -335,7 +357,17 @@ func (a *attacher) run(ctx context.Context) (*state.NIC, error) {
 // connection), so the undo dials the same socket again; when QEMU itself
 // is gone there is nothing left to undo in it.
 func (a *attacher) qmpUndo(ctx context.Context, cmd string, args any, ignore string) error {
-	err := a.c.Run(ctx, cmd, args, nil)
+	err := a.qmpUndoFn(ctx, func(c *qmp.Client) error { return c.Run(ctx, cmd, args, nil) })
+	if err != nil && ignore != "" && (isClass(err, ignore) || strings.Contains(err.Error(), "not found")) {
+		return nil
+	}
+	return err
+}
+
+// qmpUndoFn runs fn on the connection, dialling again once when the
+// connection broke; nil when QEMU itself is gone.
+func (a *attacher) qmpUndoFn(ctx context.Context, fn func(c *qmp.Client) error) error {
+	err := fn(a.c)
 	if err != nil && !isQEMUError(err) {
 		if a.pid != 0 && !state.SameProcess(a.pid, a.start) {
 			return nil // QEMU exited: its fds, netdevs and names went with it
@@ -346,10 +378,7 @@ func (a *attacher) qmpUndo(ctx context.Context, cmd string, args any, ignore str
 		}
 		a.c.Close()
 		a.c = c
-		err = a.c.Run(ctx, cmd, args, nil)
-	}
-	if err != nil && ignore != "" && (isClass(err, ignore) || strings.Contains(err.Error(), "not found")) {
-		return nil
+		err = fn(a.c)
 	}
 	return err
 }

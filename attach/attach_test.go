@@ -245,7 +245,8 @@ func TestAttachNotQEMU(t *testing.T) {
 }
 
 // TestAttachFaults fails each QMP command of a clean attach in turn (an
-// error answer, then QEMU closing the connection there), and each host
+// error answer; QEMU closing the connection instead of doing it; QEMU
+// doing it and closing the connection before answering), and each host
 // step, on three paths; afterwards nothing is left anywhere.
 func TestAttachFaults(t *testing.T) {
 	for _, c := range []struct {
@@ -275,15 +276,18 @@ func TestAttachFaults(t *testing.T) {
 				if cmd == "qmp_capabilities" {
 					continue
 				}
-				for _, mode := range []string{"error", "hangup"} {
+				for _, mode := range []string{"error", "hangup", "after"} {
 					q, h, dir := newFakeQEMU(t), newFakeHost(t, c.probe), t.TempDir()
 					r := c.req
 					r.QMP, r.StateDir, r.Host = q.sock, dir, h
 					q.mu.Lock()
-					if mode == "error" {
+					switch mode {
+					case "error":
 						q.fail[cmd] = seen[cmd]
-					} else {
+					case "hangup":
 						q.hangup[cmd] = seen[cmd]
+					default: // QEMU did it, and the answer was lost
+						q.after[cmd] = seen[cmd]
 					}
 					q.mu.Unlock()
 					what := mode + " at " + cmd + "#" + string(rune('0'+seen[cmd]))

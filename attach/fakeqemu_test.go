@@ -35,6 +35,7 @@ type fakeQEMU struct {
 	calls    map[string]int
 	fail     map[string]int // command -> the call (1-based) that fails
 	hangup   map[string]int
+	after    map[string]int // like hangup, but after doing the command
 	unplug   string // "instant" (default), "never", "second" (after a repeated device_del)
 	log      []string
 	propFail string // device_add fails when this property is given
@@ -43,7 +44,7 @@ type fakeQEMU struct {
 
 func newFakeQEMU(t *testing.T) *fakeQEMU {
 	f := &fakeQEMU{t: t, sock: filepath.Join(t.TempDir(), "qmp.sock"), names: map[string]int{}, netdevs: map[string][]int{},
-		devices: map[string]string{}, pending: map[string]bool{}, calls: map[string]int{}, fail: map[string]int{}, hangup: map[string]int{}}
+		devices: map[string]string{}, pending: map[string]bool{}, calls: map[string]int{}, fail: map[string]int{}, hangup: map[string]int{}, after: map[string]int{}}
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: f.sock, Net: "unix"})
 	if err != nil {
 		t.Fatal(err)
@@ -154,6 +155,14 @@ func (f *fakeQEMU) handle(cmd string, raw json.RawMessage, fd int) (ret any, qer
 		if fd >= 0 {
 			unix.Close(fd)
 		}
+		return nil, "", true
+	}
+	if n, ok := f.after[cmd]; ok && n == f.calls[cmd] {
+		delete(f.after, cmd)
+		f.calls[cmd]--
+		f.mu.Unlock()
+		f.handle(cmd, raw, fd)
+		f.mu.Lock()
 		return nil, "", true
 	}
 	if n, ok := f.fail[cmd]; ok && n == f.calls[cmd] {
