@@ -36,7 +36,7 @@ type fakeQEMU struct {
 	fail     map[string]int // command -> the call (1-based) that fails
 	hangup   map[string]int
 	after    map[string]int // like hangup, but after doing the command
-	unplug   string // "instant" (default), "never", "second" (after a repeated device_del)
+	unplug   string         // "instant" (default), "never", "second" (after a repeated device_del)
 	log      []string
 	propFail string // device_add fails when this property is given
 	name     string // query-name's answer
