@@ -49,8 +49,9 @@ func vhostWorkers(pid int) int {
 
 // TestVMAttachVhostNet: in the test VM (6.12 and 6.1 both have vhost-net)
 // the host's QEMU 7.2, chrooted and paused (q35, native PCIe hotplug, one
-// root port), gets a 2-queue NIC from Attach with the real probe: the
-// chain picks vhost-net, netdev_add with vhostforce=on takes the fds (so
+// root port), gets a 2-queue NIC from Attach with the real probe and the
+// latency profile: the chain picks vhost-net, netdev_add with
+// vhostforce=on and poll-us takes the fds (so
 // QEMU's vhost setup on them succeeded), QEMU holds two /dev/vhost-net and
 // two tun fds, and two vhost workers serve it. Detach unplugs at once and
 // afterwards QEMU holds no vhost-net or tun fd, no worker is left, and no
@@ -61,11 +62,14 @@ func TestVMAttachVhostNet(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	nic, err := Attach(ctx, Request{QMP: sock, ID: "net1", Queues: 2, StateDir: dir, ExtraProps: map[string]any{"bus": "rp1"}})
+	nic, err := Attach(ctx, Request{QMP: sock, ID: "net1", Queues: 2, Profile: "latency", StateDir: dir, ExtraProps: map[string]any{"bus": "rp1"}})
 	if err != nil {
 		t.Fatalf("attach on %s: %v", k.Name, err)
 	}
 	t.Logf("%s: backend %s, fds %v, steps %+v, props %v", k.Name, nic.Backend, nic.FDNames, nic.Steps, nic.Properties)
+	if nic.BusyPollUS == 0 {
+		t.Errorf("latency profile on vhost-net: no busy-poll (poll-us) in the record %+v", nic)
+	}
 	if nic.Backend != "vhost-net" || len(nic.FDNames) != 4 {
 		t.Errorf("record: backend %s, fds %v: want vhost-net with 2 tap and 2 vhost fds", nic.Backend, nic.FDNames)
 	}
