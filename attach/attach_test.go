@@ -75,7 +75,7 @@ func TestAttachUserspaceAndDetach(t *testing.T) {
 	if l := h.left(); !strings.HasPrefix(l, "link nctl") || strings.Contains(l, "fd ") {
 		t.Errorf("host holds %q, want only the tap link (its fds closed: QEMU has copies)", l)
 	}
-	ls, bad, err := List(ctxT(t), ListRequest{StateDir: dir})
+	ls, bad, err := list(ctxT(t), ListRequest{StateDir: dir})
 	if err != nil || len(bad) != 0 || len(ls) != 1 || ls[0].Present != "yes" || ls[0].ID != "net1" {
 		t.Fatalf("list: %+v %v %v", ls, bad, err)
 	}
@@ -330,16 +330,16 @@ func TestDetachTimeoutThenAgain(t *testing.T) {
 	q.unplug = "never"
 	q.mu.Unlock()
 	start := time.Now()
-	err := Detach(ctxT(t), DetachRequest{QMP: q.sock, ID: "n1", StateDir: dir, Host: h, Timeout: 700 * time.Millisecond, Retry: 200 * time.Millisecond})
+	err := Detach(ctxT(t), DetachRequest{QMP: q.sock, ID: "n1", StateDir: dir, Host: h, Timeout: time.Second, Retry: 100 * time.Millisecond})
 	if !errors.Is(err, ErrTimeout) || time.Since(start) > 5*time.Second {
 		t.Fatalf("detach from a guest that never answers: %v after %v", err, time.Since(start))
 	}
 	q.mu.Lock()
 	if q.calls["device_del"] < 3 {
-		t.Errorf("device_del sent %d times in 700 ms with a 200 ms retry", q.calls["device_del"])
+		t.Errorf("device_del sent %d times in 1 s with a 100 ms retry", q.calls["device_del"])
 	}
 	q.mu.Unlock()
-	ls, _, _ := List(ctxT(t), ListRequest{StateDir: dir, VMName: "vm1"})
+	ls, _, _ := list(ctxT(t), ListRequest{StateDir: dir, VMName: "vm1"})
 	if len(ls) != 1 || ls[0].Status != state.StatusDetachTimeout || ls[0].Present != "yes" {
 		t.Errorf("list after the timeout: %+v", ls)
 	}
@@ -429,7 +429,7 @@ func TestDetachAfterQEMUExited(t *testing.T) {
 	}
 	q.ln.Close()
 	os.Remove(q.sock)
-	ls, _, _ := List(ctxT(t), ListRequest{StateDir: dir})
+	ls, _, _ := list(ctxT(t), ListRequest{StateDir: dir})
 	if len(ls) != 1 || ls[0].Present != "gone" {
 		t.Errorf("list: %+v", ls)
 	}
@@ -453,7 +453,9 @@ func TestAttachDetachParallel(t *testing.T) {
 	var vms []*fakeQEMU
 	for i := 0; i < 4; i++ {
 		q := newFakeQEMU(t)
+		q.mu.Lock()
 		q.name = fmt.Sprintf("vm%d", i)
+		q.mu.Unlock()
 		vms = append(vms, q)
 	}
 	var wg sync.WaitGroup
@@ -476,6 +478,6 @@ func TestAttachDetachParallel(t *testing.T) {
 	}
 	wg.Wait()
 	for _, q := range vms {
-		nothingLeft(t, q.name, q, h, dir)
+		nothingLeft(t, q.sock, q, h, dir)
 	}
 }

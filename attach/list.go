@@ -12,9 +12,19 @@ import (
 // its QEMU when it can be reached: QEMU gone or the device missing gives
 // Present "gone"; a QEMU that cannot be asked (its monitor busy with
 // another client) gives "unknown" and why. Records that cannot be read
-// are returned as bad (each error names its file); List fails only when
-// the state directory cannot be read.
-func List(ctx context.Context, r ListRequest) (nics []Listed, bad []error, err error) {
+// are skipped and handed to r.Unreadable (each error names its file);
+// List fails only when the state directory cannot be read.
+func List(ctx context.Context, r ListRequest) ([]Listed, error) {
+	nics, bad, err := list(ctx, r)
+	if r.Unreadable != nil {
+		for _, b := range bad {
+			r.Unreadable(b)
+		}
+	}
+	return nics, err
+}
+
+func list(ctx context.Context, r ListRequest) (nics []Listed, bad []error, err error) {
 	store, err := state.Open(r.StateDir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("list: %w", err)
