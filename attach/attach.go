@@ -107,21 +107,21 @@ func (a *attacher) run(ctx context.Context) (*state.NIC, error) {
 	key := state.KeyFor(vm, p.QMP)
 	netdev := NetdevID(p.ID)
 	if _, err := store.Load(key, p.ID); err == nil {
-		return nil, step("check the id", fmt.Errorf("netctl already attached a NIC %s to this VM (netctl list; netctl detach --id %s): %w", p.ID, p.ID, ErrConflict))
+		return nil, step("check the id", inUse("netctl already attached a NIC %s to this VM: pick another --id, or netctl detach --id %s first (netctl list shows them)", p.ID, p.ID))
 	} else if !errors.Is(err, state.ErrNotFound) {
 		return nil, step("check the id", err)
 	}
 	if q.Devices[p.ID] {
-		return nil, step("check the id", fmt.Errorf("QEMU already has a device with id %s: pick another --id: %w", p.ID, ErrConflict))
+		return nil, step("check the id", inUse("QEMU already has a device with id %s: pick another --id", p.ID))
 	}
 	if q.Netdevs[netdev] || q.Netdevs[p.ID] {
-		return nil, step("check the id", fmt.Errorf("QEMU already has a network client %s: pick another --id: %w", netdev, ErrConflict))
+		return nil, step("check the id", inUse("QEMU already has a network client %s: pick another --id", netdev))
 	}
 	fdPrefix := "netctl-" + p.ID + "-"
 	for _, s := range q.FDSets {
 		for _, f := range s.FDs {
 			if strings.HasPrefix(f.Opaque, fdPrefix) {
-				return nil, step("check the id", fmt.Errorf("QEMU's fdset %d holds %q from an earlier netctl attach of %s: remove it (remove-fd fdset-id=%d) or pick another --id: %w", s.ID, f.Opaque, p.ID, s.ID, ErrConflict))
+				return nil, step("check the id", inUse("QEMU's fdset %d holds %q from an earlier netctl attach of %s: remove it (remove-fd fdset-id=%d) or pick another --id", s.ID, f.Opaque, p.ID, s.ID))
 			}
 		}
 	}
@@ -428,9 +428,18 @@ func netdevHint(err error) error {
 	case err == nil:
 		return nil
 	case strings.Contains(err.Error(), "Duplicate ID"):
-		return fmt.Errorf("%w: pick another --id: %w", err, ErrConflict)
+		return &inUseError{fmt.Sprintf("%v: pick another --id", err)}
 	case strings.Contains(err.Error(), "vhost"):
 		return fmt.Errorf("%w (QEMU could not start vhost on the fds netctl passed; try --backend userspace)", err)
 	}
 	return err
 }
+
+// inUseError is an id in use: it is ErrConflict (errors.Is), but its
+// message says only what is in use and what to do.
+type inUseError struct{ msg string }
+
+func (e *inUseError) Error() string { return e.msg }
+func (e *inUseError) Unwrap() error { return ErrConflict }
+
+func inUse(format string, a ...any) error { return &inUseError{fmt.Sprintf(format, a...)} }
