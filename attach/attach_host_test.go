@@ -171,6 +171,19 @@ func TestHostAttachRealQEMU(t *testing.T) {
 		t.Errorf("records after the rollback: %v", r)
 	}
 
+	// A monitor held by another client (as libvirt holds its domains'):
+	// refused after monitorWait, saying so; nothing changes.
+	held := dialT(t, sock)
+	old := monitorWait
+	monitorWait = time.Second
+	_, err = Attach(ctx, Request{QMP: sock, ID: "net3", StateDir: dir})
+	monitorWait = old
+	held.Close()
+	if err == nil || !strings.Contains(err.Error(), "another client holds this QMP monitor") {
+		t.Errorf("attach while another client holds the monitor: %v", err)
+	}
+	t.Logf("held monitor: %v", err)
+
 	// An id in use: nothing changes.
 	if _, err := Attach(ctx, Request{QMP: sock, ID: "net1", StateDir: dir}); !errors.Is(err, ErrConflict) {
 		t.Errorf("attach over net1 again: %v", err)

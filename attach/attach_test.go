@@ -481,3 +481,47 @@ func TestAttachDetachParallel(t *testing.T) {
 		nothingLeft(t, q.sock, q, h, dir)
 	}
 }
+
+// TestAttachMonitorHeld: a monitor that accepts but never greets (another
+// client holds it) is refused after monitorWait with a message that says
+// so, not after the whole timeout.
+func TestAttachMonitorHeld(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "held.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var mu sync.Mutex
+	var conns []net.Conn
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c) // held: no greeting
+			mu.Unlock()
+		}
+	}()
+	old := monitorWait
+	monitorWait = 300 * time.Millisecond
+	defer func() { monitorWait = old }()
+	h, dir := newFakeHost(t, "probe-host-root.json"), t.TempDir()
+	start := time.Now()
+	_, err = Attach(ctxT(t), Request{QMP: sock, ID: "n1", StateDir: dir, Host: h})
+	if err == nil || !strings.Contains(err.Error(), "another client holds this QMP monitor") || time.Since(start) > 5*time.Second {
+		t.Errorf("attach to a held monitor: %v after %v", err, time.Since(start))
+	}
+	if l := h.left(); l != "" {
+		t.Errorf("host: %s", l)
+	}
+}

@@ -13,6 +13,9 @@ import (
 	"github.com/netctl/netctl/qmp"
 )
 
+// monitorWait is how long dialQMP waits for QEMU's greeting.
+var monitorWait = 10 * time.Second
+
 // maxIDs bounds how many ids attach reads from QEMU (info network lines,
 // qom-list entries, fdsets).
 const maxIDs = 4096
@@ -141,15 +144,32 @@ func deviceIDs(ctx context.Context, c *qmp.Client) (map[string]bool, error) {
 // a time and its listen backlog is small: while another client holds the
 // monitor a connect fails with EAGAIN, so dialQMP tries again until ctx
 // ends.
+//
+// A monitor held by another client (libvirt keeps its own connection open)
+// accepts the connection but never greets: after monitorWait without a
+// greeting dialQMP gives up and says so, instead of waiting out ctx.
 func dialQMP(ctx context.Context, sock string) (*qmp.Client, error) {
+	held := fmt.Sprintf("another client holds this QMP monitor (QEMU serves one at a time; a libvirt domain's monitor is libvirt's: "+
+		"use the netctl libvirt hook or virsh attach-device, or give QEMU a second -qmp socket for netctl); waited %v", monitorWait)
+	dctx, cancel := context.WithTimeout(ctx, monitorWait)
+	defer cancel()
 	for {
-		c, err := qmp.Dial(ctx, sock)
-		if err == nil || !errors.Is(err, unix.EAGAIN) {
-			return c, err
+		c, err := qmp.Dial(dctx, sock)
+		if err == nil {
+			return c, nil
+		}
+		if ctx.Err() == nil && dctx.Err() != nil {
+			return nil, fmt.Errorf("%w: %s", err, held)
+		}
+		if !errors.Is(err, unix.EAGAIN) {
+			return nil, err
 		}
 		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("%w (another client holds QEMU's monitor)", err)
+		case <-dctx.Done():
+			if ctx.Err() == nil {
+				return nil, fmt.Errorf("%w: %s", err, held)
+			}
+			return nil, err
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
