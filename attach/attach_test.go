@@ -525,3 +525,20 @@ func TestAttachMonitorHeld(t *testing.T) {
 		t.Errorf("host: %s", l)
 	}
 }
+
+// TestDetachDeviceAlreadyGone: the device was removed behind netctl's
+// back (device_del answers DeviceNotFound): detach still deletes the
+// netdev, the tap and the record.
+func TestDetachDeviceAlreadyGone(t *testing.T) {
+	q, h, dir := newFakeQEMU(t), newFakeHost(t, "probe-host-root.json"), t.TempDir()
+	if _, err := Attach(ctxT(t), Request{QMP: q.sock, ID: "n1", StateDir: dir, Host: h}); err != nil {
+		t.Fatal(err)
+	}
+	q.mu.Lock()
+	delete(q.devices, "n1")
+	q.mu.Unlock()
+	if err := Detach(ctxT(t), DetachRequest{QMP: q.sock, ID: "n1", StateDir: dir, Host: h}); err != nil {
+		t.Fatal(err)
+	}
+	nothingLeft(t, "after detach", q, h, dir)
+}
