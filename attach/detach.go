@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -32,6 +33,9 @@ func Detach(ctx context.Context, r DetachRequest) error {
 	}
 	if err := state.CheckID(r.ID); err != nil {
 		return fmt.Errorf("detach: %w", err)
+	}
+	if abs, err := filepath.Abs(r.QMP); err == nil {
+		r.QMP = abs
 	}
 	if r.Timeout <= 0 {
 		r.Timeout = DefaultDetachTimeout
@@ -68,9 +72,9 @@ func Detach(ctx context.Context, r DetachRequest) error {
 	}
 	key := state.KeyFor(vm, r.QMP)
 	nic, err := store.Load(key, r.ID)
-	if errors.Is(err, state.ErrNotFound) && r.VMName == "" && dialErr != nil {
-		// QEMU is gone, so its name is unknown: find the record by its
-		// socket.
+	if errors.Is(err, state.ErrNotFound) {
+		// QEMU is gone (its name is unknown), or the NIC was attached
+		// under another name for the VM: find the record by its socket.
 		if n := findBySocket(store, r.QMP, r.ID); n != nil {
 			nic, err, key = n, nil, state.KeyFor(n.VM, n.QMP)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -101,6 +102,11 @@ func (r Request) check() (*parsed, error) {
 	if r.QMP == "" {
 		return nil, fmt.Errorf("attach: no QMP socket: name it (--qmp SOCKET) or the VM (--vm NAME): %w", ErrInvalid)
 	}
+	abs, err := filepath.Abs(r.QMP)
+	if err != nil {
+		return nil, fmt.Errorf("attach: QMP socket %s: %w", r.QMP, err)
+	}
+	p.QMP = abs // one spelling per socket: the lock and the records are keyed by it
 	if err := state.CheckID(r.ID); err != nil {
 		return nil, fmt.Errorf("attach: %w", err)
 	}
