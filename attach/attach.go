@@ -314,6 +314,11 @@ func (a *attacher) run(ctx context.Context) (*state.NIC, error) {
 		props["mq"] = "on"
 		props["vectors"] = fmt.Sprint(2*p.Queues + 2)
 	}
+	if p.MTU != 0 {
+		// The guest learns the backend's MTU (VIRTIO_NET_F_MTU), as
+		// libvirt does for <mtu size=N/>.
+		props["host_mtu"] = fmt.Sprint(p.MTU)
+	}
 	for _, k := range sortedKeys(props) {
 		dev[k] = qmpValue(props[k])
 		nic.Properties[k] = props[k]

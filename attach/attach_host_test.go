@@ -129,7 +129,7 @@ func TestHostAttachRealQEMU(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	fds := testenv.OpenFDs(t)
-	nic, err := Attach(ctx, Request{QMP: sock, ID: "net1", Queues: 2, MAC: "52:54:00:aa:bb:01", StateDir: dir})
+	nic, err := Attach(ctx, Request{QMP: sock, ID: "net1", Queues: 2, MAC: "52:54:00:aa:bb:01", MTU: 9000, StateDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,6 +143,15 @@ func TestHostAttachRealQEMU(t *testing.T) {
 	if l := netctlLinks(t); len(l) != 1 || l[0] != nic.Tap.Name {
 		t.Errorf("links %v, want the tap %s", l, nic.Tap.Name)
 	}
+	if l, err := netlink.LinkByName(nic.Tap.Name); err != nil || l.Attrs().MTU != 9000 || l.Attrs().HardwareAddr.String() != "fe:54:00:aa:bb:01" {
+		t.Errorf("tap %s: %+v, %v: want MTU 9000 and fe:54:00:aa:bb:01", nic.Tap.Name, l, err)
+	}
+	c := dialT(t, sock)
+	var mtu int
+	if err := c.Run(ctx, "qom-get", map[string]string{"path": "/machine/peripheral/net1", "property": "host_mtu"}, &mtu); err != nil || mtu != 9000 {
+		t.Errorf("QEMU's host_mtu: %d, %v", mtu, err)
+	}
+	c.Close()
 	if n := testenv.OpenFDs(t); n != fds {
 		t.Errorf("%d fds open after attach, %d before: netctl's copies must be closed", n, fds)
 	}
