@@ -75,8 +75,8 @@ func TestAttachUserspaceAndDetach(t *testing.T) {
 	if l := h.left(); !strings.HasPrefix(l, "link nctl") || strings.Contains(l, "fd ") {
 		t.Errorf("host holds %q, want only the tap link (its fds closed: QEMU has copies)", l)
 	}
-	ls, bad, err := list(ctxT(t), ListRequest{StateDir: dir})
-	if err != nil || len(bad) != 0 || len(ls) != 1 || ls[0].Present != "yes" || ls[0].ID != "net1" {
+	ls, bad, err := list(ctxT(t), ListRequest{StateDir: dir, Host: h})
+	if err != nil || len(bad) != 0 || len(ls) != 1 || ls[0].Present != "yes" || ls[0].ID != "net1" || ls[0].Link != "present" {
 		t.Fatalf("list: %+v %v %v", ls, bad, err)
 	}
 	if err := Detach(ctxT(t), DetachRequest{QMP: q.sock, ID: "net1", StateDir: dir, Host: h}); err != nil {

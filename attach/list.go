@@ -46,8 +46,20 @@ func list(ctx context.Context, r ListRequest) (nics []Listed, bad []error, err e
 		err error
 	}
 	asked := map[string]answer{}
+	h := r.Host
+	if h == nil {
+		h = RealHost{}
+	}
 	for _, n := range recs {
 		l := Listed{NIC: n}
+		for _, k := range []*state.Link{n.Tap, n.Macvtap} {
+			if k != nil {
+				l.Link = "missing"
+				if h.LinkExists(k.Name, k.Ifindex) {
+					l.Link = "present"
+				}
+			}
+		}
 		switch {
 		case !state.SameProcess(n.QEMUPID, n.QEMUStart):
 			l.Present, l.Check = "gone", fmt.Sprintf("QEMU pid %d has exited: run netctl detach --id %s to clean up", n.QEMUPID, n.ID)

@@ -74,6 +74,7 @@ type ListRequest struct {
 	StateDir string
 	// CheckTimeout bounds the check of each VM against QEMU (default 2 s).
 	CheckTimeout time.Duration
+	Host Host // nil: RealHost
 	// Unreadable, when set, gets the error of each record file that
 	// could not be read (it names the file); List skips those records.
 	Unreadable func(error)
@@ -87,6 +88,10 @@ type Listed struct {
 	// (QEMU could not be asked; Check says why).
 	Present string `json:"present"`
 	Check   string `json:"check,omitempty"`
+	// Link: "present" or "missing" for the NIC's tap or macvtap (same
+	// name and ifindex as recorded, in this network namespace); "" for
+	// vDPA.
+	Link string `json:"link,omitempty"`
 }
 
 // parsed is a checked Request.

@@ -222,6 +222,9 @@ func printList(w io.Writer, nics []attach.Listed) {
 		case n.VDPA != nil:
 			link = "vdpa " + n.VDPA.Name
 		}
+		if n.Link == "missing" {
+			link += " (missing)"
+		}
 		vm := n.VM
 		if vm == "" {
 			vm = n.QMP
