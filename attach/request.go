@@ -74,7 +74,7 @@ type ListRequest struct {
 	StateDir string
 	// CheckTimeout bounds the check of each VM against QEMU (default 2 s).
 	CheckTimeout time.Duration
-	Host Host // nil: RealHost
+	Host         Host // nil: RealHost
 	// Unreadable, when set, gets the error of each record file that
 	// could not be read (it names the file); List skips those records.
 	Unreadable func(error)
