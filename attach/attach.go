@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/netctl/netctl/qmp"
@@ -56,6 +57,23 @@ type attacher struct {
 	undo    undoStack
 	fds     []int   // vhost-net and vhost-vdpa fds netctl opened: closed when Attach returns
 	backend Backend // the tap or macvtap: released when Attach returns
+	bus     string  // device_add bus= ("" QEMU's choice)
+}
+
+// pickBus decides where the NIC goes: --bus; else on q35 a free
+// pcie-root-port (q35's pcie.0 takes no hotplug); else QEMU's choice.
+func (a *attacher) pickBus(q *qemuState) error {
+	switch {
+	case a.p.Bus != "":
+		a.bus = a.p.Bus
+	case a.p.ExtraProps["bus"] != nil, !strings.Contains(q.Machine, "q35"):
+	case len(q.FreePorts) == 0:
+		return fmt.Errorf("a q35 VM hotplugs into a pcie-root-port, and this QEMU has no free one: start QEMU with "+
+			"-device pcie-root-port,id=rp1,bus=pcie.0,chassis=1 (one per NIC to hotplug; chassis unique), or name a bus with --bus: %w", ErrNotAvailable)
+	default:
+		a.bus = q.FreePorts[0]
+	}
+	return nil
 }
 
 // passFD is an fd to pass with getfd under name.
@@ -101,6 +119,9 @@ func (a *attacher) run(ctx context.Context) (*state.NIC, error) {
 	netdev := NetdevID(p.ID)
 	if err := checkFree(store, key, p.ID, q); err != nil {
 		return nil, step("check the id", err)
+	}
+	if err := a.pickBus(q); err != nil {
+		return nil, step("choose the PCI bus", err)
 	}
 	fdPrefix := "netctl-" + p.ID + "-"
 	pid, err := c.PeerPID()

@@ -62,7 +62,7 @@ func TestVMAttachVhostNet(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	nic, err := Attach(ctx, Request{QMP: sock, ID: "net1", Queues: 2, Profile: "latency", StateDir: dir, ExtraProps: map[string]any{"bus": "rp1"}})
+	nic, err := Attach(ctx, Request{QMP: sock, ID: "net1", Queues: 2, Profile: "latency", StateDir: dir})
 	if err != nil {
 		t.Fatalf("attach on %s: %v", k.Name, err)
 	}
@@ -170,7 +170,7 @@ func TestVMAttachVDPAFromMgmtdev(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	nic, err := Attach(ctx, Request{QMP: sock, ID: "v1", Mgmtdev: "vduse", StateDir: dir, ExtraProps: map[string]any{"bus": "rp1"}})
+	nic, err := Attach(ctx, Request{QMP: sock, ID: "v1", Mgmtdev: "vduse", StateDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,7 +61,10 @@ func TestHostDetachPausedPC(t *testing.T) {
 // TestHostDetachQ35RootPort: on q35 with native PCIe hotplug a NIC in a
 // pcie-root-port whose slot the (absent) guest never powered unplugs at
 // once (QEMU's fast unplug when slot power is off): detach completes with
-// DEVICE_DELETED in tens of milliseconds. Seen on QEMU 7.2: with q35's
+// DEVICE_DELETED in tens of milliseconds. Attach puts the NIC into the
+// free root port itself, and with none left it refuses the next NIC
+// before changing anything (q35's pcie.0 takes no hotplug: QEMU 7.2 says
+// "Bus 'pcie.0' does not support hotplugging"). Seen on QEMU 7.2: with q35's
 // default (ACPI PCI hotplug also for root ports, since 6.1) the same
 // detach waits for a guest like -machine pc and times out, so the test
 // turns native hotplug on with
@@ -73,16 +76,29 @@ func TestHostDetachQ35RootPort(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	fds := testenv.OpenFDs(t)
-	if _, err := Attach(ctx, Request{QMP: sock, ID: "net1", StateDir: dir, ExtraProps: map[string]any{"bus": "rp1"}}); err != nil {
+	nic, err := Attach(ctx, Request{QMP: sock, ID: "net1", StateDir: dir})
+	if err != nil {
 		t.Fatal(err)
 	}
+	if nic.Properties["bus"] != "rp1" {
+		t.Errorf("bus %q: want the free root port rp1", nic.Properties["bus"])
+	}
+	// The one root port is taken now: a second NIC has nowhere to go,
+	// and attach says so before changing anything.
+	before := qemuHolds(t, sock)
+	if _, err := Attach(ctx, Request{QMP: sock, ID: "net2", StateDir: dir}); !errors.Is(err, ErrNotAvailable) || !strings.Contains(err.Error(), "-device pcie-root-port") {
+		t.Errorf("attach with no free root port: %v", err)
+	}
+	if got := qemuHolds(t, sock); got != before {
+		t.Errorf("QEMU after a refused attach: %q, before %q", got, before)
+	}
 	start := time.Now()
-	err := Detach(ctx, DetachRequest{QMP: sock, ID: "net1", StateDir: dir, Timeout: 10 * time.Second})
+	err = Detach(ctx, DetachRequest{QMP: sock, ID: "net1", StateDir: dir, Timeout: 10 * time.Second})
 	t.Logf("detach on a paused q35, root port: %v after %v", err, time.Since(start).Round(time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := qemuHolds(t, sock); strings.Contains(got, "net1") {
+	if got := qemuHolds(t, sock); got != "device rp1" {
 		t.Errorf("QEMU after detach holds %q", got)
 	}
 	if l := netctlLinks(t); len(l) != 0 {

@@ -38,8 +38,7 @@ func TestHostAttachMacvtapOnVeth(t *testing.T) {
 		t.Errorf("links after a failed attach: %v", l)
 	}
 
-	nic, err := Attach(ctx, Request{QMP: sock, ID: "mv1", Macvtap: "nvlow0:bridge", Queues: 2, MAC: "52:54:00:00:0a:01", StateDir: dir,
-		ExtraProps: map[string]any{"bus": "rp1"}})
+	nic, err := Attach(ctx, Request{QMP: sock, ID: "mv1", Macvtap: "nvlow0:bridge", Queues: 2, MAC: "52:54:00:00:0a:01", StateDir: dir, Bus: "rp1"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,9 @@ type qemuState struct {
 	Netdevs map[string]bool
 	Devices map[string]bool
 	FDSets  []fdset
+	// FreePorts are the pcie-root-ports with nothing plugged in (q35
+	// only), sorted: where a hotplugged NIC can go.
+	FreePorts []string
 }
 
 type fdset struct {
@@ -66,8 +69,18 @@ func readQEMU(ctx context.Context, c *qmp.Client) (*qemuState, error) {
 	if s.Netdevs, err = netdevIDs(ctx, c); err != nil {
 		return nil, err
 	}
-	if s.Devices, err = deviceIDs(ctx, c); err != nil {
+	types, err := peripheral(ctx, c)
+	if err != nil {
 		return nil, err
+	}
+	s.Devices = map[string]bool{}
+	for id := range types {
+		s.Devices[id] = true
+	}
+	if strings.Contains(s.Machine, "q35") {
+		if s.FreePorts, err = freePorts(ctx, c, types); err != nil {
+			return nil, err
+		}
 	}
 	if err := c.Run(ctx, "query-fdsets", nil, &s.FDSets); err != nil {
 		return nil, fmt.Errorf("query-fdsets: %w", err)
@@ -121,6 +134,49 @@ func parseNetdevIDs(out string) (map[string]bool, error) {
 // deviceIDs reads the ids of the devices given an id
 // (qom-list /machine/peripheral: their child<TYPE> properties).
 func deviceIDs(ctx context.Context, c *qmp.Client) (map[string]bool, error) {
+	types, err := peripheral(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	ids := map[string]bool{}
+	for id := range types {
+		ids[id] = true
+	}
+	return ids, nil
+}
+
+// rootPortTypes are the PCIe root ports a NIC can be hotplugged into.
+var rootPortTypes = map[string]bool{"pcie-root-port": true, "ioh3420": true}
+
+// freePorts finds the root ports (by id) whose bus has no device: the
+// bus of port ID is /machine/peripheral/ID/ID, and every device on it is
+// a child[N] link there. (query-pci cannot tell before the firmware has
+// numbered the buses: on a paused VM every bridge looks empty.)
+func freePorts(ctx context.Context, c *qmp.Client, types map[string]string) ([]string, error) {
+	var free []string
+	for _, id := range sortedKeys(types) {
+		if !rootPortTypes[types[id]] {
+			continue
+		}
+		var props []struct {
+			Name string `json:"name"`
+		}
+		if err := c.Run(ctx, "qom-list", map[string]string{"path": "/machine/peripheral/" + id + "/" + id}, &props); err != nil {
+			return nil, fmt.Errorf("qom-list root port %s's bus: %w", id, err)
+		}
+		used := false
+		for _, p := range props {
+			used = used || strings.HasPrefix(p.Name, "child[")
+		}
+		if !used {
+			free = append(free, id)
+		}
+	}
+	return free, nil
+}
+
+// peripheral reads the devices given an id and their types.
+func peripheral(ctx context.Context, c *qmp.Client) (map[string]string, error) {
 	var props []struct {
 		Name string `json:"name"`
 		Type string `json:"type"`
@@ -131,10 +187,10 @@ func deviceIDs(ctx context.Context, c *qmp.Client) (map[string]bool, error) {
 	if len(props) > maxIDs {
 		return nil, fmt.Errorf("qom-list /machine/peripheral: %d entries (at most %d): %w", len(props), maxIDs, ErrInvalid)
 	}
-	ids := map[string]bool{}
+	ids := map[string]string{}
 	for _, p := range props {
-		if strings.HasPrefix(p.Type, "child<") {
-			ids[p.Name] = true
+		if t, ok := strings.CutPrefix(p.Type, "child<"); ok {
+			ids[p.Name] = strings.TrimSuffix(t, ">")
 		}
 	}
 	return ids, nil

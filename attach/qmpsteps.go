@@ -83,6 +83,10 @@ func (a *attacher) addDevice(ctx context.Context, dec policy.Decision, nic *stat
 		dev[k] = qmpValue(props[k])
 		nic.Properties[k] = props[k]
 	}
+	if a.bus != "" {
+		dev["bus"] = a.bus
+		nic.Properties["bus"] = a.bus
+	}
 	for k, v := range p.ExtraProps {
 		dev[k] = v
 	}

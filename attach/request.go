@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -42,6 +43,9 @@ type Request struct {
 	MAC     string // the guest's MAC; "" picks a random 52:54:00:xx:xx:xx
 	MTU     int    // 0: leave the backend's
 	Profile string // throughput (default), latency or compat
+	// Bus is device_add's bus= (a pcie-root-port's id on q35); "" picks a
+	// free pcie-root-port on q35 and leaves it to QEMU elsewhere.
+	Bus string
 
 	StateDir string // the state root; "" is state.DefaultDir
 
@@ -138,6 +142,9 @@ func (r Request) check() (*parsed, error) {
 	if (r.VDPA != "" || r.Mgmtdev != "") && (r.Backend == policy.BackendVhostNet || r.Backend == policy.BackendUserspace) {
 		return nil, fmt.Errorf("attach: --vdpa and --mgmtdev need --backend vdpa or auto: %w", ErrInvalid)
 	}
+	if r.Bus != "" && !busPattern.MatchString(r.Bus) {
+		return nil, fmt.Errorf("attach: --bus %.32q is not a QEMU bus id: %w", r.Bus, ErrInvalid)
+	}
 	if r.Tap != "" && (len(r.Tap) > 15 || strings.ContainsAny(r.Tap, "/ %:")) {
 		return nil, fmt.Errorf("attach: --tap %.32q is not an interface name: %w", r.Tap, ErrInvalid)
 	}
@@ -186,6 +193,8 @@ func (r Request) check() (*parsed, error) {
 	}
 	return p, nil
 }
+
+var busPattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.-]{0,63}$`)
 
 // NetdevID is the netdev id attach gives a NIC with device id id.
 func NetdevID(id string) string { return "netctl-" + id }

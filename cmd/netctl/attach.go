@@ -52,6 +52,7 @@ func attachCommand() *cli.Command {
 			&cli.IntFlag{Name: "queues", Value: 1, Usage: "queue pairs (1 to 256)"},
 			&cli.StringFlag{Name: "mac", Usage: "the guest's MAC (default: 52:54:00 and three random bytes)"},
 			&cli.IntFlag{Name: "mtu", Usage: "the backend's MTU (68 to 65521)"},
+			&cli.StringFlag{Name: "bus", Usage: "the PCI bus to plug into (a pcie-root-port's id); default: a free pcie-root-port on q35, QEMU's choice elsewhere"},
 			&cli.StringFlag{Name: "profile", Value: "throughput", Usage: "throughput, latency (adds vhost busy-polling) or compat"},
 			&cli.DurationFlag{Name: "timeout", Value: 60 * time.Second, Usage: "give up after this long"},
 			&cli.BoolFlag{Name: "json", Aliases: []string{"j"}, Usage: "print the NIC's record as JSON"},
@@ -71,7 +72,7 @@ func attachCommand() *cli.Command {
 			}
 			nic, err := attach.Attach(ctx, attach.Request{QMP: sock, VMName: name, ID: c.String("id"), Backend: c.String("backend"),
 				Tap: c.String("tap"), Macvtap: c.String("macvtap"), VDPA: c.String("vdpa"), Mgmtdev: c.String("mgmtdev"),
-				Queues: c.Int("queues"), MAC: c.String("mac"), MTU: c.Int("mtu"), Profile: c.String("profile"), StateDir: runDir()})
+				Queues: c.Int("queues"), MAC: c.String("mac"), MTU: c.Int("mtu"), Profile: c.String("profile"), Bus: c.String("bus"), StateDir: runDir()})
 			if err != nil {
 				return err
 			}
