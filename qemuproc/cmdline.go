@@ -187,7 +187,9 @@ func parseQMPArg(option, arg string) Monitor {
 		m.Path, _ = get(opts, "path")
 		m.Abstract = boolOpt(opts, "abstract", false)
 		m.Server = boolOpt(opts, "server", false)
-		if !m.Server {
+		if m.Path == "" {
+			m.Unusable = "no socket path"
+		} else if !m.Server {
 			m.Unusable = "QEMU connects out to this socket (no server=on): whoever listens there holds the monitor"
 		}
 	case "tcp", "telnet", "websocket":
@@ -224,6 +226,8 @@ func socketMonitor(m *Monitor, opts []option) {
 	m.Path = p
 	m.Abstract = boolOpt(opts, "abstract", false)
 	switch {
+	case p == "":
+		m.Unusable = "no socket path"
 	case m.Libvirt:
 		m.Unusable = "libvirt's monitor: libvirtd holds its one connection while the VM runs"
 	case !m.Server:
