@@ -25,7 +25,7 @@ const GreetingTimeout = 2 * time.Second
 const libvirtAdvice = "attach through libvirt instead: the netctl libvirt hook (netctl hook) or virsh attach-device"
 
 // Find returns the one running QEMU whose -name is name. No such VM is
-// ErrNotAvailable, with the names that exist; two or more is ErrConflict,
+// ErrNoVM (also ErrNotAvailable), with the names that exist; two or more is ErrConflict,
 // with their PIDs (name the socket with --qmp instead).
 func Find(name string) (VM, error) {
 	if name == "" {
@@ -63,9 +63,9 @@ func pick(vms []VM, name string) (VM, error) {
 		return VM{}, fmt.Errorf("qemuproc: %d QEMU processes are named %q (pids %s): name the monitor socket with --qmp SOCKET: %w",
 			len(found), name, strings.Join(pids, ", "), ErrConflict)
 	case len(vms) == 0:
-		return VM{}, fmt.Errorf("qemuproc: no VM named %q: no QEMU (qemu-system-*, qemu-kvm) is running: %w", name, ErrNotAvailable)
+		return VM{}, fmt.Errorf("qemuproc: no VM named %q: no QEMU (qemu-system-*, qemu-kvm) is running: %w", name, ErrNoVM)
 	}
-	return VM{}, fmt.Errorf("qemuproc: no VM named %q; running: %s (netctl vm list shows them): %w", name, strings.Join(names, ", "), ErrNotAvailable)
+	return VM{}, fmt.Errorf("qemuproc: no VM named %q; running: %s (netctl vm list shows them): %w", name, strings.Join(names, ", "), ErrNoVM)
 }
 
 // Resolve finds the VM that the CLI's --vm NAME or --qmp SOCKET names

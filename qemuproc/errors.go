@@ -9,3 +9,15 @@ var (
 	ErrNotAvailable = errs.ErrNotAvailable
 	ErrConflict     = errs.ErrConflict
 )
+
+// ErrNoVM marks "no such VM" (Find, and the CLI's name filters). It is
+// also ErrNotAvailable.
+var ErrNoVM error = &sentinel{"not running", ErrNotAvailable}
+
+type sentinel struct {
+	msg  string
+	base error
+}
+
+func (e *sentinel) Error() string { return e.msg }
+func (e *sentinel) Unwrap() error { return e.base }

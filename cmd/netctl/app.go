@@ -33,6 +33,7 @@ func newApp() *cli.App {
 			probeCommand(),
 			planCommand(),
 			diagnoseCommand(),
+			vmCommand(),
 			versionCommand(),
 		},
 		// urfave/cli would call os.Exit itself for an ExitCoder; runMain

@@ -1,0 +1,50 @@
+package qemuproc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// State is what netctl vm list says about a monitor.
+type State string
+
+const (
+	StateReachable State = "reachable" // QEMU greeted netctl: Dial would use it
+	StateBusy      State = "busy"      // another client holds it (Detail: who, where /proc tells)
+	StateLibvirt   State = "libvirt"   // libvirt's monitor: the VM is libvirt's
+	StateUnusable  State = "unusable"  // netctl cannot connect to it (Detail: why)
+	StateError     State = "error"     // connecting failed (Detail: the error)
+)
+
+// Check connects to monitor m of vm to learn its state, then hangs up:
+// QEMU sees a client come and go (within GreetingTimeout). A monitor
+// marked unusable or libvirt's is not dialed.
+func Check(ctx context.Context, vm VM, m Monitor) (State, string) {
+	switch {
+	case m.Libvirt:
+		return StateLibvirt, m.Unusable
+	case m.Unusable != "":
+		return StateUnusable, m.Unusable
+	case m.Socket == "":
+		return StateUnusable, "no socket path netctl can reach"
+	}
+	c, err := dialMonitor(ctx, m.Socket)
+	if errors.Is(err, ErrBusy) {
+		who := holder(vm.PID, m)
+		if who == "" {
+			return StateBusy, "in use by another client"
+		}
+		return StateBusy, "in use by " + who
+	}
+	if err != nil {
+		return StateError, err.Error()
+	}
+	defer c.Close()
+	if pid, err := c.PeerPID(); err != nil {
+		return StateError, err.Error()
+	} else if vm.PID != 0 && pid != vm.PID {
+		return StateError, fmt.Sprintf("served by pid %d, not pid %d", pid, vm.PID)
+	}
+	return StateReachable, ""
+}
