@@ -165,9 +165,12 @@ func Dial(ctx context.Context, vm VM) (*qmp.Client, error) {
 		}
 		if errors.Is(err, ErrBusy) {
 			busy++
-			if who := holder(vm.PID, m); who != "" {
-				err = fmt.Errorf("%w by %s", err, who)
+			who := holder(vm.PID, m)
+			if who == "" {
+				who = "another client"
 			}
+			why = append(why, fmt.Sprintf("%s in use by %s", label, who))
+			continue
 		}
 		why = append(why, fmt.Sprintf("%s: %v", label, err))
 	}
@@ -180,7 +183,7 @@ func Dial(ctx context.Context, vm VM) (*qmp.Client, error) {
 	case tried == 0:
 		return nil, fmt.Errorf("qemuproc: VM %s has no QMP monitor netctl can reach (%s): add -qmp unix:PATH,server=on,wait=off to its command line: %w", vmLabel(vm), detail, ErrNotAvailable)
 	case busy == tried:
-		return nil, fmt.Errorf("qemuproc: VM %s: every QMP monitor is in use (QEMU serves one client per monitor): %s: close that client or give QEMU another -qmp monitor: %w", vmLabel(vm), detail, ErrBusy)
+		return nil, fmt.Errorf("qemuproc: VM %s: every QMP monitor is in use (no greeting within %v; QEMU serves one client per monitor): %s; close one of those clients or give QEMU another -qmp monitor: %w", vmLabel(vm), GreetingTimeout, detail, ErrBusy)
 	}
 	return nil, fmt.Errorf("qemuproc: VM %s: no QMP monitor answered: %s", vmLabel(vm), detail)
 }
@@ -193,19 +196,40 @@ func vmLabel(vm VM) string {
 }
 
 // dialMonitor connects to a QMP socket and waits at most GreetingTimeout
-// for the greeting: silence is ErrBusy ("in use").
+// for the greeting: silence is ErrBusy. QEMU listens with a backlog of 1:
+// while a client holds the monitor, the kernel queues up to two more
+// connections (connect succeeds, nothing is said) and refuses the next
+// with EAGAIN, also busy. A connection that gave up stays queued until
+// QEMU, once the holder leaves, accepts it and sees it closed; so EAGAIN
+// is retried until the deadline, while QEMU drains its queue.
 func dialMonitor(ctx context.Context, sock string) (*qmp.Client, error) {
 	gctx, cancel := context.WithTimeout(ctx, GreetingTimeout)
 	defer cancel()
-	conn, err := dialUnix(gctx, sock)
-	if err != nil {
-		return nil, err
+	busy := fmt.Errorf("no greeting within %v (QEMU serves one client per monitor): %w", GreetingTimeout, ErrBusy)
+	var conn *net.UnixConn
+	for {
+		var err error
+		conn, err = dialUnix(gctx, sock)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.EAGAIN) {
+			return nil, err
+		}
+		select {
+		case <-gctx.Done():
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, busy
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 	c, err := qmp.New(gctx, conn)
 	if err != nil {
 		conn.Close()
 		if ctx.Err() == nil && gctx.Err() != nil {
-			return nil, fmt.Errorf("no greeting within %v: monitor in use: %w", GreetingTimeout, ErrBusy)
+			return nil, busy
 		}
 		return nil, err
 	}

@@ -1,0 +1,239 @@
+package qemuproc
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/netctl/netctl/internal/testenv"
+	"github.com/netctl/netctl/qmp"
+)
+
+// startQEMU starts a paused, device-less QEMU from the test goroutine (so
+// it runs in the test's namespaces) with cwd dir, and kills it when the
+// test ends.
+func startQEMU(t *testing.T, dir string, extra []*os.File, args ...string) *exec.Cmd {
+	t.Helper()
+	qemu, err := exec.LookPath("qemu-system-x86_64")
+	if err != nil {
+		t.Fatalf("qemu-system-x86_64: %v (make vm-deps installs it)", err)
+	}
+	base := []string{"-S", "-nodefaults", "-machine", "pc", "-display", "none", "-m", "32"}
+	cmd := exec.Command(qemu, append(base, args...)...)
+	cmd.Dir = dir
+	cmd.ExtraFiles = extra
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if s := stderr.String(); s != "" {
+			t.Logf("QEMU %d said: %s", cmd.Process.Pid, s)
+		}
+	})
+	return cmd
+}
+
+// waitSockets waits until every path exists (QEMU has bound them).
+func waitSockets(t *testing.T, paths ...string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for _, p := range paths {
+		for {
+			if _, err := os.Stat(p); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("QEMU never bound %s", p)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+func vmByPID(t *testing.T, vms []VM, pid int) VM {
+	t.Helper()
+	for _, vm := range vms {
+		if vm.PID == pid {
+			return vm
+		}
+	}
+	t.Fatalf("List has no pid %d", pid)
+	return VM{}
+}
+
+// TestHostFindAndDial runs four real QEMUs: "web1" with two -qmp monitors
+// (one on a relative path) and a -chardev/-mon pair, named with
+// guest=...,debug-threads=on and a doubled comma; a libvirt-like one whose
+// monitor is a listening socket it inherited as fd 3; and two with the
+// same name. List, Find, Resolve, Check and Dial must see each as it is:
+// a held monitor is skipped, all held is ErrBusy within the greeting
+// deadlines naming the holders, libvirt's is refused at once.
+func TestHostFindAndDial(t *testing.T) {
+	testenv.Host(t)
+	dir := t.TempDir()
+	tag := os.Getpid()
+	web1 := fmt.Sprintf("nctl-web1,x-%d", tag)
+	a1, a2, a3 := filepath.Join(dir, "a1.sock"), filepath.Join(dir, "a2.sock"), filepath.Join(dir, "a3.sock")
+	a := startQEMU(t, dir, nil, "-name", "guest="+strings.ReplaceAll(web1, ",", ",,")+",debug-threads=on",
+		"-qmp", "unix:"+a1+",server=on,wait=off",
+		"-qmp", "unix:a2.sock,server,nowait", // relative to QEMU's cwd, old boolean shorthand
+		"-chardev", "socket,id=mon0,path="+a3+",server=on,wait=off", "-mon", "chardev=mon0,mode=control")
+
+	lvSock := filepath.Join(dir, "libvirt-monitor.sock")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: lvSock, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lnFile, err := ln.File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.Close()
+	lvName := fmt.Sprintf("nctl-libvirt-%d", tag)
+	lv := startQEMU(t, dir, []*os.File{lnFile}, "-name", "guest="+lvName+",debug-threads=on",
+		"-chardev", "socket,id=charmonitor,fd=3,server=on,wait=off", "-mon", "chardev=charmonitor,id=monitor,mode=control")
+	lnFile.Close()
+
+	dupName := fmt.Sprintf("nctl-dup-%d", tag)
+	d1, d2 := filepath.Join(dir, "d1.sock"), filepath.Join(dir, "d2.sock")
+	dup1 := startQEMU(t, dir, nil, "-name", dupName, "-qmp", "unix:"+d1+",server=on,wait=off")
+	dup2 := startQEMU(t, dir, nil, "-name", dupName, "-qmp", "unix:"+d2+",server=on,wait=off")
+	waitSockets(t, a1, a2, a3, d1, d2)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	// List: names, starttimes, monitors and where netctl reaches them.
+	vms, err := List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	va := vmByPID(t, vms, a.Process.Pid)
+	if va.Name != web1 || va.StartTime == 0 {
+		t.Errorf("web1: name %q starttime %d", va.Name, va.StartTime)
+	}
+	var socks []string
+	for _, m := range va.Monitors {
+		socks = append(socks, m.Socket)
+	}
+	if want := []string{a1, a2, a3}; !slices.Equal(socks, want) {
+		t.Errorf("web1's monitor sockets %q, want %q (a2 through QEMU's cwd)", socks, want)
+	}
+	vlv := vmByPID(t, vms, lv.Process.Pid)
+	if vlv.Name != lvName || len(vlv.Monitors) != 1 || !vlv.Monitors[0].Libvirt || vlv.Monitors[0].FD != "3" {
+		t.Errorf("libvirt-like VM: %+v", vlv)
+	}
+
+	// Find.
+	if vm, err := Find(web1); err != nil || vm.PID != a.Process.Pid {
+		t.Errorf("Find(%q) = pid %d, %v", web1, vm.PID, err)
+	}
+	_, err = Find("nctl-nosuch")
+	if !errors.Is(err, ErrNoVM) || !strings.Contains(err.Error(), fmt.Sprintf("%q (pid %d)", web1, a.Process.Pid)) {
+		t.Errorf("Find(nctl-nosuch) = %v, want ErrNoVM listing %q", err, web1)
+	}
+	_, err = Find(dupName)
+	if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), fmt.Sprint(dup1.Process.Pid)) ||
+		!strings.Contains(err.Error(), fmt.Sprint(dup2.Process.Pid)) || !strings.Contains(err.Error(), "--qmp") {
+		t.Errorf("Find(%q) = %v, want ErrConflict with both pids", dupName, err)
+	}
+
+	// Resolve: --qmp picks one of the two same-named VMs.
+	vd, err := Resolve(ctx, "", d2)
+	if err != nil || vd.PID != dup2.Process.Pid || len(vd.Monitors) != 1 || vd.Monitors[0].Socket != d2 {
+		t.Fatalf("Resolve(--qmp %s) = %+v, %v", d2, vd, err)
+	}
+	c, err := Dial(ctx, vd)
+	if err != nil {
+		t.Fatalf("Dial(dup2): %v", err)
+	}
+	var name struct{ Name string }
+	if err := c.Run(ctx, "query-name", nil, &name); err != nil || name.Name != dupName {
+		t.Errorf("query-name on dup2: %+v %v", name, err)
+	}
+	c.Close()
+	if _, err := Resolve(ctx, web1, d2); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Resolve with both: %v", err)
+	}
+
+	// Libvirt's monitor: refused at once, pointing to libvirt.
+	start := time.Now()
+	_, err = Dial(ctx, vlv)
+	if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "virsh attach-device") || time.Since(start) > time.Second {
+		t.Errorf("Dial(libvirt-like) = %v after %v", err, time.Since(start))
+	}
+	if st, _ := Check(ctx, vlv, vlv.Monitors[0]); st != StateLibvirt {
+		t.Errorf("Check(libvirt monitor) = %s", st)
+	}
+
+	// Hold a1 as another client would: Dial skips it for a2.
+	held1, err := qmp.Dial(ctx, a1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held1.Close()
+	start = time.Now()
+	c2, err := Dial(ctx, va)
+	if err != nil {
+		t.Fatalf("Dial(web1) with a1 held: %v", err)
+	}
+	defer c2.Close()
+	if pid, _ := c2.PeerPID(); pid != a.Process.Pid {
+		t.Errorf("Dial reached pid %d", pid)
+	}
+	if d := time.Since(start); d < GreetingTimeout {
+		t.Errorf("Dial returned after %v: it cannot have waited on a1", d)
+	}
+	// Hold a3 from another process (a user's socat, here python).
+	py := exec.Command("python3", "-c", `import socket,sys,time
+s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.recv(4096); print("held", flush=True); time.sleep(120)`, a3)
+	out, _ := py.StdoutPipe()
+	if err := py.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { py.Process.Kill(); py.Wait() }()
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "held\n" {
+		t.Fatalf("python holder: %q %v", line, err)
+	}
+	if st, detail := Check(ctx, va, va.Monitors[2]); st != StateBusy || !strings.Contains(detail, fmt.Sprintf("pid %d (", py.Process.Pid)) {
+		t.Errorf("Check(a3 held by python) = %s %q", st, detail)
+	}
+	// Every monitor held: ErrBusy within the three greeting deadlines,
+	// naming the holders.
+	start = time.Now()
+	_, err = Dial(ctx, va)
+	took := time.Since(start)
+	if !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("Dial(web1), all held: %v", err)
+	}
+	if took > 3*GreetingTimeout+2*time.Second {
+		t.Errorf("Dial took %v with every monitor held", took)
+	}
+	for _, want := range []string{fmt.Sprintf("this process (pid %d)", os.Getpid()), fmt.Sprintf("pid %d (", py.Process.Pid)} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("busy error does not name %q: %v", want, err)
+		}
+	}
+	t.Logf("all held, after %v: %v", took, err)
+
+	// Release a1: Dial gets it again.
+	held1.Close()
+	c1, err := Dial(ctx, va)
+	if err != nil {
+		t.Fatalf("Dial after a1 was released: %v", err)
+	}
+	c1.Close()
+}
