@@ -23,7 +23,7 @@ const (
 func Check(ctx context.Context, vm VM, m Monitor) (State, string) {
 	switch {
 	case m.Libvirt:
-		return StateLibvirt, m.Unusable
+		return StateLibvirt, "libvirtd holds it: " + libvirtAdvice
 	case m.Unusable != "":
 		return StateUnusable, m.Unusable
 	case m.Socket == "":
