@@ -130,8 +130,15 @@ func Resolve(ctx context.Context, name, sock string) (VM, error) {
 // monitor whose QEMU is not vm.PID is refused. When none can be used the
 // error says why: every monitor busy is ErrBusy and names who holds each
 // where /proc tells; a VM whose only monitors are libvirt's is
-// ErrConflict and points to libvirt; no monitor at all is ErrNotAvailable.
+// ErrConflict and points to libvirt; no monitor at all, or a VM that has
+// exited since it was found (its PID and StartTime no longer match), is
+// ErrNotAvailable.
 func Dial(ctx context.Context, vm VM) (*qmp.Client, error) {
+	if vm.PID != 0 && vm.StartTime != 0 {
+		if st, err := StartTime(vm.PID); err != nil || st != vm.StartTime {
+			return nil, fmt.Errorf("qemuproc: VM %s has exited since it was found (pid %d is gone or another process now): %w", vmLabel(vm), vm.PID, ErrNotAvailable)
+		}
+	}
 	var why []string
 	busy, libvirt, tried := 0, 0, 0
 	for _, m := range vm.Monitors {

@@ -65,11 +65,7 @@ func readVM(pid int) (VM, bool) {
 	if err != nil {
 		return VM{}, false
 	}
-	stat, err := readBounded(filepath.Join(dir, "stat"), 4096)
-	if err != nil {
-		return VM{}, false
-	}
-	st, err := ParseStatStartTime(stat)
+	st, err := StartTime(pid)
 	if err != nil {
 		return VM{}, false
 	}
@@ -129,6 +125,19 @@ func sameRoot(proc string) bool {
 	r1, err1 := os.Readlink(filepath.Join(proc, "root"))
 	r2, err2 := os.Readlink("/proc/thread-self/root")
 	return err1 == nil && err2 == nil && r1 == r2
+}
+
+// StartTime reads the starttime of process pid (field 22 of
+// /proc/PID/stat): recorded with a PID, it tells the same process from a
+// later one that reused the PID. A process that is gone is ErrNotAvailable.
+func StartTime(pid int) (uint64, error) {
+	b, err := readBounded(filepath.Join(procRoot, strconv.Itoa(pid), "stat"), 4096)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, fmt.Errorf("qemuproc: pid %d has exited: %w", pid, ErrNotAvailable)
+	} else if err != nil {
+		return 0, fmt.Errorf("qemuproc: pid %d: %w", pid, err)
+	}
+	return ParseStatStartTime(b)
 }
 
 // ParseStatStartTime returns the starttime field (22) of a /proc/PID/stat

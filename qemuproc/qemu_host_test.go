@@ -237,3 +237,80 @@ s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.recv(4096); print("he
 	}
 	c1.Close()
 }
+
+// TestHostResolveAndAbstract: a monitor defined in a -readconfig file is
+// not on the command line, so Find's VM has none, but Resolve with
+// --qmp asks the socket itself (SO_PEERCRED) and Dial reaches it; held,
+// Resolve says busy. An abstract socket (abstract=on) is listed as
+// "@NAME" and dialed. A VM found before its process was replaced is
+// refused.
+func TestHostResolveAndAbstract(t *testing.T) {
+	testenv.Host(t)
+	dir := t.TempDir()
+	tag := os.Getpid()
+	rcSock := filepath.Join(dir, "rc.sock")
+	cfg := filepath.Join(dir, "mon.cfg")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("[chardev \"rc0\"]\n  backend = \"socket\"\n  path = \"%s\"\n  server = \"on\"\n  wait = \"off\"\n\n"+
+		"[mon \"rcmon\"]\n  chardev = \"rc0\"\n  mode = \"control\"\n", rcSock)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rcName := fmt.Sprintf("nctl-readconfig-%d", tag)
+	rc := startQEMU(t, dir, nil, "-name", rcName, "-readconfig", cfg)
+	absName := fmt.Sprintf("nctl-abstract-%d", tag)
+	abs := startQEMU(t, dir, nil, "-name", absName,
+		"-chardev", fmt.Sprintf("socket,id=m,path=nctl-qmp-%d,abstract=on,server=on,wait=off", tag), "-mon", "m,mode=control")
+	waitSockets(t, rcSock)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	found, err := Find(rcName)
+	if err != nil || found.PID != rc.Process.Pid || len(found.Monitors) != 0 {
+		t.Fatalf("Find(%q) = %+v, %v", rcName, found, err)
+	}
+	if _, err := Dial(ctx, found); !errors.Is(err, ErrNotAvailable) || !strings.Contains(err.Error(), "-qmp unix:") {
+		t.Errorf("Dial without a monitor on the command line: %v", err)
+	}
+	vm, err := Resolve(ctx, "", rcSock)
+	if err != nil || vm.PID != rc.Process.Pid || vm.Name != rcName || vm.StartTime != found.StartTime || len(vm.Monitors) != 1 {
+		t.Fatalf("Resolve(--qmp %s) = %+v, %v", rcSock, vm, err)
+	}
+	c, err := Dial(ctx, vm)
+	if err != nil {
+		t.Fatalf("Dial(resolved): %v", err)
+	}
+	if _, err := Resolve(ctx, "", rcSock); !errors.Is(err, ErrBusy) {
+		t.Errorf("Resolve(--qmp) of a held socket: %v", err)
+	}
+	c.Close()
+	stale := vm
+	stale.StartTime++
+	if _, err := Dial(ctx, stale); !errors.Is(err, ErrNotAvailable) || !strings.Contains(err.Error(), "exited") {
+		t.Errorf("Dial(VM whose starttime changed): %v", err)
+	}
+
+	var va VM
+	for va.PID == 0 {
+		va, err = Find(absName)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(va.Monitors) != 1 || va.Monitors[0].Socket != fmt.Sprintf("@nctl-qmp-%d", tag) {
+		t.Fatalf("abstract monitor: %+v", va.Monitors)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		c, err := Dial(ctx, va)
+		if err == nil {
+			if pid, _ := c.PeerPID(); pid != abs.Process.Pid {
+				t.Errorf("abstract: reached pid %d", pid)
+			}
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Dial(abstract): %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -3,12 +3,15 @@ package qemuproc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/netctl/netctl/internal/testenv"
 )
 
 // TestResolveRefuses: the --vm/--qmp mistakes are ErrInvalid with a
@@ -98,5 +101,39 @@ func TestDialNoReachableMonitor(t *testing.T) {
 	_, err = Dial(ctx, VM{PID: 1, Name: "x", Monitors: []Monitor{{Option: "-qmp", Unusable: "tcp monitor: fds can be passed only over a unix socket"}}})
 	if !errors.Is(err, ErrNotAvailable) || !strings.Contains(err.Error(), "tcp monitor") {
 		t.Errorf("tcp monitor only: %v", err)
+	}
+}
+
+// TestDialUnixLongPath: a socket path longer than sun_path (as a path
+// under /proc/PID/root/... can be) is reached through its directory's
+// O_PATH fd.
+func TestDialUnixLongPath(t *testing.T) {
+	dir := t.TempDir()
+	deep := filepath.Join(dir, strings.Repeat("d", 60), strings.Repeat("e", 60))
+	if err := os.MkdirAll(deep, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(deep, "qmp.sock")
+	if len(sock) <= 108 {
+		t.Fatalf("path of %d bytes is not too long", len(sock))
+	}
+	d, err := os.Open(deep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	l, err := net.Listen("unix", fmt.Sprintf("/proc/self/fd/%d/qmp.sock", d.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	before := testenv.OpenFDs(t)
+	c, err := dialUnix(context.Background(), sock)
+	if err != nil {
+		t.Fatalf("dialUnix(%d-byte path): %v", len(sock), err)
+	}
+	c.Close()
+	if after := testenv.OpenFDs(t); after != before {
+		t.Errorf("open fds %d -> %d", before, after)
 	}
 }
