@@ -48,6 +48,24 @@ type Monitor struct {
 	Socket string `json:"socket,omitempty"`
 }
 
+// String names the monitor for people: where netctl reaches it, or how
+// the command line gives it ("fd 1729 (-mon chardev charmonitor)").
+func (m Monitor) String() string {
+	switch {
+	case m.Socket != "":
+		return m.Socket
+	case m.FD != "":
+		return "fd " + m.FD + " (" + m.Option + " chardev " + m.Chardev + ")"
+	case m.Abstract:
+		return "@" + m.Path
+	case m.Path != "":
+		return m.Path
+	case m.Chardev != "":
+		return m.Option + " chardev " + m.Chardev
+	}
+	return m.Option
+}
+
 // Cmdline is what netctl reads from a QEMU command line.
 type Cmdline struct {
 	Binary    string    // argv[0]

@@ -142,10 +142,7 @@ func Dial(ctx context.Context, vm VM) (*qmp.Client, error) {
 	var why []string
 	busy, libvirt, tried := 0, 0, 0
 	for _, m := range vm.Monitors {
-		label := m.Socket
-		if label == "" {
-			label = m.Option + " " + m.Path + m.FD
-		}
+		label := m.String()
 		if m.Libvirt {
 			libvirt++
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -121,21 +120,8 @@ func printVMs(w io.Writer, vms []vmEntry) {
 			if m.Detail != "" {
 				state += ": " + m.Detail
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", vm.PID, name, monitorLabel(m.Monitor), state)
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", vm.PID, name, m.Monitor, state)
 		}
 	}
 	tw.Flush()
-}
-
-// monitorLabel is how a monitor is named in the table.
-func monitorLabel(m qemuproc.Monitor) string {
-	switch {
-	case m.Socket != "":
-		return m.Socket
-	case m.FD != "":
-		return "fd " + m.FD + " (" + m.Option + " chardev " + m.Chardev + ")"
-	case m.Path != "":
-		return m.Path
-	}
-	return strings.TrimSpace(m.Option + " " + m.Chardev)
 }
