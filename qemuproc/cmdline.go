@@ -23,7 +23,7 @@ const (
 // Monitor is one QMP monitor on a QEMU command line.
 //
 // The forms: -qmp unix:PATH,server=on,wait=off (also the old
-// "server,nowait" and -qmp-pretty), the pair -chardev socket,id=X,path=PATH,
+// "server,nowait" and -qmp-pretty), -qmp chardev:ID, the pair -chardev socket,id=X,path=PATH,
 // server=on with -mon chardev=X,mode=control, and libvirt's
 // -chardev socket,id=charmonitor,fd=N,server=on,wait=off with
 // -mon chardev=charmonitor,id=monitor,mode=control, a socket libvirtd
@@ -32,7 +32,7 @@ const (
 // writes both as QemuOpts even where its -device is JSON.
 type Monitor struct {
 	Option   string `json:"option"`             // "-qmp", "-qmp-pretty" or "-mon"
-	Chardev  string `json:"chardev,omitempty"`  // the -chardev id of a -mon
+	Chardev  string `json:"chardev,omitempty"`  // the -chardev id of a -mon or -qmp chardev:ID
 	Path     string `json:"path,omitempty"`     // the socket path as QEMU was given it
 	Abstract bool   `json:"abstract,omitempty"` // a Linux abstract socket (abstract=on)
 	FD       string `json:"fd,omitempty"`       // fd=N: a socket QEMU inherited
@@ -70,7 +70,7 @@ func (m Monitor) String() string {
 type Cmdline struct {
 	Binary    string    // argv[0]
 	Name      string    // -name NAME or -name guest=NAME,...; "" when none
-	Monitors  []Monitor // in command-line order: -qmp ones, then -mon ones
+	Monitors  []Monitor // -qmp unix: and tcp: ones in command-line order, then those on a -chardev (-mon, -qmp chardev:ID)
 	Chroot    string    // -chroot DIR or -run-with chroot=DIR
 	Daemonize bool      // -daemonize: QEMU changed its cwd to / after start
 	Truncated bool      // the command line hit MaxCmdline or MaxArgs
@@ -158,7 +158,12 @@ func ParseCmdline(argv []string) (Cmdline, error) {
 				c.Chroot = v
 			}
 		case "-qmp", "-qmp-pretty":
-			if len(c.Monitors) < MaxMonitors {
+			if id, ok := strings.CutPrefix(arg, "chardev:"); ok {
+				// -qmp chardev:ID (softmmu/vl.c monitor_parse): a -mon on a -chardev
+				if len(mons) < MaxMonitors {
+					mons = append(mons, Monitor{Option: name, Chardev: id})
+				}
+			} else if len(c.Monitors) < MaxMonitors {
 				c.Monitors = append(c.Monitors, parseQMPArg(name, arg))
 			}
 		case "-chardev":

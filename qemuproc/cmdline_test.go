@@ -92,15 +92,17 @@ func TestParseCmdline(t *testing.T) {
 			{Option: "-mon", Chardev: "mon1", Server: true, Unusable: "a TCP socket: fds can be passed only over a unix socket"},
 		}},
 	}, {
-		name: "doubled commas, --options, -qmp-pretty, a readline -mon, -mon before its -chardev, a client socket",
+		name: "doubled commas, --options, -qmp-pretty, a readline -mon, -mon before its -chardev, a client socket, -qmp chardev:ID",
 		argv: []string{"/opt/bin/qemu-system-aarch64", "--name", "guest=a,,b,debug-threads=on",
 			"-mon", "mon0,mode=control", "-mon", "chardev=hmp", "-chardev", "socket,id=hmp,path=/hmp",
 			"-chardev", "socket,id=mon0,path=/run/vm/a,,b.qmp,server=on,wait=off",
-			"--qmp-pretty", "unix:/run/p.sock,server", "-qmp", "unix:/run/client.sock"},
+			"--qmp-pretty", "unix:/run/p.sock,server", "-qmp", "unix:/run/client.sock",
+			"-qmp", "chardev:c2", "-chardev", "socket,id=c2,path=/run/c2.sock,server=on,wait=off"},
 		want: Cmdline{Binary: "/opt/bin/qemu-system-aarch64", Name: "a,b", Monitors: []Monitor{
 			{Option: "-qmp-pretty", Path: "/run/p.sock", Server: true},
 			{Option: "-qmp", Path: "/run/client.sock", Unusable: "QEMU connects out to this socket (no server=on): whoever listens there holds the monitor"},
 			{Option: "-mon", Chardev: "mon0", Path: "/run/vm/a,b.qmp", Server: true},
+			{Option: "-qmp", Chardev: "c2", Path: "/run/c2.sock", Server: true},
 		}},
 	}, {
 		name: "abstract socket, -name with process=, the last -name wins, -chroot, -daemonize",

@@ -86,3 +86,16 @@ func diagReply(ino, peer uint32, name string) []byte {
 	binary.NativeEndian.PutUint16(h[4:], 20) // SOCK_DIAG_BY_FAMILY
 	return append(h, p.Bytes()...)
 }
+
+// FuzzParseStatStartTime feeds /proc/PID/stat lines, seeded with this
+// process's own and a QEMU's.
+func FuzzParseStatStartTime(f *testing.F) {
+	if b, err := readBounded("/proc/self/stat", 4096); err == nil {
+		f.Add(b)
+	}
+	f.Add([]byte("4242 (qemu-system-x86) S 1 4242 4242 0 -1 4194560 5939 0 0 0 9 10 0 0 20 0 5 0 98765432 1234567168 12000 18446744073709551615 1 1 0 0 0 0 0 4096 17003 0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 0 0 0\n"))
+	f.Add([]byte("1 (a) b) c) S"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ParseStatStartTime(b)
+	})
+}

@@ -241,8 +241,8 @@ s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.recv(4096); print("he
 // TestHostResolveAndAbstract: a monitor defined in a -readconfig file is
 // not on the command line, so Find's VM has none, but Resolve with
 // --qmp asks the socket itself (SO_PEERCRED) and Dial reaches it; held,
-// Resolve says busy. An abstract socket (abstract=on) is listed as
-// "@NAME" and dialed. A VM found before its process was replaced is
+// Resolve says busy. An abstract socket (abstract=on, given to -qmp as
+// chardev:ID) is listed as "@NAME" and dialed. A VM found before its process was replaced is
 // refused.
 func TestHostResolveAndAbstract(t *testing.T) {
 	testenv.Host(t)
@@ -258,7 +258,7 @@ func TestHostResolveAndAbstract(t *testing.T) {
 	rc := startQEMU(t, dir, nil, "-name", rcName, "-readconfig", cfg)
 	absName := fmt.Sprintf("nctl-abstract-%d", tag)
 	abs := startQEMU(t, dir, nil, "-name", absName,
-		"-chardev", fmt.Sprintf("socket,id=m,path=nctl-qmp-%d,abstract=on,server=on,wait=off", tag), "-mon", "m,mode=control")
+		"-chardev", fmt.Sprintf("socket,id=m,path=nctl-qmp-%d,abstract=on,server=on,wait=off", tag), "-qmp", "chardev:m")
 	waitSockets(t, rcSock)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
