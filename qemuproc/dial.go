@@ -126,8 +126,11 @@ func Resolve(ctx context.Context, name, sock string) (VM, error) {
 
 // Dial connects to one of vm's QMP monitors and does the handshake; the
 // caller owns the returned client. Monitors are tried in command-line
-// order, each with GreetingTimeout (or ctx's deadline, if sooner); a
-// monitor whose QEMU is not vm.PID is refused. When none can be used the
+// order. One on which QEMU has a client that a live process holds
+// (sock_diag and /proc, where netctl may read them) is busy at once;
+// otherwise the connection gets GreetingTimeout (or ctx's deadline, if
+// sooner) and silence is busy. A monitor whose QEMU is not vm.PID is
+// refused. When none can be used the
 // error says why: every monitor busy is ErrBusy and names who holds each
 // where /proc tells; a VM whose only monitors are libvirt's is
 // ErrConflict and points to libvirt; no monitor at all, or a VM that has
@@ -151,6 +154,13 @@ func Dial(ctx context.Context, vm VM) (*qmp.Client, error) {
 			continue
 		}
 		tried++
+		// A live client on this monitor is busy without a connection
+		// of ours left in QEMU's queue; otherwise the greeting decides.
+		if who := holder(vm.PID, m); who != "" {
+			busy++
+			why = append(why, fmt.Sprintf("%s in use by %s", label, who))
+			continue
+		}
 		c, err := dialMonitor(ctx, m.Socket)
 		if err == nil {
 			pid, perr := c.PeerPID()
@@ -171,7 +181,7 @@ func Dial(ctx context.Context, vm VM) (*qmp.Client, error) {
 			busy++
 			who := holder(vm.PID, m)
 			if who == "" {
-				who = "another client"
+				who = fmt.Sprintf("another client (no greeting within %v)", GreetingTimeout)
 			}
 			why = append(why, fmt.Sprintf("%s in use by %s", label, who))
 			continue
@@ -187,7 +197,7 @@ func Dial(ctx context.Context, vm VM) (*qmp.Client, error) {
 	case tried == 0:
 		return nil, fmt.Errorf("qemuproc: VM %s has no QMP monitor netctl can reach (%s): add -qmp unix:PATH,server=on,wait=off to its command line: %w", vmLabel(vm), detail, ErrNotAvailable)
 	case busy == tried:
-		return nil, fmt.Errorf("qemuproc: VM %s: every QMP monitor is in use (no greeting within %v; QEMU serves one client per monitor): %s; close one of those clients or give QEMU another -qmp monitor: %w", vmLabel(vm), GreetingTimeout, detail, ErrBusy)
+		return nil, fmt.Errorf("qemuproc: VM %s: every QMP monitor is in use (QEMU serves one client per monitor): %s; close one of those clients or give QEMU another -qmp monitor: %w", vmLabel(vm), detail, ErrBusy)
 	}
 	return nil, fmt.Errorf("qemuproc: VM %s: no QMP monitor answered: %s", vmLabel(vm), detail)
 }

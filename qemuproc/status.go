@@ -17,9 +17,11 @@ const (
 	StateError     State = "error"     // connecting failed (Detail: the error)
 )
 
-// Check connects to monitor m of vm to learn its state, then hangs up:
-// QEMU sees a client come and go (within GreetingTimeout). A monitor
-// marked unusable or libvirt's is not dialed.
+// Check learns the state of monitor m of vm. A monitor on which a live
+// process is QEMU's client is busy without a connection; otherwise Check
+// connects and hangs up (QEMU sees a client come and go) or finds no
+// greeting within GreetingTimeout. A monitor marked unusable or
+// libvirt's is not dialed.
 func Check(ctx context.Context, vm VM, m Monitor) (State, string) {
 	switch {
 	case m.Libvirt:
@@ -29,13 +31,15 @@ func Check(ctx context.Context, vm VM, m Monitor) (State, string) {
 	case m.Socket == "":
 		return StateUnusable, "no socket path netctl can reach"
 	}
+	if who := holder(vm.PID, m); who != "" {
+		return StateBusy, "in use by " + who
+	}
 	c, err := dialMonitor(ctx, m.Socket)
 	if errors.Is(err, ErrBusy) {
-		who := holder(vm.PID, m)
-		if who == "" {
-			return StateBusy, "in use by another client"
+		if who := holder(vm.PID, m); who != "" {
+			return StateBusy, "in use by " + who
 		}
-		return StateBusy, "in use by " + who
+		return StateBusy, fmt.Sprintf("in use by another client (no greeting within %v)", GreetingTimeout)
 	}
 	if err != nil {
 		return StateError, err.Error()
