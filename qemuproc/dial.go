@@ -130,12 +130,14 @@ func Resolve(ctx context.Context, name, sock string) (VM, error) {
 // (sock_diag and /proc, where netctl may read them) is busy at once;
 // otherwise the connection gets GreetingTimeout (or ctx's deadline, if
 // sooner) and silence is busy. A monitor whose QEMU is not vm.PID is
-// refused. When none can be used the
-// error says why: every monitor busy is ErrBusy and names who holds each
-// where /proc tells; a VM whose only monitors are libvirt's is
-// ErrConflict and points to libvirt; no monitor at all, or a VM that has
-// exited since it was found (its PID and StartTime no longer match), is
-// ErrNotAvailable.
+// refused.
+//
+// When none can be used the error says why: every monitor busy is
+// ErrBusy and names who holds each where it can tell; a VM whose only
+// monitors are libvirt's is ErrConflict and points to libvirt (the hook,
+// virsh attach-device), without connecting; no monitor at all, or a VM
+// that has exited since it was found (its PID and StartTime no longer
+// match), is ErrNotAvailable.
 func Dial(ctx context.Context, vm VM) (*qmp.Client, error) {
 	if vm.PID != 0 && vm.StartTime != 0 {
 		if st, err := StartTime(vm.PID); err != nil || st != vm.StartTime {
