@@ -380,3 +380,54 @@ func TestHostDialUnknownHolder(t *testing.T) {
 	}
 	c.Close()
 }
+
+// TestHostChroot: QEMU binds its sockets before it applies -chroot (which
+// also moves its cwd), as QEMU 7.2 does: /proc/PID/root and cwd then
+// point into the jail, so an absolute path is taken as it was given and
+// a relative one is marked unusable, saying to pass --qmp.
+func TestHostChroot(t *testing.T) {
+	testenv.Host(t)
+	dir := t.TempDir()
+	jail := filepath.Join(dir, "jail")
+	if err := os.Mkdir(jail, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	abs := filepath.Join(jail, "q.sock")
+	name := fmt.Sprintf("nctl-chroot-%d", os.Getpid())
+	q := startQEMU(t, dir, nil, "-name", name, "-chroot", jail,
+		"-qmp", "unix:rel.sock,server=on,wait=off", "-qmp", "unix:"+abs+",server=on,wait=off")
+	waitSockets(t, abs, filepath.Join(dir, "rel.sock"))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	deadline := time.Now().Add(20 * time.Second)
+	for { // wait until QEMU has chrooted: its root is the jail
+		if r, _ := os.Readlink(fmt.Sprintf("/proc/%d/root", q.Process.Pid)); r == jail {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("QEMU never chrooted")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	vm, err := Find(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vm.Monitors) != 2 || !strings.Contains(vm.Monitors[0].Unusable, "--qmp") || vm.Monitors[1].Socket != abs {
+		t.Fatalf("monitors: %+v", vm.Monitors)
+	}
+	c, err := Dial(ctx, vm)
+	if err != nil {
+		t.Fatalf("Dial: %v", err)
+	}
+	c.Close()
+	// --qmp with the relative socket's full path works.
+	rvm, err := Resolve(ctx, "", filepath.Join(dir, "rel.sock"))
+	if err != nil || rvm.PID != q.Process.Pid {
+		t.Fatalf("Resolve(--qmp rel.sock's full path) = %+v, %v", rvm, err)
+	}
+	if c, err = Dial(ctx, rvm); err != nil {
+		t.Fatalf("Dial(--qmp rel.sock): %v", err)
+	}
+	c.Close()
+}
