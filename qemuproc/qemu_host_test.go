@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -428,6 +429,61 @@ func TestHostChroot(t *testing.T) {
 	}
 	if c, err = Dial(ctx, rvm); err != nil {
 		t.Fatalf("Dial(--qmp rel.sock): %v", err)
+	}
+	c.Close()
+}
+
+// TestHostOtherMountNamespace: a QEMU in a mount namespace of its own (as
+// in a container) whose socket directory is a tmpfs only it sees: the
+// socket is reached through /proc/PID/root.
+func TestHostOtherMountNamespace(t *testing.T) {
+	testenv.Host(t)
+	qemu, err := exec.LookPath("qemu-system-x86_64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	private := filepath.Join(dir, "private")
+	if err := os.Mkdir(private, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(private, "q.sock")
+	name := fmt.Sprintf("nctl-mntns-%d", os.Getpid())
+	cmd := exec.Command("sh", "-c", `mount -t tmpfs netctl-test "$1" && exec "$2" -S -nodefaults -machine none -display none -name "$3" -qmp "unix:$1/q.sock,server=on,wait=off"`,
+		"sh", private, qemu, name)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	want := fmt.Sprintf("/proc/%d/root%s", cmd.Process.Pid, sock)
+	deadline := time.Now().Add(20 * time.Second)
+	var vm VM
+	for {
+		vm, err = Find(name)
+		if err == nil && len(vm.Monitors) == 1 {
+			if _, err := os.Stat(want); err == nil {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("QEMU in its own mount namespace never came up: %+v %v; %s", vm, err, stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := os.Stat(sock); err == nil {
+		t.Fatal("the socket is visible from the test's mount namespace: the test checks nothing")
+	}
+	if got := vm.Monitors[0].Socket; got != want {
+		t.Errorf("Socket = %q, want %q", got, want)
+	}
+	c, err := Dial(ctx, vm)
+	if err != nil {
+		t.Fatalf("Dial through /proc/PID/root: %v", err)
 	}
 	c.Close()
 }
