@@ -135,9 +135,10 @@ func Resolve(ctx context.Context, name, sock string) (VM, error) {
 // When none can be used the error says why: every monitor busy is
 // ErrBusy and names who holds each where it can tell; a VM whose only
 // monitors are libvirt's is ErrConflict and points to libvirt (the hook,
-// virsh attach-device), without connecting; no monitor at all, or a VM
+// virsh attach-device), without connecting; no monitor at all, a VM
 // that has exited since it was found (its PID and StartTime no longer
-// match), is ErrNotAvailable.
+// match), or monitors that do not answer although nobody holds them
+// (QEMU stopped with SIGSTOP, hung) is ErrNotAvailable.
 func Dial(ctx context.Context, vm VM) (*qmp.Client, error) {
 	if vm.PID != 0 && vm.StartTime != 0 {
 		if st, err := StartTime(vm.PID); err != nil || st != vm.StartTime {
@@ -180,6 +181,10 @@ func Dial(ctx context.Context, vm VM) (*qmp.Client, error) {
 			return nil, fmt.Errorf("qemuproc: VM %s: %w", vmLabel(vm), ctx.Err())
 		}
 		if errors.Is(err, ErrBusy) {
+			if why2 := notAnswering(vm.PID, m); why2 != "" {
+				why = append(why, fmt.Sprintf("%s: %s", label, why2))
+				continue
+			}
 			busy++
 			who := holder(vm.PID, m)
 			if who == "" {
@@ -201,7 +206,27 @@ func Dial(ctx context.Context, vm VM) (*qmp.Client, error) {
 	case busy == tried:
 		return nil, fmt.Errorf("qemuproc: VM %s: every QMP monitor is in use (QEMU serves one client per monitor): %s; close one of those clients or give QEMU another -qmp monitor: %w", vmLabel(vm), detail, ErrBusy)
 	}
-	return nil, fmt.Errorf("qemuproc: VM %s: no QMP monitor answered: %s", vmLabel(vm), detail)
+	return nil, fmt.Errorf("qemuproc: VM %s: no QMP monitor answered: %s: %w", vmLabel(vm), detail, ErrNotAvailable)
+}
+
+// notAnswering explains a greeting that never came on a monitor on which
+// QEMU has no client, so nobody is holding it: the process is stopped,
+// or hung. It is "" when QEMU does have a client (busy) or netctl cannot
+// tell.
+func notAnswering(pid int, m Monitor) string {
+	peers, ok := monitorClients(pid, m)
+	if !ok || len(peers) > 0 {
+		return ""
+	}
+	switch processState(pid) {
+	case 'T':
+		return fmt.Sprintf("QEMU (pid %d) is stopped (SIGSTOP): resume it with kill -CONT %d", pid, pid)
+	case 't':
+		return fmt.Sprintf("QEMU (pid %d) is stopped by a debugger (ptrace)", pid)
+	case 'Z', 'X', 0:
+		return fmt.Sprintf("QEMU (pid %d) has exited", pid)
+	}
+	return fmt.Sprintf("QEMU (pid %d) has no client on this monitor yet did not greet within %v: it is hung or overloaded", pid, GreetingTimeout)
 }
 
 func vmLabel(vm VM) string {

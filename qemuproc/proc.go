@@ -140,6 +140,24 @@ func StartTime(pid int) (uint64, error) {
 	return ParseStatStartTime(b)
 }
 
+// processState is the state letter of /proc/PID/stat ('R', 'S', 'T'
+// stopped, 't' traced, 'Z', ...), or 0 when it cannot be read.
+func processState(pid int) byte {
+	b, err := readBounded(filepath.Join(procRoot, strconv.Itoa(pid), "stat"), 4096)
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) == 0 || len(f[0]) != 1 {
+		return 0
+	}
+	return f[0][0]
+}
+
 // ParseStatStartTime returns the starttime field (22) of a /proc/PID/stat
 // line. The command name in parentheses may hold spaces and ')': the
 // fields are counted after the last ')'.

@@ -487,3 +487,48 @@ func TestHostOtherMountNamespace(t *testing.T) {
 	}
 	c.Close()
 }
+
+// TestHostStoppedQEMU: a QEMU stopped with SIGSTOP greets no one, but no
+// client holds its monitor either: Dial says it is stopped and how to
+// resume it (ErrNotAvailable, not ErrBusy) after the greeting deadline;
+// resumed, it answers.
+func TestHostStoppedQEMU(t *testing.T) {
+	testenv.Host(t)
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "q.sock")
+	name := fmt.Sprintf("nctl-stopped-%d", os.Getpid())
+	q := startQEMU(t, dir, nil, "-name", name, "-qmp", "unix:"+sock+",server=on,wait=off")
+	waitSockets(t, sock)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	vm, err := Find(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer q.Process.Signal(syscall.SIGCONT)
+	for processState(q.Process.Pid) != 'T' {
+		time.Sleep(10 * time.Millisecond)
+	}
+	start := time.Now()
+	_, err = Dial(ctx, vm)
+	took := time.Since(start)
+	if !errors.Is(err, ErrNotAvailable) || errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), fmt.Sprintf("kill -CONT %d", q.Process.Pid)) {
+		t.Errorf("Dial(stopped QEMU) = %v", err)
+	}
+	if took > GreetingTimeout+time.Second {
+		t.Errorf("Dial took %v", took)
+	}
+	if st, detail := Check(ctx, vm, vm.Monitors[0]); st != StateError || !strings.Contains(detail, "stopped") {
+		t.Errorf("Check(stopped QEMU) = %s %q", st, detail)
+	}
+	t.Logf("after %v: %v", took, err)
+	q.Process.Signal(syscall.SIGCONT)
+	c, err := Dial(ctx, vm)
+	if err != nil {
+		t.Fatalf("Dial once resumed: %v", err)
+	}
+	c.Close()
+}

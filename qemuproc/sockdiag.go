@@ -12,8 +12,8 @@ import (
 )
 
 // Who holds a busy monitor: the kernel's unix sock_diag (include/uapi/
-// linux/unix_diag.h) lists the established unix sockets of this network
-// namespace with their bound name and their peer's inode. QEMU's end of
+// linux/unix_diag.h) lists the listening and established unix sockets of
+// this network namespace with their bound name and their peer's inode. QEMU's end of
 // the current connection is a socket in QEMU's /proc/PID/fd that carries
 // the monitor's path (an accepted socket shares its listener's name); its
 // peer inode is found in the holder's /proc/PID/fd.
@@ -23,7 +23,8 @@ const (
 	udiagShowPeer  = 0x04 // UDIAG_SHOW_PEER
 	unixDiagName   = 0    // UNIX_DIAG_NAME
 	unixDiagPeer   = 2    // UNIX_DIAG_PEER
-	tcpEstablished = 1
+	tcpEstablished = 1    // TCP_ESTABLISHED: unix sockets use the TCP states
+	tcpListen      = 10   // TCP_LISTEN
 
 	unixDiagMsgLen = 16 // struct unix_diag_msg
 	maxDiagReads   = 1 << 14
@@ -32,6 +33,7 @@ const (
 // unixSock is one socket of a sock_diag reply.
 type unixSock struct {
 	Ino, Peer uint32
+	State     uint8
 	Name      string // bound name; an abstract one starts with "@"
 }
 
@@ -42,7 +44,7 @@ func parseUnixDiag(b []byte) (unixSock, error) {
 	if len(b) < unixDiagMsgLen {
 		return unixSock{}, fmt.Errorf("qemuproc: sock_diag reply of %d bytes, want at least %d: %w", len(b), unixDiagMsgLen, ErrInvalid)
 	}
-	s := unixSock{Ino: binary.NativeEndian.Uint32(b[4:8])}
+	s := unixSock{State: b[2], Ino: binary.NativeEndian.Uint32(b[4:8])}
 	for a := b[unixDiagMsgLen:]; len(a) >= 4; {
 		l := int(binary.NativeEndian.Uint16(a[0:2]))
 		typ := binary.NativeEndian.Uint16(a[2:4]) &^ 0xc000 // NLA_F_NESTED, NLA_F_NET_BYTEORDER
@@ -91,9 +93,9 @@ func parseNetlink(b []byte, fn func(typ uint16, payload []byte) error) error {
 	return nil
 }
 
-// establishedUnix calls fn for every established unix socket in the
-// calling thread's network namespace.
-func establishedUnix(fn func(unixSock)) error {
+// unixSockets calls fn for every listening or established unix socket in
+// the calling thread's network namespace.
+func unixSockets(fn func(unixSock)) error {
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG)
 	if err != nil {
 		return fmt.Errorf("qemuproc: sock_diag socket: %w", err)
@@ -106,7 +108,7 @@ func establishedUnix(fn func(unixSock)) error {
 	binary.NativeEndian.PutUint32(req[8:12], 1)
 	r := req[unix.NLMSG_HDRLEN:]
 	r[0] = unix.AF_UNIX
-	binary.NativeEndian.PutUint32(r[4:8], 1<<tcpEstablished)
+	binary.NativeEndian.PutUint32(r[4:8], 1<<tcpEstablished|1<<tcpListen)
 	binary.NativeEndian.PutUint32(r[12:16], udiagShowName|udiagShowPeer)
 	binary.NativeEndian.PutUint32(r[16:20], ^uint32(0)) // INET_DIAG_NOCOOKIE
 	binary.NativeEndian.PutUint32(r[20:24], ^uint32(0))
@@ -172,12 +174,13 @@ func socketInodes(pid int) map[uint32]bool {
 	return set
 }
 
-// holder names the process at the other end of QEMU's current connection
-// on monitor m ("pid 123 (socat)", "this netctl process (pid 9)"), or ""
-// when it cannot tell (no root, another network namespace).
-func holder(qemuPID int, m Monitor) string {
+// monitorClients returns the peer inodes of QEMU's established
+// connections on monitor m; ok is false when netctl cannot tell (QEMU's
+// fds unreadable without root, sock_diag refused, a socket in another
+// network namespace).
+func monitorClients(qemuPID int, m Monitor) (peers map[uint32]bool, ok bool) {
 	if m.Path == "" {
-		return ""
+		return nil, false
 	}
 	want := m.Path
 	if m.Abstract {
@@ -185,14 +188,34 @@ func holder(qemuPID int, m Monitor) string {
 	}
 	ours := socketInodes(qemuPID)
 	if len(ours) == 0 {
-		return ""
+		return nil, false
 	}
-	peers := map[uint32]bool{}
-	if err := establishedUnix(func(s unixSock) {
-		if ours[s.Ino] && s.Name == want && s.Peer != 0 {
+	// QEMU's listener must show up too: otherwise sock_diag looked in
+	// another network namespace than QEMU's sockets live in.
+	peers = map[uint32]bool{}
+	listening := false
+	if err := unixSockets(func(s unixSock) {
+		switch {
+		case !ours[s.Ino] || s.Name != want:
+		case s.State == tcpListen:
+			listening = true
+		case s.State == tcpEstablished && s.Peer != 0:
 			peers[s.Peer] = true
 		}
-	}); err != nil || len(peers) == 0 {
+	}); err != nil || !listening {
+		return nil, false
+	}
+	return peers, true
+}
+
+// holder names the processes at the other end of QEMU's current
+// connection on monitor m ("pid 123 (socat)", "this process (pid 9)"),
+// or "" when it cannot tell (see monitorClients) or the peer is in no
+// process's fd table (in flight in an SCM_RIGHTS message, or closed a
+// moment ago).
+func holder(qemuPID int, m Monitor) string {
+	peers, ok := monitorClients(qemuPID, m)
+	if !ok || len(peers) == 0 {
 		return ""
 	}
 	ents, err := os.ReadDir(procRoot)

@@ -18,7 +18,7 @@ func TestParseUnixDiag(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	want := []unixSock{{Ino: 7, Peer: 9, Name: "/run/vm/qmp.sock"}, {Ino: 8, Name: "@abs"}}
+	want := []unixSock{{Ino: 7, Peer: 9, State: tcpEstablished, Name: "/run/vm/qmp.sock"}, {Ino: 8, State: tcpEstablished, Name: "@abs"}}
 	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
 		t.Errorf("got %+v, want %+v", got, want)
 	}

@@ -36,6 +36,9 @@ func Check(ctx context.Context, vm VM, m Monitor) (State, string) {
 	}
 	c, err := dialMonitor(ctx, m.Socket)
 	if errors.Is(err, ErrBusy) {
+		if why := notAnswering(vm.PID, m); why != "" {
+			return StateError, why
+		}
 		if who := holder(vm.PID, m); who != "" {
 			return StateBusy, "in use by " + who
 		}
