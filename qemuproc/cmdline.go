@@ -31,7 +31,7 @@ const (
 // (it reads '{"backend":...' as QemuOpts and refuses it), and libvirt
 // writes both as QemuOpts even where its -device is JSON.
 type Monitor struct {
-	Option   string `json:"option"`             // "-qmp", "-qmp-pretty" or "-mon"
+	Option   string `json:"option"`             // "-qmp", "-qmp-pretty", "-mon", or "--qmp" (from Resolve)
 	Chardev  string `json:"chardev,omitempty"`  // the -chardev id of a -mon or -qmp chardev:ID
 	Path     string `json:"path,omitempty"`     // the socket path as QEMU was given it
 	Abstract bool   `json:"abstract,omitempty"` // a Linux abstract socket (abstract=on)
@@ -44,7 +44,7 @@ type Monitor struct {
 	// can try).
 	Unusable string `json:"unusable,omitempty"`
 	// Socket is where netctl connects to it from its own root and cwd
-	// (set by List and Find: see Resolve paths in proc.go).
+	// (set by List and Find: see resolveSocket in proc.go).
 	Socket string `json:"socket,omitempty"`
 }
 
