@@ -46,7 +46,7 @@ func TestAttachUsageErrors(t *testing.T) {
 		{[]string{"attach", "--qmp", sock, "--id", "n1", "--tap", "t0", "--macvtap", "eth0"}, 2, "at most one of"},
 		{[]string{"attach", "--qmp", filepath.Join(dir, "none.sock"), "--id", "n1"}, 2, "name QEMU's QMP socket"},
 		{[]string{"attach", "--qmp", "/etc/hostname", "--id", "n1"}, 2, "is not a socket"},
-		{[]string{"attach", "--vm", "web1", "--id", "n1"}, 1, "not available yet"},
+		{[]string{"attach", "--vm", "nctl-no-such-vm", "--id", "n1"}, 1, `no VM named "nctl-no-such-vm"`},
 		{[]string{"attach", "--qmp", sock, "--id", "n1"}, 1, "connect to QEMU"},
 		{[]string{"detach", "--qmp", sock}, 2, "--id is required"},
 		{[]string{"detach", "--qmp", sock, "--id", "n1", "--timeout", "0s"}, 2, "positive duration"},

@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/netctl/netctl/internal/errs"
+	"github.com/netctl/netctl/qemuproc"
 )
 
 // Exit codes, errors and --json.
@@ -94,6 +95,8 @@ func hint(err error) string {
 		return "run 'netctl help'"
 	case errors.Is(err, os.ErrPermission):
 		return "run as root: netctl needs CAP_NET_ADMIN"
+	case errors.Is(err, qemuproc.ErrNoVM):
+		return "run 'netctl vm list' to see the running QEMUs and their names"
 	case errors.Is(err, errs.ErrNotAvailable), errors.Is(err, errs.ErrNotSupported):
 		return "run 'netctl probe' to see what this kernel offers"
 	case errors.Is(err, errs.ErrBusy):

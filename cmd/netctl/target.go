@@ -2,25 +2,25 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 
 	"github.com/netctl/netctl/internal/errs"
+	"github.com/netctl/netctl/qemuproc"
 )
-
-// errNoVMLookup: --vm is not wired to a QEMU finder yet.
-var errNoVMLookup = errors.New("finding a VM by name is not available yet")
 
 // resolveTarget turns --vm NAME or --qmp SOCKET into the QMP socket and
 // the VM's name ("" when only the socket is known: attach asks QEMU).
-// Exactly one of vm and sock is set (the caller checks).
+// Exactly one of vm and sock is set (the caller checks). For --vm the
+// VM is found by its -name (qemuproc) and the socket is its one usable
+// QMP monitor, or the first that answers when it has several; a VM with
+// none (every monitor busy, or libvirt's) is refused with qemuproc's
+// reason, before anything changes.
 func resolveTarget(ctx context.Context, vm, sock string) (string, string, error) {
 	if vm != "" {
-		return "", "", fmt.Errorf("--vm %s: %w: name the VM's QMP socket with --qmp SOCKET "+
-			"(QEMU started with -qmp unix:SOCKET,server=on,wait=off)", vm, errNoVMLookup)
+		return vmSocket(ctx, vm)
 	}
 	abs, err := filepath.Abs(sock)
 	if err != nil {
@@ -34,6 +34,37 @@ func resolveTarget(ctx context.Context, vm, sock string) (string, string, error)
 		return "", "", fmt.Errorf("--qmp %s is not a socket: name QEMU's QMP socket (-qmp unix:SOCKET,server=on,wait=off): %w", sock, errs.ErrInvalid)
 	}
 	return abs, "", nil
+}
+
+func vmSocket(ctx context.Context, name string) (string, string, error) {
+	v, err := qemuproc.Find(name)
+	if err != nil {
+		return "", "", err
+	}
+	var usable []qemuproc.Monitor
+	for _, m := range v.Monitors {
+		if m.Unusable == "" && m.Socket != "" && !m.Abstract && !m.Libvirt {
+			usable = append(usable, m)
+		}
+	}
+	if len(usable) == 1 {
+		return usable[0].Socket, v.Name, nil
+	}
+	for _, m := range usable {
+		if st, _ := qemuproc.Check(ctx, v, m); st == qemuproc.StateReachable {
+			return m.Socket, v.Name, nil
+		}
+	}
+	// None: Dial says why (busy, libvirt's, none at all) in its words.
+	c, err := qemuproc.Dial(ctx, v)
+	if err == nil { // answered after all: the first monitor that greets
+		c.Close()
+		if len(usable) > 0 {
+			return usable[0].Socket, v.Name, nil
+		}
+		err = fmt.Errorf("VM %s: no QMP unix socket netctl can use: start QEMU with -qmp unix:PATH,server=on,wait=off: %w", name, errs.ErrNotAvailable)
+	}
+	return "", "", err
 }
 
 // runDir is the state root: NETCTL_RUN_DIR, or /run/netctl.

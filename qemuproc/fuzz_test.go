@@ -1,0 +1,101 @@
+package qemuproc
+
+import (
+	"bytes"
+	"encoding/binary"
+	"strings"
+	"testing"
+)
+
+// FuzzParseCmdline feeds /proc/PID/cmdline contents (NUL-separated) to
+// SplitCmdline and ParseCmdline: no panic, bounded output, and every
+// monitor either usable with a path or saying why not.
+func FuzzParseCmdline(f *testing.F) {
+	f.Add([]byte(strings.Join(argsFile(f, "testdata/libvirt-boot-network.x86_64-latest.args"), "\x00") + "\x00"))
+	for _, s := range []string{
+		"/usr/bin/qemu-kvm\x00-name\x00guest=fedora28,debug-threads=on\x00-chardev\x00socket,id=charmonitor,path=/var/lib/libvirt/qemu/domain-41-fedora28/monitor.sock,server,nowait\x00-mon\x00chardev=charmonitor,id=monitor,mode=control\x00",
+		"qemu-system-x86_64\x00-S\x00-nodefaults\x00-machine\x00pc\x00-display\x00none\x00-name\x00guest=a,,b,debug-threads=on\x00-qmp\x00unix:/tmp/q1,server=on,wait=off\x00-qmp-pretty\x00unix:rel,server,nowait\x00",
+		"qemu-system-x86_64\x00-chardev\x00socket,id=m,path=x,abstract=on,server=on\x00-mon\x00m,mode=control\x00-qmp\x00tcp:localhost:4444,server\x00-daemonize\x00-chroot\x00/j\x00",
+		"qemu-system-x86_64\x00-mon\x00chardev=,mode=control\x00-chardev\x00,,,=,\x00-name\x00,\x00-qmp\x00unix:\x00",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		argv, _ := SplitCmdline(raw)
+		if len(argv) > MaxArgs {
+			t.Fatalf("%d args", len(argv))
+		}
+		c, err := ParseCmdline(argv)
+		if err != nil {
+			return
+		}
+		if len(c.Monitors) > MaxMonitors {
+			t.Fatalf("%d monitors", len(c.Monitors))
+		}
+		for _, m := range c.Monitors {
+			if m.Unusable == "" && (m.Path == "" && !m.Abstract || !m.Server) {
+				t.Errorf("monitor %+v usable without a server socket path", m)
+			}
+		}
+	})
+}
+
+// FuzzParseUnixDiag feeds sock_diag replies (netlink datagrams) to the
+// parsers Dial uses to name a busy monitor's holder.
+func FuzzParseUnixDiag(f *testing.F) {
+	f.Add(diagReply(7, 9, "/run/vm/qmp.sock"))
+	f.Add(diagReply(1, 0, "\x00abstract"))
+	f.Add([]byte{20, 0, 0, 0, 3, 0, 2, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}) // NLMSG_DONE
+	f.Fuzz(func(t *testing.T, b []byte) {
+		parseNetlink(b, func(typ uint16, p []byte) error {
+			if len(p) > len(b) {
+				t.Fatalf("payload %d of %d", len(p), len(b))
+			}
+			parseUnixDiag(p)
+			return nil
+		})
+	})
+}
+
+// diagReply builds a one-message SOCK_DIAG_BY_FAMILY reply, as the kernel
+// writes it (net/unix/diag.c: unix_diag_msg, UNIX_DIAG_NAME, UNIX_DIAG_PEER).
+func diagReply(ino, peer uint32, name string) []byte {
+	var p bytes.Buffer
+	msg := make([]byte, unixDiagMsgLen)
+	msg[0], msg[1], msg[2] = 1, 1, tcpEstablished // AF_UNIX, SOCK_STREAM
+	binary.NativeEndian.PutUint32(msg[4:], ino)
+	p.Write(msg)
+	attr := func(typ uint16, v []byte) {
+		h := make([]byte, 4)
+		binary.NativeEndian.PutUint16(h[0:], uint16(4+len(v)))
+		binary.NativeEndian.PutUint16(h[2:], typ)
+		p.Write(h)
+		p.Write(v)
+		for p.Len()%4 != 0 {
+			p.WriteByte(0)
+		}
+	}
+	attr(unixDiagName, []byte(name))
+	if peer != 0 {
+		v := make([]byte, 4)
+		binary.NativeEndian.PutUint32(v, peer)
+		attr(unixDiagPeer, v)
+	}
+	h := make([]byte, 16)
+	binary.NativeEndian.PutUint32(h[0:], uint32(16+p.Len()))
+	binary.NativeEndian.PutUint16(h[4:], 20) // SOCK_DIAG_BY_FAMILY
+	return append(h, p.Bytes()...)
+}
+
+// FuzzParseStatStartTime feeds /proc/PID/stat lines, seeded with this
+// process's own and a QEMU's.
+func FuzzParseStatStartTime(f *testing.F) {
+	if b, err := readBounded("/proc/self/stat", 4096); err == nil {
+		f.Add(b)
+	}
+	f.Add([]byte("4242 (qemu-system-x86) S 1 4242 4242 0 -1 4194560 5939 0 0 0 9 10 0 0 20 0 5 0 98765432 1234567168 12000 18446744073709551615 1 1 0 0 0 0 0 4096 17003 0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 0 0 0\n"))
+	f.Add([]byte("1 (a) b) c) S"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ParseStatStartTime(b)
+	})
+}
