@@ -1,0 +1,178 @@
+package guest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/netctl/netctl/qmp"
+	"github.com/netctl/netctl/test/vm"
+)
+
+// Raw QMP helpers for the host tests: what attach and detach do, written
+// out by hand so that the fixture is proved without them.
+
+// dialQMP connects to the guest's QMP socket.
+func dialQMP(ctx context.Context, t *testing.T, g *Guest) *qmp.Client {
+	t.Helper()
+	c, err := qmp.Dial(ctx, g.QMP())
+	if err != nil {
+		t.Fatalf("QMP: %v", err)
+	}
+	return c
+}
+
+// hotplug passes fds (getfd, one name per queue), adds a tap netdev on
+// them (vhost=off: this host has no vhost-net) and a virtio-net-pci NIC
+// with mq=on and 2N+2 vectors for N > 1 queues. bus is "" on pc (the root
+// bus) or a pcie-root-port's id on q35.
+func hotplug(ctx context.Context, t *testing.T, c *qmp.Client, id string, fds []int, mac net.HardwareAddr, bus string) {
+	t.Helper()
+	var names []string
+	for i, fd := range fds {
+		name := fmt.Sprintf("%s-tap%d", id, i)
+		if err := c.SendFD(ctx, name, fd); err != nil {
+			t.Fatalf("getfd %s: %v", name, err)
+		}
+		names = append(names, name)
+	}
+	netdev := map[string]any{"type": "tap", "id": "host" + id, "vhost": false}
+	if len(fds) == 1 {
+		netdev["fd"] = names[0]
+	} else {
+		netdev["fds"] = strings.Join(names, ":")
+	}
+	if err := c.Run(ctx, "netdev_add", netdev, nil); err != nil {
+		t.Fatalf("netdev_add %v: %v", netdev, err)
+	}
+	dev := map[string]any{"driver": "virtio-net-pci", "id": id, "netdev": "host" + id, "mac": mac.String()}
+	if n := len(fds); n > 1 {
+		dev["mq"] = true
+		dev["vectors"] = 2*n + 2
+	}
+	if bus != "" {
+		dev["bus"] = bus
+	}
+	if err := c.Run(ctx, "device_add", dev, nil); err != nil {
+		t.Fatalf("device_add %v: %v", dev, err)
+	}
+}
+
+// unplug asks for the NIC's removal, waits for DEVICE_DELETED (events
+// arrive only while a command runs: query-status every 20 ms), then
+// deletes the netdev. It returns how long DEVICE_DELETED took.
+func unplug(ctx context.Context, t *testing.T, c *qmp.Client, id string) time.Duration {
+	t.Helper()
+	c.Events() // drop what came before
+	t0 := time.Now()
+	if err := c.Run(ctx, "device_del", map[string]string{"id": id}, nil); err != nil {
+		t.Fatalf("device_del %s: %v", id, err)
+	}
+	var took time.Duration
+	for took == 0 {
+		for _, e := range c.Events() {
+			var d struct{ Device string }
+			json.Unmarshal(e.Data, &d)
+			if e.Event == "DEVICE_DELETED" && d.Device == id {
+				took = time.Since(t0)
+			}
+		}
+		if took != 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no DEVICE_DELETED for %s after %v", id, time.Since(t0))
+		}
+		time.Sleep(20 * time.Millisecond)
+		if err := c.Run(ctx, "query-status", nil, nil); err != nil {
+			t.Fatalf("query-status: %v", err)
+		}
+	}
+	if err := c.Run(ctx, "netdev_del", map[string]string{"id": "host" + id}, nil); err != nil {
+		t.Fatalf("netdev_del host%s: %v", id, err)
+	}
+	return took
+}
+
+// assertQEMUClean checks that QEMU holds nothing of the NIC id: no
+// device under /machine/peripheral, no netdev in "info network", no
+// fdset, and no getfd name left (closefd of each fails).
+func assertQEMUClean(ctx context.Context, t *testing.T, c *qmp.Client, id string, queues int) {
+	t.Helper()
+	var props []struct{ Name string }
+	if err := c.Run(ctx, "qom-list", map[string]string{"path": "/machine/peripheral"}, &props); err != nil {
+		t.Fatalf("qom-list: %v", err)
+	}
+	for _, p := range props {
+		if p.Name == id {
+			t.Errorf("QEMU still has device %s", id)
+		}
+	}
+	var info string
+	if err := c.Run(ctx, "human-monitor-command", map[string]string{"command-line": "info network"}, &info); err != nil {
+		t.Fatalf("info network: %v", err)
+	}
+	if strings.Contains(info, "host"+id) {
+		t.Errorf("QEMU still has netdev host%s:\n%s", id, info)
+	}
+	var fdsets []json.RawMessage
+	if err := c.Run(ctx, "query-fdsets", nil, &fdsets); err != nil || len(fdsets) != 0 {
+		t.Errorf("query-fdsets: %d, %v", len(fdsets), err)
+	}
+	for i := 0; i < queues; i++ {
+		if err := c.Run(ctx, "closefd", map[string]string{"fdname": fmt.Sprintf("%s-tap%d", id, i)}, nil); err == nil {
+			t.Errorf("QEMU still held the getfd name %s-tap%d", id, i)
+		}
+	}
+}
+
+// hostAddr puts cidr on link (up) in the test's namespace.
+func hostAddr(t *testing.T, link, cidr string) {
+	t.Helper()
+	l, err := netlink.LinkByName(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := netlink.ParseAddr(cidr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := netlink.AddrAdd(l, a); err != nil {
+		t.Fatalf("address %s on %s: %v", cidr, link, err)
+	}
+	if err := netlink.LinkSetUp(l); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// hostPing pings addr from the test's namespace with the harness's static
+// busybox (the machine has no ping of its own). Started from the test
+// goroutine, it runs in the test's network namespace.
+func hostPing(t *testing.T, addr string, count int) {
+	t.Helper()
+	cache, err := vm.DefaultCacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bb := filepath.Join(cache, "busybox", "bin", "busybox")
+	out, err := exec.Command(bb, "ping", "-c", fmt.Sprint(count), "-i", "0.2", "-W", "5", addr).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), fmt.Sprintf("%d packets transmitted, %d packets received", count, count)) {
+		t.Fatalf("host ping %s: %v\n%s", addr, err, out)
+	}
+}
+
+// since logs and returns how long since t0.
+func since(t *testing.T, what string, t0 time.Time) time.Duration {
+	t.Helper()
+	d := time.Since(t0)
+	t.Logf("timing: %s: %v", what, d.Round(time.Millisecond))
+	return d
+}
