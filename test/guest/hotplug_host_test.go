@@ -77,6 +77,7 @@ func TestHostHotplugTapMultiqueue(t *testing.T) {
 	hostPing(t, "10.77.0.2", 3)
 	since(t, "3 pings host to guest", t0)
 
+	assertQEMUHolds(ctx, t, c, "net1")
 	t0 = time.Now()
 	took := unplug(ctx, t, c, "net1")
 	t.Logf("timing: device_del to DEVICE_DELETED: %v", took.Round(time.Millisecond))

@@ -60,6 +60,7 @@ func TestHostHotplugPaused(t *testing.T) {
 		t.Fatal(err)
 	}
 	hostPing(t, "10.78.0.2", 3)
+	assertQEMUHolds(ctx, t, c, "net1")
 	took := unplug(ctx, t, c, "net1")
 	t.Logf("timing: device_del to DEVICE_DELETED: %v", took.Round(time.Millisecond))
 	if err := g.WaitNICGone(ctx, mac); err != nil {

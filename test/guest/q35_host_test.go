@@ -79,6 +79,7 @@ func q35Hotplug(t *testing.T, native bool, qemuArgs []string) {
 			}
 			hostPing(t, "10.80.0.2", 3)
 		}
+		assertQEMUHolds(ctx, t, c, "net1")
 		took := unplug(ctx, t, c, "net1")
 		t.Logf("timing: device_del to DEVICE_DELETED: %v", took.Round(time.Millisecond))
 		if native != (took >= 5*time.Second) {

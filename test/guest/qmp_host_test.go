@@ -103,34 +103,34 @@ func unplug(ctx context.Context, t *testing.T, c *qmp.Client, id string) time.Du
 }
 
 // assertQEMUClean checks that QEMU holds nothing of the NIC id: no
-// device under /machine/peripheral, no netdev in "info network", no
-// fdset, and no getfd name left (closefd of each fails).
+// device, no netdev, no fdset (ReadQEMUState), and no getfd name left
+// (closefd of each fails).
 func assertQEMUClean(ctx context.Context, t *testing.T, c *qmp.Client, id string, queues int) {
 	t.Helper()
-	var props []struct{ Name string }
-	if err := c.Run(ctx, "qom-list", map[string]string{"path": "/machine/peripheral"}, &props); err != nil {
-		t.Fatalf("qom-list: %v", err)
+	s, err := ReadQEMUState(ctx, c)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, p := range props {
-		if p.Name == id {
-			t.Errorf("QEMU still has device %s", id)
-		}
-	}
-	var info string
-	if err := c.Run(ctx, "human-monitor-command", map[string]string{"command-line": "info network"}, &info); err != nil {
-		t.Fatalf("info network: %v", err)
-	}
-	if strings.Contains(info, "host"+id) {
-		t.Errorf("QEMU still has netdev host%s:\n%s", id, info)
-	}
-	var fdsets []json.RawMessage
-	if err := c.Run(ctx, "query-fdsets", nil, &fdsets); err != nil || len(fdsets) != 0 {
-		t.Errorf("query-fdsets: %d, %v", len(fdsets), err)
+	if left := s.Holds(id, "host"+id); left != "" {
+		t.Errorf("QEMU still holds %s:\n%s", left, s.Network)
 	}
 	for i := 0; i < queues; i++ {
 		if err := c.Run(ctx, "closefd", map[string]string{"fdname": fmt.Sprintf("%s-tap%d", id, i)}, nil); err == nil {
 			t.Errorf("QEMU still held the getfd name %s-tap%d", id, i)
 		}
+	}
+}
+
+// assertQEMUHolds checks that ReadQEMUState sees the NIC while it is
+// plugged (so that assertQEMUClean's "nothing" means something).
+func assertQEMUHolds(ctx context.Context, t *testing.T, c *qmp.Client, id string) {
+	t.Helper()
+	s, err := ReadQEMUState(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := s.Holds(id, "host"+id); left != "device "+id+", netdev host"+id {
+		t.Errorf("QEMU with NIC %s plugged holds %q:\n%s\ndevices %v", id, left, s.Network, s.Devices)
 	}
 }
 
