@@ -1,6 +1,12 @@
 package guest
 
-import "testing"
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/netctl/netctl/internal/errs"
+)
 
 // realWord is /sys/class/net/eth0/device/features of the 6.12 guest on a
 // hotplugged 4-queue NIC (QEMU 7.2, vhost=off): 0x10130efffa7.
@@ -41,4 +47,17 @@ func FuzzParseFeatures(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestBootRefusesBadOptions: bad options are refused before anything
+// starts.
+func TestBootRefusesBadOptions(t *testing.T) {
+	for _, o := range []Options{{Machine: "virt"}, {Machine: "q35", RootPorts: 31}, {RootPorts: -1}, {Kernel: "5.10"}} {
+		if g, err := Boot(context.Background(), o); err == nil {
+			g.Close()
+			t.Errorf("Boot(%+v) booted", o)
+		} else if !errors.Is(err, errs.ErrInvalid) {
+			t.Errorf("Boot(%+v): %v, want ErrInvalid", o, err)
+		}
+	}
 }

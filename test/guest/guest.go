@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/netctl/netctl/internal/errs"
 	"github.com/netctl/netctl/qmp"
 	"github.com/netctl/netctl/test/vm"
 )
@@ -67,9 +68,11 @@ type Guest struct {
 	runErr    error
 	out       *syncBuffer
 
-	mu   sync.Mutex // guards seq, and serialises Exec
-	seq  int
-	boot time.Duration // QEMU start to agent ready, set by WaitReady
+	mu  sync.Mutex // guards seq, and serialises Exec
+	seq int
+
+	bootMu sync.Mutex    // guards boot
+	boot   time.Duration // QEMU start to agent ready, set by WaitReady
 
 	closeOnce sync.Once
 	closeErr  error
@@ -94,10 +97,10 @@ func Boot(ctx context.Context, opts Options) (*Guest, error) {
 			opts.RootPorts = 2
 		}
 	default:
-		return nil, fmt.Errorf("guest: machine %q: use pc or q35", opts.Machine)
+		return nil, fmt.Errorf("guest: machine %q: use pc or q35: %w", opts.Machine, errs.ErrInvalid)
 	}
 	if opts.RootPorts < 0 || opts.RootPorts > 30 {
-		return nil, fmt.Errorf("guest: %d root ports: use 0 to 30", opts.RootPorts)
+		return nil, fmt.Errorf("guest: %d root ports: use 0 to 30: %w", opts.RootPorts, errs.ErrInvalid)
 	}
 	if opts.MemMB == 0 {
 		opts.MemMB = 512
@@ -107,7 +110,7 @@ func Boot(ctx context.Context, opts Options) (*Guest, error) {
 	}
 	k, err := vm.LookupKernel(opts.Kernel)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("guest: %w: %w", err, errs.ErrInvalid)
 	}
 	cache, err := vm.DefaultCacheDir()
 	if err != nil {
@@ -204,8 +207,8 @@ func (g *Guest) Dir() string { return g.dir }
 // wait for a VM slot, and any time paused) to its agent's first answer;
 // zero before that.
 func (g *Guest) BootTime() time.Duration {
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	g.bootMu.Lock()
+	defer g.bootMu.Unlock()
 	return g.boot
 }
 
@@ -231,11 +234,11 @@ func (g *Guest) WaitReady(ctx context.Context) error {
 	ready := filepath.Join(g.dir, "a", "ready")
 	for {
 		if _, err := os.Stat(ready); err == nil {
-			g.mu.Lock()
+			g.bootMu.Lock()
 			if g.boot == 0 {
 				g.boot = time.Since(g.started)
 			}
-			g.mu.Unlock()
+			g.bootMu.Unlock()
 			return nil
 		}
 		if err := g.wait(ctx, 20*time.Millisecond); err != nil {
