@@ -316,8 +316,8 @@ func (g *Guest) Exec(ctx context.Context, cmd string) (string, int, error) {
 	}
 	rcPath, outPath := filepath.Join(a, "out", n+".rc"), filepath.Join(a, "out", n+".out")
 	for {
-		if b, err := os.ReadFile(rcPath); err == nil {
-			rc, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if b, err := readBounded(rcPath, 32); err == nil {
+			rc, err := strconv.Atoi(strings.TrimSpace(b))
 			if err != nil {
 				return "", -1, fmt.Errorf("guest: exec: bad status %q", b)
 			}
