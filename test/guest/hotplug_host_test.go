@@ -15,7 +15,7 @@ import (
 // TestHostHotplugTapMultiqueue hotplugs a 4-queue tap NIC into a running
 // guest with raw QMP (getfd per queue, netdev_add tap fds=... vhost=off,
 // device_add virtio-net-pci mq=on vectors=10): the guest sees it with 4
-// queue pairs, pings cross both ways, device_del ends in DEVICE_DELETED,
+// queue pairs, pings cross both ways, device_del (sent twice) ends in DEVICE_DELETED,
 // the NIC leaves the guest, and QEMU keeps nothing of it.
 func TestHostHotplugTapMultiqueue(t *testing.T) {
 	testenv.Host(t)
@@ -79,8 +79,13 @@ func TestHostHotplugTapMultiqueue(t *testing.T) {
 
 	assertQEMUHolds(ctx, t, c, "net1")
 	t0 = time.Now()
-	took := unplug(ctx, t, c, "net1")
+	// On pc (PIIX4 ACPI hotplug) QEMU 7.2 takes a repeated device_del
+	// without an error, and the unplug ends once.
+	took, early, _ := unplugRepeating(ctx, t, c, "net1")
 	t.Logf("timing: device_del to DEVICE_DELETED: %v", took.Round(time.Millisecond))
+	if early != "" {
+		t.Errorf("device_del repeated at once on pc: %q, want it accepted", early)
+	}
 	if err := g.WaitNICGone(ctx, mac); err != nil {
 		t.Fatal(err)
 	}

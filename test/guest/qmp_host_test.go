@@ -102,6 +102,55 @@ func unplug(ctx context.Context, t *testing.T, c *qmp.Client, id string) time.Du
 	return took
 }
 
+// unplugRepeating is unplug that also sends device_del again: at once,
+// and once more when QEMU's pending-unplug window (5 s on PCIe) has passed
+// with no DEVICE_DELETED yet. It returns how long DEVICE_DELETED took and
+// QEMU's answers to the two repeats ("" for no error; late is "" too when
+// DEVICE_DELETED came before 5 s).
+func unplugRepeating(ctx context.Context, t *testing.T, c *qmp.Client, id string) (took time.Duration, early, late string) {
+	t.Helper()
+	c.Events()
+	del := func() string {
+		if err := c.Run(ctx, "device_del", map[string]string{"id": id}, nil); err != nil {
+			return err.Error()
+		}
+		return ""
+	}
+	t0 := time.Now()
+	if e := del(); e != "" {
+		t.Fatalf("device_del %s: %s", id, e)
+	}
+	early = del()
+	lateSent := false
+	for {
+		for _, e := range c.Events() {
+			var d struct{ Device string }
+			json.Unmarshal(e.Data, &d)
+			if e.Event == "DEVICE_DELETED" && d.Device == id {
+				took = time.Since(t0)
+			}
+		}
+		if took != 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no DEVICE_DELETED for %s after %v", id, time.Since(t0))
+		}
+		if !lateSent && time.Since(t0) > 5050*time.Millisecond {
+			late, lateSent = del(), true
+			continue
+		}
+		time.Sleep(20 * time.Millisecond)
+		if err := c.Run(ctx, "query-status", nil, nil); err != nil {
+			t.Fatalf("query-status: %v", err)
+		}
+	}
+	if err := c.Run(ctx, "netdev_del", map[string]string{"id": "host" + id}, nil); err != nil {
+		t.Fatalf("netdev_del host%s: %v", id, err)
+	}
+	return took, early, late
+}
+
 // assertQEMUClean checks that QEMU holds nothing of the NIC id: no
 // device, no netdev, no fdset (ReadQEMUState), and no getfd name left
 // (closefd of each fails).
