@@ -55,7 +55,7 @@ func Attach(ctx context.Context, r Request) (*state.NIC, error) {
 }
 
 type attacher struct {
-	pid     int    // QEMU's pid and start time, once known
+	pid     int // QEMU's pid and start time, once known
 	start   uint64
 	p       *parsed
 	h       Host
@@ -76,7 +76,19 @@ func step(name string, err error) error { return fmt.Errorf("attach: %s: %w", na
 
 func (a *attacher) run(ctx context.Context) (*state.NIC, error) {
 	p := a.p
-	c, err := qmp.Dial(ctx, p.QMP)
+	store, err := state.Open(p.StateDir)
+	if err != nil {
+		return nil, step("state", err)
+	}
+	// The VM's lock, taken before connecting: QEMU serves one QMP
+	// connection at a time (and a second connect fails with EAGAIN once
+	// its backlog is full), so the lock is the monitor's: the socket's.
+	lock, err := store.Lock(ctx, state.LockKey(p.QMP))
+	if err != nil {
+		return nil, step("lock the VM", err)
+	}
+	defer lock.Unlock()
+	c, err := dialQMP(ctx, p.QMP)
 	if err != nil {
 		return nil, step("connect to QEMU", err)
 	}
@@ -92,16 +104,7 @@ func (a *attacher) run(ctx context.Context) (*state.NIC, error) {
 	if err := state.CheckVMName(vm); err != nil {
 		return nil, step("VM name", err)
 	}
-	store, err := state.Open(p.StateDir)
-	if err != nil {
-		return nil, step("state", err)
-	}
 	key := state.KeyFor(vm, p.QMP)
-	lock, err := store.Lock(ctx, key)
-	if err != nil {
-		return nil, step("lock the VM", err)
-	}
-	defer lock.Unlock()
 	netdev := NetdevID(p.ID)
 	if _, err := store.Load(key, p.ID); err == nil {
 		return nil, step("check the id", fmt.Errorf("netctl already attached a NIC %s to this VM (netctl list; netctl detach --id %s): %w", p.ID, p.ID, ErrConflict))
@@ -140,7 +143,12 @@ func (a *attacher) run(ctx context.Context) (*state.NIC, error) {
 		if len(name) > 32 {
 			name = name[:32]
 		}
-		spec := VDPASpec{Name: name, Mgmtdev: p.Mgmtdev, MAC: p.mac, MTU: p.MTU}
+		// MAC, MTU and max_vqp go to the device only when asked for: a
+		// management device may refuse config attributes (VDUSE does).
+		spec := VDPASpec{Name: name, Mgmtdev: p.Mgmtdev, MTU: p.MTU}
+		if p.MAC != "" {
+			spec.MAC = p.mac
+		}
 		if p.Queues > 1 {
 			spec.MaxVQP = p.Queues
 		}
@@ -261,12 +269,11 @@ func (a *attacher) run(ctx context.Context) (*state.NIC, error) {
 	}
 
 	// Pass the fds on this one connection; until netdev_add consumes a
-	// name, its undo is closefd.
+	// name, its undo is closefd. Each undo is pushed before its command:
+	// QEMU may have done a command whose answer was lost (the connection
+	// broke), and an undo of something that is not there is a no-op.
 	consumed := false
 	for _, f := range slices.Concat(taps, vhosts) {
-		if err := c.SendFD(ctx, f.name, f.fd); err != nil {
-			return nil, step("pass fd "+f.name+" (getfd)", err)
-		}
 		name := f.name
 		a.undo.push("closefd "+name, func(ctx context.Context) error {
 			if consumed {
@@ -274,15 +281,23 @@ func (a *attacher) run(ctx context.Context) (*state.NIC, error) {
 			}
 			return a.qmpUndo(ctx, "closefd", map[string]any{"fdname": name}, "GenericError")
 		})
+		if err := c.SendFD(ctx, f.name, f.fd); err != nil {
+			return nil, step("pass fd "+f.name+" (getfd)", err)
+		}
 		nic.FDNames = append(nic.FDNames, name)
 	}
+	netdevRefused := false // QEMU answered netdev_add with an error: the id is not ours to delete
+	a.undo.push("netdev_del "+netdev, func(ctx context.Context) error {
+		if netdevRefused {
+			return nil
+		}
+		return a.qmpUndo(ctx, "netdev_del", map[string]any{"id": netdev}, "DeviceNotFound")
+	})
 	if err := c.Run(ctx, "netdev_add", netdevArgs, nil); err != nil {
+		netdevRefused = isQEMUError(err)
 		return nil, step("netdev_add "+netdev, netdevHint(err))
 	}
 	consumed = true
-	a.undo.push("netdev_del "+netdev, func(ctx context.Context) error {
-		return a.qmpUndo(ctx, "netdev_del", map[string]any{"id": netdev}, "DeviceNotFound")
-	})
 	// A netdev whose vhost setup failed can be deleted with only a
 	// warning: check it is really there.
 	out, err := infoNetwork(ctx, c)
@@ -312,6 +327,21 @@ func (a *attacher) run(ctx context.Context) (*state.NIC, error) {
 		return nil, step("record the NIC", err)
 	}
 	a.undo.push("remove the record", func(context.Context) error { return store.Remove(key, p.ID) })
+	// device_add's undo: needed only when QEMU added the device but the
+	// answer was lost (the connection broke after QEMU had read the
+	// command); then the device goes before its netdev.
+	a.undo.push("device_del "+p.ID, func(ctx context.Context) error {
+		var ids map[string]bool
+		err := a.qmpUndoFn(ctx, func(c *qmp.Client) error {
+			var err error
+			ids, err = deviceIDs(ctx, c)
+			return err
+		})
+		if err != nil || !ids[p.ID] {
+			return err
+		}
+		return unplug(ctx, a.c, p.ID, 10*time.Second, 5*time.Second)
+	})
 	if err := c.Run(ctx, "device_add", dev, nil); err != nil {
 		return nil, step("device_add virtio-net-pci id="+p.ID, err)
 	}
@@ -327,21 +357,28 @@ func (a *attacher) run(ctx context.Context) (*state.NIC, error) {
 // connection), so the undo dials the same socket again; when QEMU itself
 // is gone there is nothing left to undo in it.
 func (a *attacher) qmpUndo(ctx context.Context, cmd string, args any, ignore string) error {
-	err := a.c.Run(ctx, cmd, args, nil)
+	err := a.qmpUndoFn(ctx, func(c *qmp.Client) error { return c.Run(ctx, cmd, args, nil) })
+	if err != nil && ignore != "" && (isClass(err, ignore) || strings.Contains(err.Error(), "not found")) {
+		return nil
+	}
+	return err
+}
+
+// qmpUndoFn runs fn on the connection, dialling again once when the
+// connection broke; nil when QEMU itself is gone.
+func (a *attacher) qmpUndoFn(ctx context.Context, fn func(c *qmp.Client) error) error {
+	err := fn(a.c)
 	if err != nil && !isQEMUError(err) {
 		if a.pid != 0 && !state.SameProcess(a.pid, a.start) {
 			return nil // QEMU exited: its fds, netdevs and names went with it
 		}
-		c, derr := qmp.Dial(ctx, a.p.QMP)
+		c, derr := dialQMP(ctx, a.p.QMP)
 		if derr != nil {
 			return fmt.Errorf("%w; dialling again: %w", err, derr)
 		}
 		a.c.Close()
 		a.c = c
-		err = a.c.Run(ctx, cmd, args, nil)
-	}
-	if err != nil && ignore != "" && (isClass(err, ignore) || strings.Contains(err.Error(), "not found")) {
-		return nil
+		err = fn(a.c)
 	}
 	return err
 }

@@ -146,7 +146,7 @@ func TestHostAttachRealQEMU(t *testing.T) {
 	if n := testenv.OpenFDs(t); n != fds {
 		t.Errorf("%d fds open after attach, %d before: netctl's copies must be closed", n, fds)
 	}
-	ls, bad, err := List(ctx, ListRequest{StateDir: dir, VMName: "hostvm"})
+	ls, bad, err := list(ctx, ListRequest{StateDir: dir, VMName: "hostvm"})
 	if err != nil || len(bad) != 0 || len(ls) != 1 || ls[0].Present != "yes" {
 		t.Errorf("list: %+v %v %v", ls, bad, err)
 	}

@@ -47,7 +47,12 @@ func Detach(ctx context.Context, r DetachRequest) error {
 	if err != nil {
 		return fmt.Errorf("detach: %w", err)
 	}
-	c, dialErr := qmp.Dial(ctx, r.QMP)
+	lock, err := store.Lock(ctx, state.LockKey(r.QMP))
+	if err != nil {
+		return fmt.Errorf("detach: %w", err)
+	}
+	defer lock.Unlock()
+	c, dialErr := dialQMP(ctx, r.QMP)
 	vm := r.VMName
 	if dialErr == nil {
 		defer c.Close()
@@ -62,22 +67,12 @@ func Detach(ctx context.Context, r DetachRequest) error {
 		}
 	}
 	key := state.KeyFor(vm, r.QMP)
-	lock, err := store.Lock(ctx, key)
-	if err != nil {
-		return fmt.Errorf("detach: %w", err)
-	}
-	defer lock.Unlock()
 	nic, err := store.Load(key, r.ID)
 	if errors.Is(err, state.ErrNotFound) && r.VMName == "" && dialErr != nil {
 		// QEMU is gone, so its name is unknown: find the record by its
 		// socket.
 		if n := findBySocket(store, r.QMP, r.ID); n != nil {
 			nic, err, key = n, nil, state.KeyFor(n.VM, n.QMP)
-			lock.Unlock()
-			if lock, err = store.Lock(ctx, key); err != nil {
-				return fmt.Errorf("detach: %w", err)
-			}
-			defer lock.Unlock()
 		}
 	}
 	if errors.Is(err, state.ErrNotFound) {

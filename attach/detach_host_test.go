@@ -32,7 +32,7 @@ func TestHostDetachPausedPC(t *testing.T) {
 	if !errors.Is(err, ErrTimeout) {
 		t.Fatalf("detach on a paused pc without a guest: %v, want ErrTimeout", err)
 	}
-	ls, _, _ := List(ctx, ListRequest{StateDir: dir})
+	ls, _, _ := list(ctx, ListRequest{StateDir: dir})
 	if len(ls) != 1 || ls[0].Status != state.StatusDetachTimeout || ls[0].Present != "yes" {
 		t.Errorf("list after the timeout: %+v", ls)
 	}

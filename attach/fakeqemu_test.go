@@ -26,7 +26,7 @@ type fakeQEMU struct {
 	sock string
 	ln   *net.UnixListener
 
-	mu       sync.Mutex // guards everything below
+	mu       sync.Mutex       // guards everything below
 	names    map[string]int   // getfd name -> fd
 	netdevs  map[string][]int // id -> fds it holds
 	devices  map[string]string
@@ -35,14 +35,16 @@ type fakeQEMU struct {
 	calls    map[string]int
 	fail     map[string]int // command -> the call (1-based) that fails
 	hangup   map[string]int
-	unplug   string // "instant" (default), "never", "second" (after a repeated device_del)
+	after    map[string]int // like hangup, but after doing the command
+	unplug   string         // "instant" (default), "never", "second" (after a repeated device_del)
 	log      []string
 	propFail string // device_add fails when this property is given
+	name     string // query-name's answer
 }
 
 func newFakeQEMU(t *testing.T) *fakeQEMU {
 	f := &fakeQEMU{t: t, sock: filepath.Join(t.TempDir(), "qmp.sock"), names: map[string]int{}, netdevs: map[string][]int{},
-		devices: map[string]string{}, pending: map[string]bool{}, calls: map[string]int{}, fail: map[string]int{}, hangup: map[string]int{}}
+		devices: map[string]string{}, pending: map[string]bool{}, calls: map[string]int{}, fail: map[string]int{}, hangup: map[string]int{}, after: map[string]int{}}
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: f.sock, Net: "unix"})
 	if err != nil {
 		t.Fatal(err)
@@ -155,6 +157,14 @@ func (f *fakeQEMU) handle(cmd string, raw json.RawMessage, fd int) (ret any, qer
 		}
 		return nil, "", true
 	}
+	if n, ok := f.after[cmd]; ok && n == f.calls[cmd] {
+		delete(f.after, cmd)
+		f.calls[cmd]--
+		f.mu.Unlock()
+		f.handle(cmd, raw, fd)
+		f.mu.Lock()
+		return nil, "", true
+	}
 	if n, ok := f.fail[cmd]; ok && n == f.calls[cmd] {
 		if fd >= 0 {
 			unix.Close(fd)
@@ -168,7 +178,11 @@ func (f *fakeQEMU) handle(cmd string, raw json.RawMessage, fd int) (ret any, qer
 	case "query-version":
 		return map[string]any{"qemu": map[string]int{"major": 7, "minor": 2, "micro": 22}, "package": ""}, "", false
 	case "query-name":
-		return map[string]string{"name": "vm1"}, "", false
+		name := f.name
+		if name == "" {
+			name = "vm1"
+		}
+		return map[string]string{"name": name}, "", false
 	case "qom-get":
 		return "pc-i440fx-7.2-machine", "", false
 	case "query-fdsets":

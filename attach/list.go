@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/netctl/netctl/qmp"
 	"github.com/netctl/netctl/state"
 )
 
@@ -13,9 +12,19 @@ import (
 // its QEMU when it can be reached: QEMU gone or the device missing gives
 // Present "gone"; a QEMU that cannot be asked (its monitor busy with
 // another client) gives "unknown" and why. Records that cannot be read
-// are returned as bad (each error names its file); List fails only when
-// the state directory cannot be read.
-func List(ctx context.Context, r ListRequest) (nics []Listed, bad []error, err error) {
+// are skipped and handed to r.Unreadable (each error names its file);
+// List fails only when the state directory cannot be read.
+func List(ctx context.Context, r ListRequest) ([]Listed, error) {
+	nics, bad, err := list(ctx, r)
+	if r.Unreadable != nil {
+		for _, b := range bad {
+			r.Unreadable(b)
+		}
+	}
+	return nics, err
+}
+
+func list(ctx context.Context, r ListRequest) (nics []Listed, bad []error, err error) {
 	store, err := state.Open(r.StateDir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("list: %w", err)
@@ -65,7 +74,7 @@ func List(ctx context.Context, r ListRequest) (nics []Listed, bad []error, err e
 func peripheralIDs(ctx context.Context, sock string, timeout time.Duration) (map[string]bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	c, err := qmp.Dial(ctx, sock)
+	c, err := dialQMP(ctx, sock)
 	if err != nil {
 		return nil, err
 	}

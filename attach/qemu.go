@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/netctl/netctl/qmp"
 )
@@ -132,6 +135,24 @@ func deviceIDs(ctx context.Context, c *qmp.Client) (map[string]bool, error) {
 		}
 	}
 	return ids, nil
+}
+
+// dialQMP connects to QEMU's QMP socket. QEMU accepts one connection at
+// a time and its listen backlog is small: while another client holds the
+// monitor a connect fails with EAGAIN, so dialQMP tries again until ctx
+// ends.
+func dialQMP(ctx context.Context, sock string) (*qmp.Client, error) {
+	for {
+		c, err := qmp.Dial(ctx, sock)
+		if err == nil || !errors.Is(err, unix.EAGAIN) {
+			return c, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (another client holds QEMU's monitor)", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // isClass says whether err is QEMU's answer with that error class.

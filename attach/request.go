@@ -73,6 +73,9 @@ type ListRequest struct {
 	StateDir string
 	// CheckTimeout bounds the check of each VM against QEMU (default 2 s).
 	CheckTimeout time.Duration
+	// Unreadable, when set, gets the error of each record file that
+	// could not be read (it names the file); List skips those records.
+	Unreadable func(error)
 }
 
 // Listed is one record and what QEMU says about it now.

@@ -6,10 +6,11 @@
 // macvtap, a vdpa device) apart from what it only opened: only what netctl
 // created is ever deleted.
 //
-// Layout under the root:
+// Layout under the root (the lock is keyed by the QMP socket: QEMU serves
+// one QMP connection at a time, so that is what must serialise):
 //
 //	nics/VMKEY.ID.json   one record (VMKEY is the VM's name, escaped)
-//	locks/VMKEY.lock     the per-VM lock (flock): attaches and detaches on
+//	locks/KEY.lock       the per-VM lock (flock): attaches and detaches on
 //	                     one VM serialise; different VMs run in parallel
 //
 // Records are written atomically (a temporary file in the same directory,

@@ -72,6 +72,11 @@ func digest(s string) string {
 	return hex.EncodeToString(h[:16])
 }
 
+// LockKey is the key of the lock for the VM behind a QMP socket: attach
+// and detach take it before they connect, since QEMU serves one QMP
+// connection at a time.
+func LockKey(qmpSocket string) string { return KeyFor("", qmpSocket) }
+
 func (s *Store) recordPath(key, id string) string {
 	return filepath.Join(s.Dir, "nics", key+"."+id+".json")
 }
@@ -89,7 +94,7 @@ func (l *Lock) Unlock() error {
 	return err
 }
 
-// Lock takes the lock of the VM with key (KeyFor), waiting until it is
+// Lock takes the lock of the VM with key (LockKey), waiting until it is
 // free or ctx ends. The lock file stays (removing it would let two
 // processes lock two different files).
 func (s *Store) Lock(ctx context.Context, key string) (*Lock, error) {

@@ -188,12 +188,10 @@ func listCommand() *cli.Command {
 		Action: func(c *cli.Context) error {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			nics, bad, err := attach.List(ctx, attach.ListRequest{VMName: c.String("vm"), StateDir: runDir()})
+			nics, err := attach.List(ctx, attach.ListRequest{VMName: c.String("vm"), StateDir: runDir(),
+				Unreadable: func(err error) { fmt.Fprintf(c.App.ErrWriter, "netctl: list: %v\n", err) }})
 			if err != nil {
 				return err
-			}
-			for _, b := range bad {
-				fmt.Fprintf(c.App.ErrWriter, "netctl: list: %v\n", b)
 			}
 			if c.Bool("json") {
 				if nics == nil {
