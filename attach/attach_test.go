@@ -321,6 +321,26 @@ func TestAttachFaults(t *testing.T) {
 	}
 }
 
+// TestDetachGuestBusyIsPending: on q35 with native PCIe hotplug, a repeated
+// device_del while the guest's pciehp waits its 5 s is answered "guest is
+// busy (power indicator blinking)" (found against a real 6.12 guest); the
+// unplug is under way, and detach waits for it instead of failing.
+func TestDetachGuestBusyIsPending(t *testing.T) {
+	q, h, dir := newFakeQEMU(t), newFakeHost(t, "probe-host-root.json"), t.TempDir()
+	if _, err := Attach(ctxT(t), Request{QMP: q.sock, ID: "n1", StateDir: dir, Host: h}); err != nil {
+		t.Fatal(err)
+	}
+	q.mu.Lock()
+	q.unplug = "blinking"
+	q.mu.Unlock()
+	if err := Detach(ctxT(t), DetachRequest{QMP: q.sock, ID: "n1", StateDir: dir, Host: h, Timeout: 5 * time.Second, Retry: 100 * time.Millisecond}); err != nil {
+		t.Fatalf("detach while the guest's unplug is under way: %v", err)
+	}
+	if ls, _, _ := list(ctxT(t), ListRequest{StateDir: dir}); len(ls) != 0 {
+		t.Errorf("records left: %+v", ls)
+	}
+}
+
 func TestDetachTimeoutThenAgain(t *testing.T) {
 	q, h, dir := newFakeQEMU(t), newFakeHost(t, "probe-host-root.json"), t.TempDir()
 	if _, err := Attach(ctxT(t), Request{QMP: q.sock, ID: "n1", StateDir: dir, Host: h}); err != nil {

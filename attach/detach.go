@@ -164,7 +164,7 @@ func unplug(ctx context.Context, c *qmp.Client, id string, timeout, retry time.D
 	send := func() error {
 		err := c.Run(ctx, "device_del", map[string]any{"id": id}, nil)
 		switch {
-		case err == nil, isClass(err, "GenericError") && strings.Contains(err.Error(), "in the process of unplug"):
+		case err == nil, unplugUnderWay(err):
 			return nil
 		case isClass(err, "DeviceNotFound"):
 			return errGone
@@ -210,6 +210,16 @@ func unplug(ctx context.Context, c *qmp.Client, id string, timeout, retry time.D
 }
 
 var errGone = errors.New("device not found")
+
+// unplugUnderWay says whether QEMU refused a repeated device_del because
+// the first one is still running: "Device ID is already in the process
+// of unplug" (qdev-monitor.c), or, on native PCIe hotplug while the
+// guest's pciehp waits its 5 s, "Hot-unplug failed: guest is busy (power
+// indicator blinking)" (QEMU 7.2's pcie_cap_slot_unplug_request_cb).
+func unplugUnderWay(err error) bool {
+	return isClass(err, "GenericError") &&
+		(strings.Contains(err.Error(), "in the process of unplug") || strings.Contains(err.Error(), "power indicator blinking"))
+}
 
 // deleted says whether events hold DEVICE_DELETED for device id.
 func deleted(evs []qmp.Event, id string) bool {

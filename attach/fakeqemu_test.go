@@ -36,7 +36,7 @@ type fakeQEMU struct {
 	fail     map[string]int // command -> the call (1-based) that fails
 	hangup   map[string]int
 	after    map[string]int // like hangup, but after doing the command
-	unplug   string         // "instant" (default), "never", "second" (after a repeated device_del)
+	unplug   string         // "instant" (default), "never", "second" (after a repeated device_del), "blinking" (native PCIe: a repeat is refused while the guest's 5 s wait runs, then the unplug ends by itself)
 	log      []string
 	propFail string // device_add fails when this property is given
 	name     string // query-name's answer
@@ -282,10 +282,18 @@ func (f *fakeQEMU) handle(cmd string, raw json.RawMessage, fd int) (ret any, qer
 		if _, ok := f.devices[id]; !ok {
 			return nil, "DeviceNotFound:Device '" + id + "' not found", false
 		}
+		if f.pending[id] && f.unplug == "blinking" {
+			// QEMU 7.2's pcie_cap_slot_unplug_request_cb while pciehp
+			// waits; the unplug completes on its own after the retry.
+			delete(f.devices, id)
+			delete(f.pending, id)
+			f.events = append(f.events, `{"event":"DEVICE_DELETED","data":{"device":"`+id+`","path":"/machine/peripheral/`+id+`"},"timestamp":{"seconds":1,"microseconds":2}}`)
+			return nil, "GenericError:Hot-unplug failed: guest is busy (power indicator blinking)", false
+		}
 		if f.pending[id] && f.unplug != "second" {
 			return nil, "GenericError:Device " + id + " is already in the process of unplug", false
 		}
-		if f.unplug == "never" || (f.unplug == "second" && !f.pending[id]) {
+		if f.unplug == "never" || f.unplug == "blinking" || (f.unplug == "second" && !f.pending[id]) {
 			f.pending[id] = true
 			return map[string]any{}, "", false
 		}
