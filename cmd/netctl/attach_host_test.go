@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -32,7 +34,9 @@ func TestHostAttachCLI(t *testing.T) {
 		t.Fatalf("qemu-system-x86_64: %v (make vm-deps installs it)", err)
 	}
 	sock := filepath.Join(dir, "qmp.sock")
-	cmd := exec.Command(qemu, "-S", "-nodefaults", "-display", "none", "-machine", "pc", "-name", "clivm", "-qmp", "unix:"+sock+",server=on,wait=off")
+	// A name of its own: --vm finds QEMUs machine-wide.
+	name := fmt.Sprintf("clivm%d", os.Getpid())
+	cmd := exec.Command(qemu, "-S", "-nodefaults", "-display", "none", "-machine", "pc", "-name", name, "-qmp", "unix:"+sock+",server=on,wait=off")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +57,7 @@ func TestHostAttachCLI(t *testing.T) {
 
 	r := execNetctl(t, bin, "attach", "--qmp", sock, "--id", "net1", "--queues", "2", "--mac", "52:54:00:00:00:01")
 	t.Logf("netctl attach:\n%s%s", r.stdout, r.stderr)
-	for _, want := range []string{"attached net1 to clivm (QEMU 7.2", "QEMU userspace virtio-net, 2 queue pair(s)",
+	for _, want := range []string{"attached net1 to " + name + " (QEMU 7.2", "QEMU userspace virtio-net, 2 queue pair(s)",
 		"vhost-net: vhost-net: /dev/vhost-net", "modprobe vhost_net", "-> userspace", "features:", "properties: ", "mq=on", "vectors=6"} {
 		if r.code != 0 || !strings.Contains(r.stdout, want) {
 			t.Errorf("attach: exit %d, no %q in its output", r.code, want)
@@ -85,14 +89,31 @@ func TestHostAttachCLI(t *testing.T) {
 		t.Errorf("%d nctl links after refused attaches", links())
 	}
 
-	r = execNetctl(t, bin, "list", "--vm", "clivm", "--json")
+	// --vm NAME finds the same QEMU by its -name (qemuproc) and its one
+	// QMP socket.
+	r = execNetctl(t, bin, "attach", "--vm", name, "--id", "net3", "--mac", "52:54:00:00:00:03")
+	if r.code != 0 || !strings.Contains(r.stdout, "attached net3 to "+name) {
+		t.Errorf("attach --vm %s: %+v", name, r)
+	}
+	r = execNetctl(t, bin, "list", "--vm", name, "--json")
 	var ls []struct {
 		state.NIC
 		Present string `json:"present"`
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &ls); err != nil || r.code != 0 || len(ls) != 1 || ls[0].Present != "yes" || ls[0].Backend != "userspace" {
+	if err := json.Unmarshal([]byte(r.stdout), &ls); err != nil || r.code != 0 || len(ls) != 2 || ls[0].Present != "yes" || ls[0].Backend != "userspace" || ls[1].Present != "yes" {
 		t.Errorf("list --json: %v %+v", err, r)
 	}
+	// While netctl's test holds the VM's only monitor, --vm says so
+	// (busy, by this process) instead of hanging.
+	held, err := qmp.Dial(ctx, sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = execNetctl(t, bin, "attach", "--vm", name, "--id", "net4")
+	if r.code != 1 || !strings.Contains(r.stderr, "in use by") {
+		t.Errorf("attach --vm with the monitor held: %+v", r)
+	}
+	held.Close()
 
 	r = execNetctl(t, bin, "detach", "--qmp", sock, "--id", "net1", "--timeout", "1s")
 	if r.code != 1 || !strings.Contains(r.stderr, "did not release NIC net1 within 1s") {

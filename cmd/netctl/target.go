@@ -14,10 +14,10 @@ import (
 // resolveTarget turns --vm NAME or --qmp SOCKET into the QMP socket and
 // the VM's name ("" when only the socket is known: attach asks QEMU).
 // Exactly one of vm and sock is set (the caller checks). For --vm the
-// VM is found by its -name (qemuproc) and the socket is its one usable
-// QMP monitor, or the first that answers when it has several; a VM with
-// none (every monitor busy, or libvirt's) is refused with qemuproc's
-// reason, before anything changes.
+// VM is found by its -name (qemuproc) and the socket is its first QMP
+// monitor that answers (one that another client holds is busy at once,
+// by sock_diag, without waiting); a VM with none (every monitor busy, or
+// libvirt's) is refused with qemuproc's reason, before anything changes.
 func resolveTarget(ctx context.Context, vm, sock string) (string, string, error) {
 	if vm != "" {
 		return vmSocket(ctx, vm)
@@ -46,9 +46,6 @@ func vmSocket(ctx context.Context, name string) (string, string, error) {
 		if m.Unusable == "" && m.Socket != "" && !m.Abstract && !m.Libvirt {
 			usable = append(usable, m)
 		}
-	}
-	if len(usable) == 1 {
-		return usable[0].Socket, v.Name, nil
 	}
 	for _, m := range usable {
 		if st, _ := qemuproc.Check(ctx, v, m); st == qemuproc.StateReachable {
