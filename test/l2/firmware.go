@@ -35,8 +35,8 @@ type Firmware struct {
 // StartFirmware prepares the chroot and starts a paused firmware-only
 // QEMU (TCG, one vCPU) with a QMP socket L1 reaches as g.QMP. It creates
 // no NIC: hotplug them (netdev_add, device_add) and then `cont`. Close
-// kills QEMU. Boot order: iPXE on the NICs, then nothing (-no-reboot
-// keeps a failed boot from looping).
+// kills QEMU. There is no -no-reboot: system_reset must reset the
+// machine (it completes a pending unplug), not end QEMU.
 func StartFirmware(ctx context.Context, f Firmware) (*Guest, error) {
 	if f.Machine == "" {
 		f.Machine = "pc"
@@ -63,7 +63,7 @@ func StartFirmware(ctx context.Context, f Firmware) (*Guest, error) {
 	g := &Guest{QMP: root + qmpSock, Serial: root + serial, done: make(chan struct{})}
 	os.Remove(g.QMP)
 	os.Remove(g.Serial)
-	g.Args = []string{QEMU, "-S", "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+	g.Args = []string{QEMU, "-S", "-nodefaults", "-no-user-config", "-display", "none",
 		"-machine", f.Machine, "-accel", "tcg", "-m", fmt.Sprint(f.MemMB), "-smp", "1",
 		"-boot", "n", "-serial", "file:" + serial,
 		"-qmp", "unix:" + qmpSock + ",server=on,wait=off"}

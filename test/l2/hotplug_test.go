@@ -23,6 +23,7 @@ type rawNIC struct {
 	TapFDs   []int  // type tap: one per queue
 	VhostFDs []int  // with TapFDs: one /dev/vhost-net per queue pair (vhost=on, vhostforce=on)
 	VDPAFD   int    // type vhost-vdpa when > 0: the /dev/vhost-vdpa-N fd
+	Props    string // more device_add properties: "iommu_platform=on,mrg_rxbuf=off"
 }
 
 func (n rawNIC) netdev() string { return "nd-" + n.ID }
@@ -69,6 +70,12 @@ func hotplug(ctx context.Context, t *testing.T, c *qmp.Client, n rawNIC) {
 	dev := map[string]any{"driver": "virtio-net-pci", "id": n.ID, "netdev": n.netdev(), "mac": n.MAC.String()}
 	if n.Bus != "" {
 		dev["bus"] = n.Bus
+	}
+	if n.Props != "" {
+		for _, kv := range strings.Split(n.Props, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			dev[k] = v
+		}
 	}
 	if _, err := c.Execute(ctx, "device_add", dev); err != nil {
 		if _, derr := c.Execute(ctx, "netdev_del", map[string]string{"id": n.netdev()}); derr != nil {
