@@ -26,6 +26,13 @@ type Firmware struct {
 	// Name distinguishes the files of several QEMUs under /host/run/l2
 	// (default "fw").
 	Name string
+	// SharedMemory backs guest RAM with a shared memfd
+	// (memory-backend-memfd,share=on). A VDUSE device behind vhost-vdpa
+	// needs it: vhost-vdpa maps only file-backed shared memory into a
+	// VA-based device's IOTLB (vhost_vdpa_va_map skips anonymous private
+	// memory), so without it the device sees no guest memory and never
+	// uses a buffer.
+	SharedMemory bool
 	// Dir, when set, runs the host's QEMU directly (the host layer, no
 	// chroot) with its QMP socket and serial log in Dir. Empty: in L1,
 	// chrooted in /host, files under /host/run/l2.
@@ -64,9 +71,15 @@ func StartFirmware(ctx context.Context, f Firmware) (*Guest, error) {
 	os.Remove(g.QMP)
 	os.Remove(g.Serial)
 	g.Args = []string{QEMU, "-S", "-nodefaults", "-no-user-config", "-display", "none",
-		"-machine", f.Machine, "-accel", "tcg", "-m", fmt.Sprint(f.MemMB), "-smp", "1",
+		"-accel", "tcg", "-m", fmt.Sprint(f.MemMB), "-smp", "1",
 		"-boot", "n", "-serial", "file:" + serial,
 		"-qmp", "unix:" + qmpSock + ",server=on,wait=off"}
+	if f.SharedMemory {
+		g.Args = append(g.Args, "-object", fmt.Sprintf("memory-backend-memfd,id=ram0,size=%dM,share=on", f.MemMB),
+			"-machine", f.Machine+",memory-backend=ram0")
+	} else {
+		g.Args = append(g.Args, "-machine", f.Machine)
+	}
 	for i := 0; i < f.RootPorts; i++ {
 		g.Args = append(g.Args, "-device", fmt.Sprintf("pcie-root-port,id=rp%d,bus=pcie.0,chassis=%d", i, i+1))
 	}
