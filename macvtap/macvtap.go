@@ -230,6 +230,13 @@ func (m *Macvtap) SetOffloads(o Offloads) error {
 	return m.setOffloads(o)
 }
 
+// CloseQueues closes the queues and keeps the link, for a caller that
+// handed copies of the queue fds to another process (a VMM) that now owns
+// the data path; deleting the link is then the caller's business
+// (netlink, ip link del). Close after it still deletes a link
+// CreateMacvtap created.
+func (m *Macvtap) CloseQueues() error { return m.closeFDs() }
+
 // Close closes the queues and, if CreateMacvtap created the link, deletes
 // it. Closing twice is not an error.
 func (m *Macvtap) Close() error {

@@ -28,6 +28,9 @@ func newApp() *cli.App {
 			"Exit status: 0 success, 1 failure, 2 usage error.",
 		Version: buildVersion().Version,
 		Commands: []*cli.Command{
+			attachCommand(),
+			detachCommand(),
+			listCommand(),
 			selftestCommand(),
 			vdpaCommand(),
 			probeCommand(),

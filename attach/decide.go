@@ -1,0 +1,99 @@
+package attach
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/netctl/netctl/policy"
+	"github.com/netctl/netctl/policy/host"
+)
+
+// decide creates the vdpa device first when --mgmtdev asks for one (it
+// must exist to be probed; its undo is pushed), probes the host and asks
+// policy.Decide, for the running QEMU's version.
+func (a *attacher) decide(ctx context.Context, version string) (policy.Decision, error) {
+	p := a.p
+	if p.Mgmtdev != "" {
+		// The device must exist to be probed: create it first (undone
+		// on any later failure, including a decision against it).
+		name := "netctl-" + p.ID
+		if len(name) > 32 {
+			name = name[:32]
+		}
+		// MAC, MTU and max_vqp go to the device only when asked for: a
+		// management device may refuse config attributes (VDUSE does).
+		spec := VDPASpec{Name: name, Mgmtdev: p.Mgmtdev, MTU: p.MTU}
+		if p.MAC != "" {
+			spec.MAC = p.mac
+		}
+		if p.Queues > 1 {
+			spec.MaxVQP = p.Queues
+		}
+		if err := a.h.CreateVDPA(ctx, spec); err != nil {
+			return policy.Decision{}, step("create vdpa device on "+p.Mgmtdev, err)
+		}
+		a.undo.push("vdpa dev del "+name, func(ctx context.Context) error { return a.h.DeleteVDPA(ctx, name) })
+		p.VDPA = name
+	}
+	probeFn := p.Probe
+	if probeFn == nil {
+		probeFn = a.h.Probe
+	}
+	desc, err := probeFn(ctx)
+	if err != nil {
+		return policy.Decision{}, step("probe the host", err)
+	}
+	d2 := *desc
+	desc = &d2
+	desc.QEMU.Version = version // the running QEMU decides the properties
+	desc.QEMU.Error = ""
+	restrictVDPA(desc, p)
+	dec, err := policy.Decide(desc, policy.Request{Backend: p.Backend, Queues: p.Queues, Profile: p.Profile, QEMU: version})
+	if err != nil {
+		if errors.Is(err, policy.ErrNotAvailable) {
+			// Name the requested backend's own reason (policy's message
+			// ends with the last step of the chain).
+			for _, s := range dec.Steps {
+				if s.Backend == p.Backend {
+					return policy.Decision{}, step("choose the backend", fmt.Errorf("--backend %s is not available here: %s: %w", p.Backend, s.Reason, ErrNotAvailable))
+				}
+			}
+		}
+		return policy.Decision{}, step("choose the backend", err)
+	}
+	if dec.Backend != policy.BackendVDPA && p.Mgmtdev != "" {
+		// Created for nothing: remove it now.
+		if err := a.undo.run(ctx); err != nil {
+			return policy.Decision{}, step("remove the unused vdpa device", err)
+		}
+		p.VDPA = ""
+	}
+
+	return dec, nil
+}
+
+// restrictVDPA lets the chain choose only the vdpa device the request
+// names: without --vdpa or --mgmtdev, none (a device bound to vhost_vdpa
+// may be another VM's).
+func restrictVDPA(h *host.Description, p *parsed) {
+	if p.VDPA == "" {
+		if h.VDPA.Available {
+			h.VDPA.Available = false
+			h.VDPA.Error = "no --vdpa DEV or --mgmtdev MGMTDEV given"
+		}
+		h.VDPA.Devices = nil
+		return
+	}
+	var keep []host.VDPADevice
+	for _, d := range h.VDPA.Devices {
+		if d.Name == p.VDPA {
+			keep = append(keep, d)
+		}
+	}
+	if len(keep) == 0 && h.VDPA.Available {
+		h.VDPA.Available = false
+		h.VDPA.Error = "vdpa device " + p.VDPA + " does not exist (netctl vdpa dev show)"
+	}
+	h.VDPA.Devices = keep
+}

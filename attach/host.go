@@ -1,0 +1,247 @@
+package attach
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/netctl/netctl/macvtap"
+	"github.com/netctl/netctl/policy/host"
+	"github.com/netctl/netctl/policy/probe"
+	"github.com/netctl/netctl/vdpa"
+	"github.com/netctl/netctl/vhostnet"
+)
+
+// Host is everything attach does to this host, behind one interface so
+// that unit tests can use fakes. The real one is RealHost.
+type Host interface {
+	// Probe describes the host for policy.Decide (probe.Probe).
+	Probe(ctx context.Context) (*host.Description, error)
+	// OpenTap creates (Create) or opens an existing tap with vnet_hdr and
+	// the given queues; the Backend owns the queue fds.
+	OpenTap(spec TapSpec) (Backend, error)
+	// CreateMacvtap creates a macvtap on spec.Lower and opens its queues.
+	CreateMacvtap(spec MacvtapSpec) (Backend, error)
+	// OpenVhostNet opens /dev/vhost-net; the caller owns the fd.
+	OpenVhostNet() (int, error)
+	// CreateVDPA adds a vdpa device and binds it to vhost_vdpa
+	// (vdpa dev add ...); DeleteVDPA removes it.
+	CreateVDPA(ctx context.Context, spec VDPASpec) error
+	DeleteVDPA(ctx context.Context, name string) error
+	// OpenVDPA opens the /dev/vhost-vdpa-N of a device bound to
+	// vhost_vdpa; the caller owns the fd.
+	OpenVDPA(ctx context.Context, name string) (fd int, path string, err error)
+	// DeleteLink deletes the link name if it still has ifindex (0: any);
+	// a link that is gone is not an error.
+	DeleteLink(name string, ifindex int) error
+	// LinkExists says whether the link name with ifindex is there.
+	LinkExists(name string, ifindex int) bool
+	// CloseFD closes an fd that OpenVhostNet or OpenVDPA returned.
+	CloseFD(fd int) error
+}
+
+// Backend is an open tap or macvtap.
+type Backend interface {
+	Name() string
+	Ifindex() int
+	Queues() int
+	// QueueFD lends queue i's fd (the Backend keeps it).
+	QueueFD(i int) int
+	// Release closes the Backend's fds and keeps the link (QEMU holds its
+	// own copies of the queues).
+	Release() error
+	// Destroy closes the fds and deletes the link if this Backend created
+	// it.
+	Destroy() error
+}
+
+// TapSpec says which tap to create or open.
+type TapSpec struct {
+	Name   string // an existing tap (Create false) or a template ("nctl%d")
+	Create bool
+	Queues int
+	MTU    int              // 0: leave it
+	MAC    net.HardwareAddr // the tap's own address (not the guest's); nil: leave it
+}
+
+// MacvtapSpec says what macvtap to create.
+type MacvtapSpec struct {
+	Lower  string
+	Mode   macvtap.Mode
+	Queues int
+	MTU    int
+	MAC    net.HardwareAddr // the guest's MAC: macvtap delivers frames for it
+}
+
+// VDPASpec says what vdpa device to create.
+type VDPASpec struct {
+	Name    string
+	Mgmtdev string
+	MAC     net.HardwareAddr
+	MTU     int
+	MaxVQP  int
+}
+
+// RealHost is this host: probe.Probe, macvtap, vhostnet and vdpa.
+type RealHost struct{}
+
+var _ Host = RealHost{}
+
+func (RealHost) Probe(ctx context.Context) (*host.Description, error) { return probe.Probe(nil) }
+
+type tapBackend struct {
+	t       *macvtap.Tap
+	ifindex int
+	created bool
+}
+
+func (b *tapBackend) Name() string      { return b.t.Name() }
+func (b *tapBackend) Ifindex() int      { return b.ifindex }
+func (b *tapBackend) Queues() int       { return b.t.Queues() }
+func (b *tapBackend) QueueFD(i int) int { return b.t.QueueFD(i) }
+func (b *tapBackend) Release() error    { return b.t.Close() }
+
+// Destroy closes the queues: a tap netctl created is not persistent, so
+// it goes away with the last fd (QEMU's included).
+func (b *tapBackend) Destroy() error { return b.t.Close() }
+
+func (RealHost) OpenTap(spec TapSpec) (Backend, error) {
+	if !spec.Create {
+		l, err := netlink.LinkByName(spec.Name)
+		if err != nil {
+			return nil, fmt.Errorf("tap %s: %w: name an existing tap (ip -d link show type tun), or leave --tap out and netctl creates one: %w", spec.Name, err, ErrInvalid)
+		}
+		if _, ok := l.(*netlink.Tuntap); !ok {
+			return nil, fmt.Errorf("tap %s is a %s link, not a tap: %w", spec.Name, l.Type(), ErrInvalid)
+		}
+	}
+	t, err := macvtap.CreateTap(macvtap.TapConfig{Name: spec.Name, VnetHdr: true, Queues: spec.Queues, MTU: spec.MTU})
+	if err != nil {
+		return nil, err
+	}
+	b := &tapBackend{t: t, created: spec.Create}
+	ok := false
+	defer func() {
+		if !ok {
+			t.Close()
+		}
+	}()
+	l, err := netlink.LinkByName(t.Name())
+	if err != nil {
+		return nil, fmt.Errorf("tap %s: %w", t.Name(), err)
+	}
+	b.ifindex = l.Attrs().Index
+	if spec.Create && spec.MAC != nil {
+		if err := t.SetMAC(spec.MAC); err != nil {
+			return nil, err
+		}
+	}
+	if err := t.Up(); err != nil {
+		return nil, err
+	}
+	ok = true
+	return b, nil
+}
+
+type macvtapBackend struct{ m *macvtap.Macvtap }
+
+func (b *macvtapBackend) Name() string      { return b.m.Name() }
+func (b *macvtapBackend) Ifindex() int      { return b.m.Ifindex() }
+func (b *macvtapBackend) Queues() int       { return b.m.Queues() }
+func (b *macvtapBackend) QueueFD(i int) int { return b.m.QueueFD(i) }
+func (b *macvtapBackend) Release() error    { return b.m.CloseQueues() }
+func (b *macvtapBackend) Destroy() error    { return b.m.Close() }
+
+func (RealHost) CreateMacvtap(spec MacvtapSpec) (Backend, error) {
+	m, err := macvtap.CreateMacvtap(macvtap.MacvtapConfig{Name: "nctlmv%d", Lower: spec.Lower, Mode: spec.Mode,
+		MAC: spec.MAC, Queues: spec.Queues, MTU: spec.MTU})
+	if err != nil {
+		return nil, err
+	}
+	return &macvtapBackend{m: m}, nil
+}
+
+func (RealHost) OpenVhostNet() (int, error) {
+	d, err := vhostnet.Open() // its error says what to do when the device is missing
+	if err != nil {
+		return -1, err
+	}
+	defer d.Close()
+	fd, err := unix.FcntlInt(uintptr(d.FD()), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("vhost-net: dup: %w", err)
+	}
+	return fd, nil
+}
+
+func (RealHost) CreateVDPA(ctx context.Context, spec VDPASpec) error {
+	c, err := vdpa.Dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	o := vdpa.AddOptions{Name: spec.Name, MgmtDev: spec.Mgmtdev, MAC: spec.MAC, MTU: uint16(spec.MTU), MaxVQP: uint16(spec.MaxVQP)}
+	if err := c.AddDevice(ctx, o); err != nil {
+		return err
+	}
+	if drv, _ := vdpa.BoundDriver(spec.Name); drv != vdpa.DriverVhostVDPA {
+		if err := vdpa.Bind(spec.Name, vdpa.DriverVhostVDPA); err != nil {
+			c.DeleteDevice(ctx, spec.Name)
+			return err
+		}
+	}
+	return nil
+}
+
+func (RealHost) DeleteVDPA(ctx context.Context, name string) error {
+	c, err := vdpa.Dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := c.DeleteDevice(ctx, name); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+func (RealHost) OpenVDPA(ctx context.Context, name string) (int, string, error) {
+	p, err := vdpa.VhostVDPAPath(name)
+	if err != nil {
+		return -1, "", err
+	}
+	fd, err := unix.Open(p, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.EBUSY) {
+			return -1, p, fmt.Errorf("vdpa %s: %s is open elsewhere (vhost-vdpa allows one open; a VM may use it): %w: %w", name, p, ErrBusy, err)
+		}
+		return -1, p, fmt.Errorf("vdpa %s: open %s: %w", name, p, err)
+	}
+	return fd, p, nil
+}
+
+func (RealHost) DeleteLink(name string, ifindex int) error {
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		return nil
+	}
+	if ifindex != 0 && l.Attrs().Index != ifindex {
+		return nil // another link took the name: not ours
+	}
+	if err := netlink.LinkDel(l); err != nil && !errors.Is(err, unix.ENODEV) {
+		return fmt.Errorf("delete link %s: %w", name, err)
+	}
+	return nil
+}
+
+func (RealHost) LinkExists(name string, ifindex int) bool {
+	l, err := netlink.LinkByName(name)
+	return err == nil && (ifindex == 0 || l.Attrs().Index == ifindex)
+}
+
+func (RealHost) CloseFD(fd int) error { return unix.Close(fd) }

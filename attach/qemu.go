@@ -1,0 +1,263 @@
+package attach
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/netctl/netctl/qmp"
+)
+
+// monitorWait is how long dialQMP waits for QEMU's greeting.
+var monitorWait = 10 * time.Second
+
+// maxIDs bounds how many ids attach reads from QEMU (info network lines,
+// qom-list entries, fdsets).
+const maxIDs = 4096
+
+// qemuState is what attach reads from QEMU before it changes anything.
+type qemuState struct {
+	Version string // "7.2.22"
+	Name    string // -name, "" if none
+	Machine string // "pc-i440fx-7.2-machine"
+	Netdevs map[string]bool
+	Devices map[string]bool
+	FDSets  []fdset
+	// FreePorts are the pcie-root-ports with nothing plugged in (q35
+	// only), sorted: where a hotplugged NIC can go.
+	FreePorts []string
+}
+
+type fdset struct {
+	ID  int `json:"fdset-id"`
+	FDs []struct {
+		FD     int    `json:"fd"`
+		Opaque string `json:"opaque"`
+	} `json:"fds"`
+}
+
+// readQEMU reads the version, name, machine, netdev and device ids and
+// fdsets. A peer that does not answer query-version like QEMU is refused.
+func readQEMU(ctx context.Context, c *qmp.Client) (*qemuState, error) {
+	s := &qemuState{}
+	var v struct {
+		QEMU struct{ Major, Minor, Micro int } `json:"qemu"`
+	}
+	if err := c.Run(ctx, "query-version", nil, &v); err != nil {
+		return nil, fmt.Errorf("query-version: %w (is the socket QEMU's QMP monitor?)", err)
+	}
+	if v.QEMU.Major < 1 || v.QEMU.Major > 99 || v.QEMU.Minor < 0 || v.QEMU.Micro < 0 {
+		return nil, fmt.Errorf("query-version: version %d.%d.%d is not QEMU's: %w", v.QEMU.Major, v.QEMU.Minor, v.QEMU.Micro, ErrInvalid)
+	}
+	s.Version = fmt.Sprintf("%d.%d.%d", v.QEMU.Major, v.QEMU.Minor, v.QEMU.Micro)
+	var name struct {
+		Name string `json:"name"`
+	}
+	if err := c.Run(ctx, "query-name", nil, &name); err != nil {
+		return nil, fmt.Errorf("query-name: %w", err)
+	}
+	s.Name = name.Name
+	if err := c.Run(ctx, "qom-get", map[string]string{"path": "/machine", "property": "type"}, &s.Machine); err != nil {
+		return nil, fmt.Errorf("machine type (qom-get /machine type): %w", err)
+	}
+	var err error
+	if s.Netdevs, err = netdevIDs(ctx, c); err != nil {
+		return nil, err
+	}
+	types, err := peripheral(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	s.Devices = map[string]bool{}
+	for id := range types {
+		s.Devices[id] = true
+	}
+	if strings.Contains(s.Machine, "q35") {
+		if s.FreePorts, err = freePorts(ctx, c, types); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.Run(ctx, "query-fdsets", nil, &s.FDSets); err != nil {
+		return nil, fmt.Errorf("query-fdsets: %w", err)
+	}
+	if len(s.FDSets) > maxIDs {
+		return nil, fmt.Errorf("query-fdsets: %d fdsets (at most %d): %w", len(s.FDSets), maxIDs, ErrInvalid)
+	}
+	return s, nil
+}
+
+// netdevIDs reads the ids of QEMU's network clients (netdevs and NICs)
+// from HMP's "info network" (QMP has no netdev query before QEMU 9):
+// every line "ID: index=N,type=..." with its leading " \ " trimmed.
+func netdevIDs(ctx context.Context, c *qmp.Client) (map[string]bool, error) {
+	out, err := infoNetwork(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return parseNetdevIDs(out)
+}
+
+func infoNetwork(ctx context.Context, c *qmp.Client) (string, error) {
+	var out string
+	if err := c.Run(ctx, "human-monitor-command", map[string]string{"command-line": "info network"}, &out); err != nil {
+		return "", fmt.Errorf("info network: %w", err)
+	}
+	return out, nil
+}
+
+// parseNetdevIDs reads the client ids of "info network" text (untrusted:
+// at most 1 MiB and maxIDs ids).
+func parseNetdevIDs(out string) (map[string]bool, error) {
+	if len(out) > 1<<20 {
+		return nil, fmt.Errorf("info network printed %d bytes (at most 1 MiB): %w", len(out), ErrInvalid)
+	}
+	ids := map[string]bool{}
+	for line := range strings.SplitSeq(out, "\n") {
+		line = strings.TrimLeft(strings.TrimSuffix(line, "\r"), ` \`)
+		id, rest, ok := strings.Cut(line, ": ")
+		if !ok || !strings.HasPrefix(rest, "index=") || id == "" {
+			continue
+		}
+		if len(ids) >= maxIDs {
+			return nil, fmt.Errorf("info network lists over %d clients: %w", maxIDs, ErrInvalid)
+		}
+		ids[id] = true
+	}
+	return ids, nil
+}
+
+// deviceIDs reads the ids of the devices given an id
+// (qom-list /machine/peripheral: their child<TYPE> properties).
+func deviceIDs(ctx context.Context, c *qmp.Client) (map[string]bool, error) {
+	types, err := peripheral(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	ids := map[string]bool{}
+	for id := range types {
+		ids[id] = true
+	}
+	return ids, nil
+}
+
+// rootPortTypes are the PCIe root ports a NIC can be hotplugged into.
+var rootPortTypes = map[string]bool{"pcie-root-port": true, "ioh3420": true}
+
+// freePorts finds the root ports (by id) whose bus has no device: the
+// bus of port ID is /machine/peripheral/ID/ID, and every device on it is
+// a child[N] link there. (query-pci cannot tell before the firmware has
+// numbered the buses: on a paused VM every bridge looks empty.)
+func freePorts(ctx context.Context, c *qmp.Client, types map[string]string) ([]string, error) {
+	var free []string
+	for _, id := range sortedKeys(types) {
+		if !rootPortTypes[types[id]] {
+			continue
+		}
+		var props []struct {
+			Name string `json:"name"`
+		}
+		if err := c.Run(ctx, "qom-list", map[string]string{"path": "/machine/peripheral/" + id + "/" + id}, &props); err != nil {
+			return nil, fmt.Errorf("qom-list root port %s's bus: %w", id, err)
+		}
+		used := false
+		for _, p := range props {
+			used = used || strings.HasPrefix(p.Name, "child[")
+		}
+		if !used {
+			free = append(free, id)
+		}
+	}
+	return free, nil
+}
+
+// peripheral reads the devices given an id and their types.
+func peripheral(ctx context.Context, c *qmp.Client) (map[string]string, error) {
+	var props []struct {
+		Name string `json:"name"`
+		Type string `json:"type"`
+	}
+	if err := c.Run(ctx, "qom-list", map[string]string{"path": "/machine/peripheral"}, &props); err != nil {
+		return nil, fmt.Errorf("qom-list /machine/peripheral: %w", err)
+	}
+	if len(props) > maxIDs {
+		return nil, fmt.Errorf("qom-list /machine/peripheral: %d entries (at most %d): %w", len(props), maxIDs, ErrInvalid)
+	}
+	ids := map[string]string{}
+	for _, p := range props {
+		if t, ok := strings.CutPrefix(p.Type, "child<"); ok {
+			ids[p.Name] = strings.TrimSuffix(t, ">")
+		}
+	}
+	return ids, nil
+}
+
+// dialQMP connects to QEMU's QMP socket. QEMU accepts one connection at
+// a time and its listen backlog is small: while another client holds the
+// monitor a connect fails with EAGAIN, so dialQMP tries again until ctx
+// ends.
+//
+// A monitor held by another client (libvirt keeps its own connection open)
+// accepts the connection but never greets: after monitorWait without a
+// greeting dialQMP gives up and says so, instead of waiting out ctx.
+func dialQMP(ctx context.Context, sock string) (*qmp.Client, error) {
+	held := fmt.Sprintf("another client holds this QMP monitor (QEMU serves one at a time; a libvirt domain's monitor is libvirt's: "+
+		"use the netctl libvirt hook or virsh attach-device, or give QEMU a second -qmp socket for netctl); waited %v", monitorWait)
+	dctx, cancel := context.WithTimeout(ctx, monitorWait)
+	defer cancel()
+	for {
+		c, err := qmp.Dial(dctx, sock)
+		if err == nil {
+			return c, nil
+		}
+		if ctx.Err() == nil && dctx.Err() != nil {
+			return nil, fmt.Errorf("%w: %s", err, held)
+		}
+		if !errors.Is(err, unix.EAGAIN) {
+			return nil, err
+		}
+		select {
+		case <-dctx.Done():
+			if ctx.Err() == nil {
+				return nil, fmt.Errorf("%w: %s", err, held)
+			}
+			return nil, err
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// isClass says whether err is QEMU's answer with that error class.
+func isClass(err error, class string) bool {
+	var qe *qmp.Error
+	return errors.As(err, &qe) && qe.Class == class
+}
+
+// isQEMUError says whether err is an answer from QEMU (as opposed to a
+// broken connection).
+func isQEMUError(err error) bool {
+	var qe *qmp.Error
+	return errors.As(err, &qe)
+}
+
+// qmpValue turns a property value as policy gives it ("on", "off", "4")
+// into the JSON type device_add takes in QEMU 7.2 (device_add's JSON goes
+// through a typed visitor: "on" for a bool is refused).
+func qmpValue(v string) any {
+	switch v {
+	case "on", "true":
+		return true
+	case "off", "false":
+		return false
+	}
+	if n := json.Number(v); v != "" && strings.Trim(v, "0123456789") == "" && len(v) < 10 {
+		if i, err := n.Int64(); err == nil {
+			return i
+		}
+	}
+	return v
+}

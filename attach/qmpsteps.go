@@ -1,0 +1,180 @@
+package attach
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/netctl/netctl/policy"
+	"github.com/netctl/netctl/policy/diagnose"
+	"github.com/netctl/netctl/qmp"
+	"github.com/netctl/netctl/state"
+)
+
+// addNetdev passes fds with getfd on the one connection and adds the
+// netdev (netdevArgs), then checks QEMU really has it.
+func (a *attacher) addNetdev(ctx context.Context, fds []passFD, netdevArgs map[string]any, nic *state.NIC) error {
+	netdev := nic.Netdev
+	// Pass the fds on this one connection; until netdev_add consumes a
+	// name, its undo is closefd. Each undo is pushed before its command:
+	// QEMU may have done a command whose answer was lost (the connection
+	// broke), and an undo of something that is not there is a no-op.
+	consumed := false
+	for _, f := range fds {
+		name := f.name
+		a.undo.push("closefd "+name, func(ctx context.Context) error {
+			if consumed {
+				return nil
+			}
+			return a.qmpUndo(ctx, "closefd", map[string]any{"fdname": name}, "GenericError")
+		})
+		if err := a.c.SendFD(ctx, f.name, f.fd); err != nil {
+			return step("pass fd "+f.name+" (getfd)", err)
+		}
+		nic.FDNames = append(nic.FDNames, name)
+	}
+	netdevRefused := false // QEMU answered netdev_add with an error: the id is not ours to delete
+	a.undo.push("netdev_del "+netdev, func(ctx context.Context) error {
+		if netdevRefused {
+			return nil
+		}
+		return a.qmpUndo(ctx, "netdev_del", map[string]any{"id": netdev}, "DeviceNotFound")
+	})
+	if err := a.c.Run(ctx, "netdev_add", netdevArgs, nil); err != nil {
+		netdevRefused = isQEMUError(err)
+		return step("netdev_add "+netdev, netdevHint(err))
+	}
+	consumed = true
+	// A netdev whose vhost setup failed can be deleted with only a
+	// warning: check it is really there.
+	out, err := infoNetwork(ctx, a.c)
+	if err != nil {
+		return step("check the netdev", err)
+	}
+	if _, err := diagnose.ParseInfoNetwork(out, netdev); err != nil {
+		return step("check the netdev", fmt.Errorf("netdev_add %s answered but QEMU has no such netdev (a vhost failure QEMU only warned about?): %w", netdev, err))
+	}
+
+	return nil
+}
+
+// addDevice records the NIC, then adds virtio-net-pci with the
+// decision's properties: device_add is the last step, so nothing after it
+// can fail.
+func (a *attacher) addDevice(ctx context.Context, dec policy.Decision, nic *state.NIC, store *state.Store, key string) error {
+	p := a.p
+	netdev := nic.Netdev
+	dev := map[string]any{"driver": "virtio-net-pci", "id": p.ID, "netdev": netdev, "mac": nic.MAC}
+	props := maps.Clone(dec.QEMU)
+	if p.Queues > 1 {
+		props["mq"] = "on"
+		props["vectors"] = fmt.Sprint(2*p.Queues + 2)
+	}
+	if p.MTU != 0 {
+		// The guest learns the backend's MTU (VIRTIO_NET_F_MTU), as
+		// libvirt does for <mtu size=N/>.
+		props["host_mtu"] = fmt.Sprint(p.MTU)
+	}
+	for _, k := range sortedKeys(props) {
+		dev[k] = qmpValue(props[k])
+		nic.Properties[k] = props[k]
+	}
+	if a.bus != "" {
+		dev["bus"] = a.bus
+		nic.Properties["bus"] = a.bus
+	}
+	for k, v := range p.ExtraProps {
+		dev[k] = v
+	}
+	// The record goes in before device_add, so that device_add is the
+	// last step and nothing after it can fail.
+	if err := store.Save(nic); err != nil {
+		return step("record the NIC", err)
+	}
+	a.undo.push("remove the record", func(context.Context) error { return store.Remove(key, p.ID) })
+	// device_add's undo: needed only when QEMU added the device but the
+	// answer was lost (the connection broke after QEMU had read the
+	// command); then the device goes before its netdev.
+	a.undo.push("device_del "+p.ID, func(ctx context.Context) error {
+		var ids map[string]bool
+		err := a.qmpUndoFn(ctx, func(c *qmp.Client) error {
+			var err error
+			ids, err = deviceIDs(ctx, c)
+			return err
+		})
+		if err != nil || !ids[p.ID] {
+			return err
+		}
+		return unplug(ctx, a.c, p.ID, 10*time.Second, 5*time.Second)
+	})
+	if err := a.c.Run(ctx, "device_add", dev, nil); err != nil {
+		return step("device_add virtio-net-pci id="+p.ID, err)
+	}
+	return nil
+}
+
+// qmpUndo runs an undo command; an error of class ignore (the thing is
+// already gone) is not an error.
+//
+// When the connection broke (QEMU closed it mid-way), getfd names and
+// netdevs are still in QEMU (they belong to the monitor, not to the
+// connection), so the undo dials the same socket again; when QEMU itself
+// is gone there is nothing left to undo in it.
+func (a *attacher) qmpUndo(ctx context.Context, cmd string, args any, ignore string) error {
+	err := a.qmpUndoFn(ctx, func(c *qmp.Client) error { return c.Run(ctx, cmd, args, nil) })
+	if err != nil && ignore != "" && (isClass(err, ignore) || strings.Contains(err.Error(), "not found")) {
+		return nil
+	}
+	return err
+}
+
+// qmpUndoFn runs fn on the connection, dialling again once when the
+// connection broke; nil when QEMU itself is gone.
+func (a *attacher) qmpUndoFn(ctx context.Context, fn func(c *qmp.Client) error) error {
+	err := fn(a.c)
+	if err != nil && !isQEMUError(err) {
+		if a.pid != 0 && !state.SameProcess(a.pid, a.start) {
+			return nil // QEMU exited: its fds, netdevs and names went with it
+		}
+		c, derr := dialQMP(ctx, a.p.QMP)
+		if derr != nil {
+			return fmt.Errorf("%w; dialling again: %w", err, derr)
+		}
+		a.c.Close()
+		a.c = c
+		err = fn(a.c)
+	}
+	return err
+}
+
+func sortedKeys(m map[string]string) []string {
+	k := slices.Collect(maps.Keys(m))
+	sort.Strings(k)
+	return k
+}
+
+// netdevHint adds what to do to netdev_add's common errors.
+func netdevHint(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case strings.Contains(err.Error(), "Duplicate ID"):
+		return &inUseError{fmt.Sprintf("%v: pick another --id", err)}
+	case strings.Contains(err.Error(), "vhost"):
+		return fmt.Errorf("%w (QEMU could not start vhost on the fds netctl passed; try --backend userspace)", err)
+	}
+	return err
+}
+
+// inUseError is an id in use: it is ErrConflict (errors.Is), but its
+// message says only what is in use and what to do.
+type inUseError struct{ msg string }
+
+func (e *inUseError) Error() string { return e.msg }
+func (e *inUseError) Unwrap() error { return ErrConflict }
+
+func inUse(format string, a ...any) error { return &inUseError{fmt.Sprintf(format, a...)} }

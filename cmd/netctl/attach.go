@@ -1,0 +1,243 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/netctl/netctl/attach"
+	"github.com/netctl/netctl/state"
+)
+
+// targetFlags are --vm and --qmp, one of which names the VM.
+func targetFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "vm", Usage: "the VM, by QEMU's -name"},
+		&cli.StringFlag{Name: "qmp", Usage: "the VM's QMP socket (-qmp unix:SOCKET,server=on,wait=off)"},
+	}
+}
+
+// target resolves --vm/--qmp (exactly one).
+func target(ctx context.Context, c *cli.Context, path string) (sock, name string, err error) {
+	vm, q := c.String("vm"), c.String("qmp")
+	switch {
+	case vm == "" && q == "":
+		return "", "", usageErr(path, "name the VM: --vm NAME or --qmp SOCKET")
+	case vm != "" && q != "":
+		return "", "", usageErr(path, "give --vm NAME or --qmp SOCKET, not both")
+	}
+	return resolveTarget(ctx, vm, q)
+}
+
+func attachCommand() *cli.Command {
+	const path = "netctl attach"
+	return &cli.Command{
+		Name:  "attach",
+		Usage: "give a running QEMU VM a virtio-net NIC (hotplug over QMP): the best backend here (vDPA, then vhost-net, then QEMU's userspace virtio-net), with the reasons",
+		Description: "netctl creates or opens the backend (a multiqueue tap, a macvtap on LOWER, a vdpa device), opens one /dev/vhost-net\n" +
+			"per queue pair on the vhost-net path, passes the fds to QEMU over QMP (getfd), then netdev_add and device_add.\n" +
+			"Any failure undoes every step. The NIC is recorded under /run/netctl (NETCTL_RUN_DIR) for detach and list.",
+		Flags: append(targetFlags(),
+			&cli.StringFlag{Name: "id", Usage: "the NIC's device id in QEMU (a letter, then letters, digits, '-', '.', '_')", Required: true},
+			&cli.StringFlag{Name: "backend", Value: "auto", Usage: "auto, vdpa, vhost-net or userspace (no fallback unless auto)"},
+			&cli.StringFlag{Name: "tap", Usage: "use this existing tap (netctl creates one otherwise)"},
+			&cli.StringFlag{Name: "macvtap", Usage: "create a macvtap on LOWER[:MODE] (mode bridge, vepa, private, passthru)"},
+			&cli.StringFlag{Name: "vdpa", Usage: "use this vdpa device (bound to vhost_vdpa)"},
+			&cli.StringFlag{Name: "mgmtdev", Usage: "create a vdpa device on this management device"},
+			&cli.IntFlag{Name: "queues", Value: 1, Usage: "queue pairs (1 to 256)"},
+			&cli.StringFlag{Name: "mac", Usage: "the guest's MAC (default: 52:54:00 and three random bytes)"},
+			&cli.IntFlag{Name: "mtu", Usage: "the backend's MTU (68 to 65521)"},
+			&cli.StringFlag{Name: "bus", Usage: "the PCI bus to plug into (a pcie-root-port's id); default: a free pcie-root-port on q35, QEMU's choice elsewhere"},
+			&cli.StringFlag{Name: "profile", Value: "throughput", Usage: "throughput, latency (adds vhost busy-polling) or compat"},
+			&cli.DurationFlag{Name: "timeout", Value: 60 * time.Second, Usage: "give up after this long"},
+			&cli.BoolFlag{Name: "json", Aliases: []string{"j"}, Usage: "print the NIC's record as JSON"},
+		),
+		Action: func(c *cli.Context) error {
+			if c.Duration("timeout") <= 0 {
+				return usageErr(path, "--timeout %s: use a positive duration", c.Duration("timeout"))
+			}
+			if q := c.Int("queues"); q < 1 || q > 256 {
+				return usageErr(path, "--queues %d: out of range 1..256", q)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), c.Duration("timeout"))
+			defer cancel()
+			sock, name, err := target(ctx, c, path)
+			if err != nil {
+				return err
+			}
+			nic, err := attach.Attach(ctx, attach.Request{QMP: sock, VMName: name, ID: c.String("id"), Backend: c.String("backend"),
+				Tap: c.String("tap"), Macvtap: c.String("macvtap"), VDPA: c.String("vdpa"), Mgmtdev: c.String("mgmtdev"),
+				Queues: c.Int("queues"), MAC: c.String("mac"), MTU: c.Int("mtu"), Profile: c.String("profile"), Bus: c.String("bus"), StateDir: runDir()})
+			if err != nil {
+				return err
+			}
+			if c.Bool("json") {
+				return printJSON(c.App.Writer, nic)
+			}
+			printAttached(c.App.Writer, nic)
+			return nil
+		},
+	}
+}
+
+// chainLine is the fallback chain in one line: "vdpa: WHY; vhost-net:
+// WHY -> userspace".
+func chainLine(steps []state.Step) string {
+	var skipped []string
+	chosen := ""
+	for _, s := range steps {
+		if s.Chosen {
+			chosen = s.Backend + " (" + s.Reason + ")"
+			break
+		}
+		skipped = append(skipped, s.Backend+": "+s.Reason)
+	}
+	if len(skipped) == 0 {
+		return chosen
+	}
+	return strings.Join(skipped, "; ") + " -> " + chosen
+}
+
+func backendLabel(b string) string {
+	switch b {
+	case "userspace":
+		return "QEMU userspace virtio-net"
+	case "vhost-net":
+		return "kernel vhost-net"
+	case "vdpa":
+		return "vDPA (vhost-vdpa)"
+	}
+	return b
+}
+
+func printAttached(w io.Writer, n *state.NIC) {
+	vm := n.VM
+	if vm == "" {
+		vm = n.QMP
+	}
+	fmt.Fprintf(w, "attached %s to %s (QEMU %s, pid %d, %s): %s, %d queue pair(s), mac %s\n",
+		n.ID, vm, n.QEMUVersion, n.QEMUPID, n.Machine, backendLabel(n.Backend), n.Queues, n.MAC)
+	fmt.Fprintf(w, "  backend:    %s\n", chainLine(n.Steps))
+	switch {
+	case n.Tap != nil:
+		how := "opened"
+		if n.Tap.Created {
+			how = "created"
+		}
+		fmt.Fprintf(w, "  tap:        %s (%s by netctl)\n", n.Tap.Name, how)
+	case n.Macvtap != nil:
+		fmt.Fprintf(w, "  macvtap:    %s on %s, mode %s (created by netctl)\n", n.Macvtap.Name, n.Macvtap.Lower, n.Macvtap.Mode)
+	case n.VDPA != nil:
+		fmt.Fprintf(w, "  vdpa:       %s (%s)\n", n.VDPA.Name, n.VDPA.Vhost)
+	}
+	fmt.Fprintf(w, "  netdev:     %s, fds %s\n", n.Netdev, strings.Join(n.FDNames, " "))
+	fmt.Fprintf(w, "  features:   %s\n", strings.Join(n.Features, "|"))
+	var props []string
+	for _, k := range sortedProps(n.Properties) {
+		props = append(props, k+"="+n.Properties[k])
+	}
+	if len(props) == 0 {
+		props = []string{"(QEMU's defaults)"}
+	}
+	fmt.Fprintf(w, "  properties: %s\n", strings.Join(props, ","))
+	if n.BusyPollUS > 0 {
+		fmt.Fprintf(w, "  busy-poll:  %d us (poll-us)\n", n.BusyPollUS)
+	}
+}
+
+func detachCommand() *cli.Command {
+	const path = "netctl detach"
+	return &cli.Command{
+		Name:  "detach",
+		Usage: "take a NIC netctl attached away from a running VM: device_del, wait for the guest (DEVICE_DELETED), netdev_del, delete what netctl created",
+		Flags: append(targetFlags(),
+			&cli.StringFlag{Name: "id", Usage: "the NIC's device id", Required: true},
+			&cli.DurationFlag{Name: "timeout", Value: attach.DefaultDetachTimeout, Usage: "how long to wait for the guest to release the NIC"},
+		),
+		Action: func(c *cli.Context) error {
+			if c.Duration("timeout") <= 0 {
+				return usageErr(path, "--timeout %s: use a positive duration", c.Duration("timeout"))
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), c.Duration("timeout")+30*time.Second)
+			defer cancel()
+			sock, name, err := target(ctx, c, path)
+			if err != nil {
+				return err
+			}
+			if err := attach.Detach(ctx, attach.DetachRequest{QMP: sock, VMName: name, ID: c.String("id"), StateDir: runDir(), Timeout: c.Duration("timeout")}); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.App.Writer, "detached %s\n", c.String("id"))
+			return nil
+		},
+	}
+}
+
+func listCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "list",
+		Usage: "the NICs netctl attached, each checked against its QEMU: backend, link, queues, why this backend",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "vm", Usage: "only this VM's NICs"},
+			&cli.BoolFlag{Name: "json", Aliases: []string{"j"}, Usage: "print JSON"},
+		},
+		Action: func(c *cli.Context) error {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			nics, err := attach.List(ctx, attach.ListRequest{VMName: c.String("vm"), StateDir: runDir(),
+				Unreadable: func(err error) { fmt.Fprintf(c.App.ErrWriter, "netctl: list: %v\n", err) }})
+			if err != nil {
+				return err
+			}
+			if c.Bool("json") {
+				if nics == nil {
+					nics = []attach.Listed{}
+				}
+				return printJSON(c.App.Writer, nics)
+			}
+			printList(c.App.Writer, nics)
+			return nil
+		},
+	}
+}
+
+func printList(w io.Writer, nics []attach.Listed) {
+	if len(nics) == 0 {
+		fmt.Fprintln(w, "no NICs attached by netctl")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "VM\tID\tBACKEND\tLINK\tQUEUES\tMAC\tSTATUS\tIN QEMU")
+	for _, n := range nics {
+		link := "-"
+		switch {
+		case n.Tap != nil:
+			link = "tap " + n.Tap.Name
+		case n.Macvtap != nil:
+			link = "macvtap " + n.Macvtap.Name
+		case n.VDPA != nil:
+			link = "vdpa " + n.VDPA.Name
+		}
+		if n.Link == "missing" {
+			link += " (missing)"
+		}
+		vm := n.VM
+		if vm == "" {
+			vm = n.QMP
+		}
+		present := n.Present
+		if n.Check != "" {
+			present += " (" + n.Check + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", vm, n.ID, n.Backend, link, n.Queues, n.MAC, n.Status, present)
+	}
+	tw.Flush()
+	for _, n := range nics {
+		fmt.Fprintf(w, "%s: %s\n", n.ID, chainLine(n.Steps))
+	}
+}

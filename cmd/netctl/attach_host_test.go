@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/netctl/netctl/internal/testenv"
+	"github.com/netctl/netctl/qmp"
+	"github.com/netctl/netctl/state"
+)
+
+// TestHostAttachCLI runs netctl attach, list and detach against a real,
+// paused QEMU 7.2 (-machine pc, no guest) in the test's namespace. This
+// host has no vhost-net: attach falls back to QEMU's userspace path and
+// says why; --backend vhost-net fails with that reason, exit 1, and
+// changes nothing; an id in use is refused; detach with no guest to answer
+// times out with exit 1 and list marks the NIC detach-timeout.
+func TestHostAttachCLI(t *testing.T) {
+	testenv.Host(t)
+	bin := netctlBinary(t)
+	dir := t.TempDir()
+	t.Setenv("NETCTL_RUN_DIR", filepath.Join(dir, "run"))
+	qemu, err := exec.LookPath("qemu-system-x86_64")
+	if err != nil {
+		t.Fatalf("qemu-system-x86_64: %v (make vm-deps installs it)", err)
+	}
+	sock := filepath.Join(dir, "qmp.sock")
+	cmd := exec.Command(qemu, "-S", "-nodefaults", "-display", "none", "-machine", "pc", "-name", "clivm", "-qmp", "unix:"+sock+",server=on,wait=off")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for {
+		c, err := qmp.Dial(ctx, sock)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("QEMU's QMP socket: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	r := execNetctl(t, bin, "attach", "--qmp", sock, "--id", "net1", "--queues", "2", "--mac", "52:54:00:00:00:01")
+	t.Logf("netctl attach:\n%s%s", r.stdout, r.stderr)
+	for _, want := range []string{"attached net1 to clivm (QEMU 7.2", "QEMU userspace virtio-net, 2 queue pair(s)",
+		"vhost-net: vhost-net: /dev/vhost-net", "modprobe vhost_net", "-> userspace", "features:", "properties: ", "mq=on", "vectors=6"} {
+		if r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Errorf("attach: exit %d, no %q in its output", r.code, want)
+		}
+	}
+	links := func() int {
+		ls, _ := netlink.LinkList()
+		n := 0
+		for _, l := range ls {
+			if strings.HasPrefix(l.Attrs().Name, "nctl") {
+				n++
+			}
+		}
+		return n
+	}
+	if links() != 1 {
+		t.Errorf("%d nctl links after one attach", links())
+	}
+
+	r = execNetctl(t, bin, "attach", "--qmp", sock, "--id", "net2", "--backend", "vhost-net")
+	if r.code != 1 || !strings.Contains(r.stderr, "--backend vhost-net is not available here") || !strings.Contains(r.stderr, "modprobe vhost_net") {
+		t.Errorf("attach --backend vhost-net: %+v", r)
+	}
+	r = execNetctl(t, bin, "attach", "--qmp", sock, "--id", "net1")
+	if r.code != 1 || !strings.Contains(r.stderr, "already attached a NIC net1") {
+		t.Errorf("attach over net1 again: %+v", r)
+	}
+	if links() != 1 {
+		t.Errorf("%d nctl links after refused attaches", links())
+	}
+
+	r = execNetctl(t, bin, "list", "--vm", "clivm", "--json")
+	var ls []struct {
+		state.NIC
+		Present string `json:"present"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &ls); err != nil || r.code != 0 || len(ls) != 1 || ls[0].Present != "yes" || ls[0].Backend != "userspace" {
+		t.Errorf("list --json: %v %+v", err, r)
+	}
+
+	r = execNetctl(t, bin, "detach", "--qmp", sock, "--id", "net1", "--timeout", "1s")
+	if r.code != 1 || !strings.Contains(r.stderr, "did not release NIC net1 within 1s") {
+		t.Errorf("detach with no guest: %+v", r)
+	}
+	r = execNetctl(t, bin, "list")
+	if !strings.Contains(r.stdout, "detach-timeout") {
+		t.Errorf("list after the timeout: %+v", r)
+	}
+}

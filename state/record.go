@@ -1,0 +1,233 @@
+package state
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"regexp"
+	"time"
+
+	"github.com/netctl/netctl/internal/errs"
+)
+
+// Schema names the record format; Parse refuses any other value.
+const Schema = "netctl.nic/v1"
+
+// MaxRecordSize bounds a record file: a 256-queue NIC with every name and
+// reason takes well under 64 KiB.
+const MaxRecordSize = 256 << 10
+
+// ErrInvalid marks a record (or a name) that fails validation; the same
+// value as the other netctl packages' ErrInvalid.
+var ErrInvalid = errs.ErrInvalid
+
+// Status is where a NIC is in its life.
+type Status string
+
+const (
+	// StatusAttached: the NIC is in QEMU (as far as netctl knows).
+	StatusAttached Status = "attached"
+	// StatusDetaching: device_del was sent, DEVICE_DELETED not yet seen.
+	StatusDetaching Status = "detaching"
+	// StatusDetachTimeout: the guest did not release the NIC before the
+	// deadline; QEMU may still complete the unplug later. Run detach again.
+	StatusDetachTimeout Status = "detach-timeout"
+)
+
+// Link is a tap or macvtap the NIC uses.
+type Link struct {
+	Name    string `json:"name"`
+	Ifindex int    `json:"ifindex,omitempty"`
+	Lower   string `json:"lower,omitempty"` // a macvtap's lower device
+	Mode    string `json:"mode,omitempty"`  // a macvtap's mode
+	// Created: netctl created the link, so detach deletes it (if it is
+	// still the same link: same name and ifindex).
+	Created bool `json:"created"`
+}
+
+// VDPA is the vdpa device a NIC uses.
+type VDPA struct {
+	Name    string `json:"name"`
+	Mgmtdev string `json:"mgmtdev,omitempty"`
+	Vhost   string `json:"vhost,omitempty"` // /dev/vhost-vdpa-N
+	Created bool   `json:"created"`         // netctl added it (vdpa dev add), so detach deletes it
+}
+
+// Step is one backend the fallback chain considered (policy.Step).
+type Step struct {
+	Backend string `json:"backend"`
+	Chosen  bool   `json:"chosen"`
+	Reason  string `json:"reason"`
+}
+
+// NIC is the record of one NIC netctl attached to a VM.
+type NIC struct {
+	Schema string `json:"schema"`
+	VM     string `json:"vm"` // the VM's name (QEMU's -name), or "" when it has none
+	// QEMUPID and QEMUStart (field 22 of /proc/PID/stat, in clock ticks
+	// since boot) identify the QEMU process: a pid reused by another
+	// process has another start time.
+	QEMUPID   int    `json:"qemu_pid"`
+	QEMUStart uint64 `json:"qemu_start"`
+	QMP       string `json:"qmp"` // the QMP socket
+	// QEMUVersion and Machine are what QEMU said at attach ("7.2.22",
+	// "pc-i440fx-7.2-machine").
+	QEMUVersion string `json:"qemu_version,omitempty"`
+	Machine     string `json:"machine,omitempty"`
+	ID          string `json:"id"`     // the device id (device_add id=)
+	Netdev      string `json:"netdev"` // the netdev id (netdev_add id=)
+	Backend     string `json:"backend"`
+	Queues      int    `json:"queues"`
+	MAC         string `json:"mac"`
+	MTU         int    `json:"mtu,omitempty"`
+	Tap         *Link  `json:"tap,omitempty"`
+	Macvtap     *Link  `json:"macvtap,omitempty"`
+	VDPA        *VDPA  `json:"vdpa,omitempty"`
+	// FDNames are the getfd names passed; QEMU consumed them at
+	// netdev_add.
+	FDNames []string `json:"fd_names"`
+	// FDSets are add-fd sets netctl created (removed at detach).
+	FDSets     []int             `json:"fdsets,omitempty"`
+	Features   []string          `json:"features"`   // offered to the guest
+	Properties map[string]string `json:"properties"` // virtio-net-pci properties set
+	Steps      []Step            `json:"steps"`
+	BusyPollUS uint32            `json:"busy_poll_us,omitempty"`
+	Status     Status            `json:"status"`
+	Attached   time.Time         `json:"attached"`
+	// Note says why the status is what it is (a detach timeout).
+	Note string `json:"note,omitempty"`
+}
+
+// idPattern is what QEMU accepts as an id (id_wellformed: a letter, then
+// letters, digits, '-', '.', '_'), kept short for fd names and file names.
+var (
+	idPattern     = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.-]{0,31}$`)
+	netdevPattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.-]{0,63}$`)
+)
+
+// CheckID says whether id can be a NIC id.
+func CheckID(id string) error {
+	if !idPattern.MatchString(id) {
+		return fmt.Errorf("id %.64q: use a letter, then up to 31 letters, digits, '-', '.' or '_' (QEMU's id rule): %w", id, ErrInvalid)
+	}
+	return nil
+}
+
+// MaxVMName bounds a VM name.
+const MaxVMName = 128
+
+// CheckVMName says whether name can be a VM name in a record ("" is
+// allowed: a VM without -name, known by its socket).
+func CheckVMName(name string) error {
+	if len(name) > MaxVMName {
+		return fmt.Errorf("VM name of %d bytes (at most %d): %w", len(name), MaxVMName, ErrInvalid)
+	}
+	for _, r := range name {
+		if r < 0x20 || r == 0x7f {
+			return fmt.Errorf("VM name %.64q has a control character: %w", name, ErrInvalid)
+		}
+	}
+	return nil
+}
+
+var ifnamePattern = regexp.MustCompile(`^[^/\s:]{1,15}$`)
+
+func checkLink(what string, l *Link) error {
+	if l == nil {
+		return nil
+	}
+	if !ifnamePattern.MatchString(l.Name) || l.Name == "." || l.Name == ".." {
+		return fmt.Errorf("%s name %.32q is not an interface name: %w", what, l.Name, ErrInvalid)
+	}
+	if l.Ifindex < 0 {
+		return fmt.Errorf("%s ifindex %d: %w", what, l.Ifindex, ErrInvalid)
+	}
+	if l.Lower != "" && !ifnamePattern.MatchString(l.Lower) {
+		return fmt.Errorf("%s lower %.32q is not an interface name: %w", what, l.Lower, ErrInvalid)
+	}
+	return nil
+}
+
+// Validate checks a record; the error wraps ErrInvalid.
+func (n *NIC) Validate() error {
+	if n.Schema != Schema {
+		return fmt.Errorf("schema %.40q, want %q: %w", n.Schema, Schema, ErrInvalid)
+	}
+	if err := CheckVMName(n.VM); err != nil {
+		return err
+	}
+	if err := CheckID(n.ID); err != nil {
+		return err
+	}
+	if !netdevPattern.MatchString(n.Netdev) {
+		return fmt.Errorf("netdev id %.64q is not a QEMU id: %w", n.Netdev, ErrInvalid)
+	}
+	if n.QEMUPID <= 0 || n.QEMUPID > 1<<22 {
+		return fmt.Errorf("qemu_pid %d out of range: %w", n.QEMUPID, ErrInvalid)
+	}
+	if n.QMP == "" || len(n.QMP) > 4096 {
+		return fmt.Errorf("qmp socket path empty or over 4096 bytes: %w", ErrInvalid)
+	}
+	switch n.Backend {
+	case "vdpa", "vhost-net", "userspace":
+	default:
+		return fmt.Errorf("backend %.32q: want vdpa, vhost-net or userspace: %w", n.Backend, ErrInvalid)
+	}
+	if n.Queues < 1 || n.Queues > 256 {
+		return fmt.Errorf("queues %d: want 1 to 256: %w", n.Queues, ErrInvalid)
+	}
+	if hw, err := net.ParseMAC(n.MAC); err != nil || len(hw) != 6 {
+		return fmt.Errorf("mac %.32q is not an Ethernet address: %w", n.MAC, ErrInvalid)
+	}
+	if n.MTU != 0 && (n.MTU < 68 || n.MTU > 65535) {
+		return fmt.Errorf("mtu %d: want 68 to 65535: %w", n.MTU, ErrInvalid)
+	}
+	if err := checkLink("tap", n.Tap); err != nil {
+		return err
+	}
+	if err := checkLink("macvtap", n.Macvtap); err != nil {
+		return err
+	}
+	if n.Tap != nil && n.Macvtap != nil {
+		return fmt.Errorf("both a tap and a macvtap: %w", ErrInvalid)
+	}
+	if n.VDPA != nil && (n.VDPA.Name == "" || len(n.VDPA.Name) > 64) {
+		return fmt.Errorf("vdpa device name empty or over 64 bytes: %w", ErrInvalid)
+	}
+	if len(n.FDNames) > 2*256+1 {
+		return fmt.Errorf("%d fd names: %w", len(n.FDNames), ErrInvalid)
+	}
+	for _, f := range n.FDSets {
+		if f < 0 {
+			return fmt.Errorf("fdset %d: %w", f, ErrInvalid)
+		}
+	}
+	switch n.Status {
+	case StatusAttached, StatusDetaching, StatusDetachTimeout:
+	default:
+		return fmt.Errorf("status %.32q: want attached, detaching or detach-timeout: %w", n.Status, ErrInvalid)
+	}
+	return nil
+}
+
+// Parse decodes and validates a record read from outside: at most
+// MaxRecordSize bytes, no unknown fields, nothing after the object.
+func Parse(b []byte) (*NIC, error) {
+	if len(b) > MaxRecordSize {
+		return nil, fmt.Errorf("%d bytes (at most %d): %w", len(b), MaxRecordSize, ErrInvalid)
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	var n NIC
+	if err := d.Decode(&n); err != nil {
+		return nil, fmt.Errorf("not a NIC record: %v: %w", err, ErrInvalid)
+	}
+	if d.More() {
+		return nil, fmt.Errorf("data after the record: %w", ErrInvalid)
+	}
+	if err := n.Validate(); err != nil {
+		return nil, err
+	}
+	return &n, nil
+}

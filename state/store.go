@@ -1,0 +1,258 @@
+package state
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// DefaultDir is the root directory the CLI uses unless NETCTL_RUN_DIR
+// names another.
+const DefaultDir = "/run/netctl"
+
+// MaxRecords bounds how many records List reads.
+const MaxRecords = 4096
+
+// Store is the record directory. The zero value is not usable: use Open.
+type Store struct {
+	Dir string // the root: DefaultDir, or a test's directory
+}
+
+// Open makes sure the root and its subdirectories exist (mode 0700) and
+// returns the store.
+func Open(dir string) (*Store, error) {
+	if dir == "" {
+		dir = DefaultDir
+	}
+	for _, d := range []string{dir, filepath.Join(dir, "nics"), filepath.Join(dir, "locks")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("state: %w (netctl keeps its records there: run as root, or set NETCTL_RUN_DIR to a writable directory)", err)
+		}
+	}
+	return &Store{Dir: dir}, nil
+}
+
+// VMKey is a VM's name as a file-name part: the name itself when it is
+// at most 64 letters, digits, '-', '_' and '.' (not leading), else "x-"
+// and the first 32 hex digits of its SHA-256.
+func VMKey(name string) string {
+	ok := name != "" && len(name) <= 64 && name[0] != '.' && name[0] != '-'
+	for i := 0; ok && i < len(name); i++ {
+		c := name[i]
+		ok = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.'
+	}
+	if ok {
+		return name
+	}
+	return "x-" + digest(name)
+}
+
+// KeyFor is the key of the VM that a record (or an attach) is about: its
+// name, or for a VM without one, its QMP socket.
+func KeyFor(vm, qmpSocket string) string {
+	if vm != "" {
+		return VMKey(vm)
+	}
+	return "sock-" + digest(filepath.Clean(qmpSocket))
+}
+
+func digest(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:16])
+}
+
+// LockKey is the key of the lock for the VM behind a QMP socket: attach
+// and detach take it before they connect, since QEMU serves one QMP
+// connection at a time.
+func LockKey(qmpSocket string) string { return KeyFor("", qmpSocket) }
+
+func (s *Store) recordPath(key, id string) string {
+	return filepath.Join(s.Dir, "nics", key+"."+id+".json")
+}
+
+// Lock is a held per-VM lock; it owns the lock file's fd until Unlock.
+type Lock struct{ f *os.File }
+
+// Unlock releases the lock (closing its fd). Unlocking twice is harmless.
+func (l *Lock) Unlock() error {
+	if l == nil || l.f == nil {
+		return nil
+	}
+	err := l.f.Close() // closing drops the flock
+	l.f = nil
+	return err
+}
+
+// Lock takes the lock of the VM with key (LockKey), waiting until it is
+// free or ctx ends. The lock file stays (removing it would let two
+// processes lock two different files).
+func (s *Store) Lock(ctx context.Context, key string) (*Lock, error) {
+	p := filepath.Join(s.Dir, "locks", key+".lock")
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("state: lock %s: %w", p, err)
+	}
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return &Lock{f: f}, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+			f.Close()
+			return nil, fmt.Errorf("state: lock %s: %w", p, err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("state: lock %s: another netctl is attaching or detaching on this VM: %w", p, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// Save writes the record atomically (temporary file, fsync, rename, fsync
+// of the directory), replacing an earlier one with the same VM and id.
+// The caller holds the VM's lock.
+func (s *Store) Save(n *NIC) error {
+	if err := n.Validate(); err != nil {
+		return fmt.Errorf("state: not saving an invalid record: %w", err)
+	}
+	b, err := json.MarshalIndent(n, "", "  ")
+	if err != nil {
+		return fmt.Errorf("state: encode: %w", err)
+	}
+	b = append(b, '\n')
+	dir := filepath.Join(s.Dir, "nics")
+	final := s.recordPath(KeyFor(n.VM, n.QMP), n.ID)
+	tmp, err := os.CreateTemp(dir, ".tmp-*")
+	if err != nil {
+		return fmt.Errorf("state: %w", err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if _, err := tmp.Write(b); err != nil {
+		return fmt.Errorf("state: write %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fmt.Errorf("state: fsync %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("state: close %s: %w", tmp.Name(), err)
+	}
+	if err := os.Rename(tmp.Name(), final); err != nil {
+		return fmt.Errorf("state: rename to %s: %w", final, err)
+	}
+	ok = true
+	syncDir(dir)
+	return nil
+}
+
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+}
+
+// Remove deletes the record of NIC id on the VM with key; a record that
+// is not there is not an error.
+func (s *Store) Remove(key, id string) error {
+	if err := CheckID(id); err != nil {
+		return fmt.Errorf("state: %w", err)
+	}
+	if err := os.Remove(s.recordPath(key, id)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("state: %w", err)
+	}
+	syncDir(filepath.Join(s.Dir, "nics"))
+	return nil
+}
+
+// ErrNotFound: no record of that NIC.
+var ErrNotFound = errors.New("no such NIC record")
+
+// Load reads the record of NIC id on the VM with key; ErrNotFound when
+// there is none.
+func (s *Store) Load(key, id string) (*NIC, error) {
+	if err := CheckID(id); err != nil {
+		return nil, fmt.Errorf("state: %w", err)
+	}
+	return readRecord(s.recordPath(key, id))
+}
+
+func readRecord(p string) (*NIC, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("state: %s: %w", p, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("state: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxRecordSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("state: read %s: %w", p, err)
+	}
+	n, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("state: %s: %w (remove the file if no NIC needs it)", p, err)
+	}
+	return n, nil
+}
+
+// List reads every record, or those of the VM with key (""
+// for all), sorted by VM key and id. A file that cannot be read or is not
+// a valid record is reported in bad (its error names the file) and
+// skipped.
+func (s *Store) List(key string) (nics []*NIC, bad []error, err error) {
+	dir := filepath.Join(s.Dir, "nics")
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("state: %w", err)
+	}
+	var names []string
+	for _, e := range es {
+		n := e.Name()
+		if !strings.HasSuffix(n, ".json") || strings.HasPrefix(n, ".") {
+			continue
+		}
+		if key != "" && !strings.HasPrefix(n, key+".") {
+			continue
+		}
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	if len(names) > MaxRecords {
+		bad = append(bad, fmt.Errorf("state: %s holds %d records; reading the first %d", dir, len(names), MaxRecords))
+		names = names[:MaxRecords]
+	}
+	for _, n := range names {
+		p := filepath.Join(dir, n)
+		r, err := readRecord(p)
+		if err != nil {
+			bad = append(bad, err)
+			continue
+		}
+		if want := KeyFor(r.VM, r.QMP) + "." + r.ID + ".json"; want != n {
+			bad = append(bad, fmt.Errorf("state: %s: the record is for %s (remove the file if no NIC needs it): %w", p, want, ErrInvalid))
+			continue
+		}
+		nics = append(nics, r)
+	}
+	return nics, bad, nil
+}
