@@ -33,6 +33,10 @@ type Firmware struct {
 	// memory), so without it the device sees no guest memory and never
 	// uses a buffer.
 	SharedMemory bool
+	// SecondMonitor adds a second QMP socket (g.QMP2): QEMU serves one
+	// client per monitor, so the test keeps one while the code under test
+	// (netctl attach) uses the other.
+	SecondMonitor bool
 	// Dir, when set, runs the host's QEMU directly (the host layer, no
 	// chroot) with its QMP socket and serial log in Dir. Empty: in L1,
 	// chrooted in /host, files under /host/run/l2.
@@ -79,6 +83,11 @@ func StartFirmware(ctx context.Context, f Firmware) (*Guest, error) {
 			"-machine", f.Machine+",memory-backend=ram0")
 	} else {
 		g.Args = append(g.Args, "-machine", f.Machine)
+	}
+	if f.SecondMonitor {
+		g.QMP2 = root + dir + "/" + f.Name + "-qmp2.sock"
+		os.Remove(g.QMP2)
+		g.Args = append(g.Args, "-qmp", "unix:"+dir+"/"+f.Name+"-qmp2.sock,server=on,wait=off")
 	}
 	for i := 0; i < f.RootPorts; i++ {
 		g.Args = append(g.Args, "-device", fmt.Sprintf("pcie-root-port,id=rp%d,bus=pcie.0,chassis=%d", i, i+1))
