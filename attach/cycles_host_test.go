@@ -13,7 +13,7 @@ import (
 )
 
 // TestHostAttachDetachCycles: 100 attach/detach cycles, 8 workers across 4
-// real QEMU 7.2 VMs (q35 with native PCIe hotplug and a root port, so
+// real QEMU 7.2 VMs (q35 with native PCIe hotplug and 8 root ports, so
 // detach completes without a guest; attach picks the free port itself),
 // under -race: every call succeeds and
 // afterwards no QEMU holds a netctl client, device, fdset or fd name, no
@@ -21,10 +21,17 @@ import (
 // The host is probed once (the probe is not what is under test).
 func TestHostAttachDetachCycles(t *testing.T) {
 	testenv.Host(t)
+	// Up to 8 NICs can be on one VM at once (8 workers, any VM): a
+	// root port for each, or an attach finds none free.
 	var socks []string
+	args := []string{"-machine", "q35", "-global", "ICH9-LPC.acpi-pci-hotplug-with-bridge-support=off"}
+	var ports []string
+	for p := 1; p <= 8; p++ {
+		args = append(args, "-device", fmt.Sprintf("pcie-root-port,id=rp%d,bus=pcie.0,chassis=%d", p, p))
+		ports = append(ports, fmt.Sprintf("device rp%d", p))
+	}
 	for i := 0; i < 4; i++ {
-		socks = append(socks, startQEMU(t, fmt.Sprintf("cyc%d", i), "-machine", "q35",
-			"-global", "ICH9-LPC.acpi-pci-hotplug-with-bridge-support=off", "-device", "pcie-root-port,id=rp1,bus=pcie.0,chassis=1"))
+		socks = append(socks, startQEMU(t, fmt.Sprintf("cyc%d", i), args...))
 	}
 	desc, err := RealHost{}.Probe(context.Background())
 	if err != nil {
@@ -66,7 +73,7 @@ func TestHostAttachDetachCycles(t *testing.T) {
 	}
 	wg.Wait()
 	for _, s := range socks {
-		if got := qemuHolds(t, s); got != "device rp1" {
+		if got := qemuHolds(t, s); got != strings.Join(ports, ", ") {
 			t.Errorf("QEMU %s holds %q", s, got)
 		}
 	}
