@@ -26,16 +26,20 @@ func Attach(ctx context.Context, r Request) (*state.NIC, error) {
 	}
 	a := &attacher{p: p, h: p.Host}
 	nic, err := a.run(ctx)
+	// QEMU has its own copies of what it got; netctl's vhost fds go, on
+	// success and on failure, and on failure before the undos: deleting a
+	// vdpa device waits until its /dev/vhost-vdpa-N is closed.
+	for _, fd := range a.fds {
+		a.h.CloseFD(fd)
+	}
+	a.fds = nil
 	if err != nil {
 		if uerr := a.undo.run(ctx); uerr != nil {
 			err = fmt.Errorf("%w; and rolling back failed, so something may be left: %w", err, uerr)
 		}
 	}
-	// QEMU has its own copies of what it got; netctl's go, on success
-	// and on failure (after the undos, which may still need the link).
-	for _, fd := range a.fds {
-		a.h.CloseFD(fd)
-	}
+	// The tap's or macvtap's queues after the undos, which may still
+	// need the link.
 	if a.backend != nil {
 		a.backend.Release()
 	}

@@ -158,6 +158,29 @@ func TestAttachVDPAFromMgmtdev(t *testing.T) {
 	nothingLeft(t, "after detach", q, h, dir)
 }
 
+// TestAttachVDUSENeedsSharedRAM: a vdpa device whose parent maps virtual
+// addresses (VDUSE) moves nothing unless the guest's RAM is shared memory
+// (measured in the 6.12 VM: DRIVER_OK, vhost started, no buffer used), so
+// attach refuses a VM with private RAM, says how to start QEMU, and
+// leaves nothing (the device it created is deleted); with shared RAM it
+// attaches.
+func TestAttachVDUSENeedsSharedRAM(t *testing.T) {
+	q, h, dir := newFakeQEMU(t), newFakeHost(t, "probe-6.12-vdpa.json"), t.TempDir()
+	h.vdpaVA = true
+	_, err := Attach(ctxT(t), Request{QMP: q.sock, ID: "v1", Mgmtdev: "vduse", StateDir: dir, Host: h})
+	if !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "pc.ram (128 MiB)") ||
+		!strings.Contains(err.Error(), "memory-backend-memfd,id=mem,size=SIZE,share=on") {
+		t.Fatalf("attach of a VDUSE device to a VM with private RAM: %v", err)
+	}
+	nothingLeft(t, "after the refusal", q, h, dir)
+	q.mu.Lock()
+	q.shareRAM = true
+	q.mu.Unlock()
+	if _, err := Attach(ctxT(t), Request{QMP: q.sock, ID: "v1", Mgmtdev: "vduse", StateDir: dir, Host: h}); err != nil {
+		t.Fatalf("with shared RAM: %v", err)
+	}
+}
+
 func TestAttachBadInputChangesNothing(t *testing.T) {
 	for _, r := range []Request{
 		{ID: "n1", MAC: "52:54:00:12:34"},

@@ -2,6 +2,7 @@ package attach
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -58,7 +59,7 @@ func vhostWorkers(pid int) int {
 // link or record.
 func TestVMAttachVhostNet(t *testing.T) {
 	k := testenv.VM(t)
-	sock, pid := startChrootQEMU(t, "vmattach")
+	sock, pid := startChrootQEMU(t, "vmattach", false)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
@@ -104,17 +105,22 @@ func TestVMAttachVhostNet(t *testing.T) {
 
 // startChrootQEMU starts the host's QEMU 7.2 in the VM (chrooted in
 // /host), paused, q35 with native PCIe hotplug and one root port (rp1),
-// and returns its QMP socket as L1 sees it and its pid.
-func startChrootQEMU(t *testing.T, name string) (string, int) {
+// and returns its QMP socket as L1 sees it and its pid. With shared, its
+// 256 MiB of RAM are a shared memfd (what a VDUSE device needs).
+func startChrootQEMU(t *testing.T, name string, shared bool) (string, int) {
 	t.Helper()
 	if err := l2.Chroot(); err != nil {
 		t.Fatal(err)
 	}
 	sock := "/run/l2/" + name + ".sock"
 	os.Remove(l2.Root + sock)
-	cmd := exec.Command("chroot", l2.Root, "/usr/bin/qemu-system-x86_64", "-S", "-nodefaults", "-display", "none",
+	args := []string{"/usr/bin/qemu-system-x86_64", "-S", "-nodefaults", "-display", "none", "-m", "256",
 		"-machine", "q35", "-global", "ICH9-LPC.acpi-pci-hotplug-with-bridge-support=off",
-		"-device", "pcie-root-port,id=rp1,bus=pcie.0,chassis=1", "-name", name, "-qmp", "unix:"+sock+",server=on,wait=off")
+		"-device", "pcie-root-port,id=rp1,bus=pcie.0,chassis=1", "-name", name, "-qmp", "unix:" + sock + ",server=on,wait=off"}
+	if shared {
+		args = append(args, "-object", "memory-backend-memfd,id=mem,size=256M,share=on", "-machine", "memory-backend=mem")
+	}
+	cmd := exec.Command("chroot", append([]string{l2.Root}, args...)...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -155,7 +161,7 @@ func startChrootQEMU(t *testing.T, name string) (string, int) {
 // missing, and leaves nothing.
 func TestVMAttachVDPAFromMgmtdev(t *testing.T) {
 	testenv.Require(t, "vduse", func(m *testenv.Missing) {
-		sock, _ := startChrootQEMU(t, "vmvdpa")
+		sock, _ := startChrootQEMU(t, "vmvdpa", true)
 		dir := m.TempDir()
 		_, err := Attach(context.Background(), Request{QMP: sock, ID: "v1", Mgmtdev: "vduse", StateDir: dir})
 		m.Err(err, ErrNotAvailable, "create vdpa device on vduse", "vdpa")
@@ -166,10 +172,29 @@ func TestVMAttachVDPAFromMgmtdev(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dev.Close()
-	sock, pid := startChrootQEMU(t, "vmvdpa")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
+	// QEMU's default private RAM: the VDUSE device would move nothing
+	// (test/l2's TestVMFirmwareVDPA shows it), so attach refuses, saying
+	// how to start QEMU, and deletes the device it created.
+	private, ppid := startChrootQEMU(t, "vmvdpapriv", false)
+	_, err = Attach(ctx, Request{QMP: private, ID: "v1", Mgmtdev: "vduse", StateDir: dir})
+	if !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "share=on") {
+		t.Errorf("attach of a VDUSE device to a VM with private RAM: %v", err)
+	}
+	if _, err := os.Stat("/sys/bus/vdpa/devices/netctl-v1"); !os.IsNotExist(err) {
+		t.Errorf("vdpa device netctl-v1 after the refusal: %v (want it deleted)", err)
+	}
+	for f := range qemuFDs(t, ppid) {
+		if strings.HasPrefix(f, "/dev/vhost-vdpa") {
+			t.Errorf("QEMU holds %s after the refusal", f)
+		}
+	}
+	if r := records(t, dir); len(r) != 0 {
+		t.Errorf("records after the refusal: %v", r)
+	}
+	sock, pid := startChrootQEMU(t, "vmvdpa", true)
 	nic, err := Attach(ctx, Request{QMP: sock, ID: "v1", Mgmtdev: "vduse", StateDir: dir})
 	if err != nil {
 		t.Fatal(err)

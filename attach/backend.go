@@ -7,6 +7,7 @@ import (
 
 	"github.com/netctl/netctl/policy"
 	"github.com/netctl/netctl/state"
+	"github.com/netctl/netctl/vdpa"
 )
 
 // openBackend creates or opens the backend the decision names and the
@@ -29,6 +30,11 @@ func (a *attacher) openBackend(ctx context.Context, dec policy.Decision, nic *st
 		}
 		a.fds = append(a.fds, fd)
 		nic.VDPA.Vhost = path
+		if a.h.VDPAMapMode(fd) == vdpa.MapVA {
+			if err := checkSharedRAM(ctx, a.c); err != nil {
+				return nil, nil, nil, step("check the VM's memory for vdpa device "+p.VDPA, err)
+			}
+		}
 		vhosts = append(vhosts, passFD{fdPrefix + "vdpa0", fd})
 		netdevArgs["type"] = "vhost-vdpa"
 		netdevArgs["vhostfd"] = fdPrefix + "vdpa0"

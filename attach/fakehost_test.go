@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/netctl/netctl/policy/host"
+	"github.com/netctl/netctl/vdpa"
 )
 
 // fakeHost stands in for the host: links are names in a map, every fd is
@@ -27,6 +28,7 @@ type fakeHost struct {
 	next    int
 	desc    *host.Description
 	created map[string]bool
+	vdpaVA  bool // the vdpa parent maps virtual addresses (VDUSE)
 }
 
 func newFakeHost(t *testing.T, probeFile string) *fakeHost {
@@ -163,6 +165,13 @@ func (h *fakeHost) CreateVDPA(ctx context.Context, spec VDPASpec) error {
 func (h *fakeHost) DeleteVDPA(ctx context.Context, name string) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	// The kernel's vhost_vdpa_remove waits until /dev/vhost-vdpa-N is
+	// closed: a delete while netctl still holds it never completes.
+	for _, kind := range h.open {
+		if kind == "vhost-vdpa" {
+			return fmt.Errorf("vdpa dev del %s: its /dev/vhost-vdpa node is still open (the kernel waits for the close)", name)
+		}
+	}
 	delete(h.vdpas, name)
 	var keep []host.VDPADevice
 	for _, d := range h.desc.VDPA.Devices {
@@ -181,6 +190,16 @@ func (h *fakeHost) OpenVDPA(ctx context.Context, name string) (int, string, erro
 		return -1, "", err
 	}
 	return h.fd("vhost-vdpa"), "/dev/vhost-vdpa-0", nil
+}
+
+// VDPAMapMode: a hardware-like (PA) parent unless the test set vdpaVA.
+func (h *fakeHost) VDPAMapMode(int) vdpa.MapMode {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.vdpaVA {
+		return vdpa.MapVA
+	}
+	return vdpa.MapPA
 }
 
 func (h *fakeHost) DeleteLink(name string, ifindex int) error {

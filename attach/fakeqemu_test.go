@@ -40,6 +40,7 @@ type fakeQEMU struct {
 	log      []string
 	propFail string // device_add fails when this property is given
 	name     string // query-name's answer
+	shareRAM bool   // query-memdev says the machine's RAM is shared (memory-backend-memfd,share=on)
 }
 
 func newFakeQEMU(t *testing.T) *fakeQEMU {
@@ -187,6 +188,9 @@ func (f *fakeQEMU) handle(cmd string, raw json.RawMessage, fd int) (ret any, qer
 		return "pc-i440fx-7.2-machine", "", false
 	case "query-fdsets":
 		return []any{}, "", false
+	case "query-memdev": // QEMU 7.2's answer for -m 128 (pc.ram), shared when the test says so
+		return []map[string]any{{"id": "pc.ram", "share": f.shareRAM, "size": 134217728, "merge": true, "dump": true,
+			"prealloc": false, "reserve": true, "policy": "default", "host-nodes": []int{}}}, "", false
 	case "human-monitor-command":
 		var b strings.Builder
 		for _, id := range sortedKeysOf(f.netdevs) {

@@ -36,6 +36,9 @@ type Host interface {
 	// OpenVDPA opens the /dev/vhost-vdpa-N of a device bound to
 	// vhost_vdpa; the caller owns the fd.
 	OpenVDPA(ctx context.Context, name string) (fd int, path string, err error)
+	// VDPAMapMode is how the device behind an fd OpenVDPA returned maps
+	// guest memory (vdpa.MapVA: only shared file-backed memory).
+	VDPAMapMode(fd int) vdpa.MapMode
 	// DeleteLink deletes the link name if it still has ifindex (0: any);
 	// a link that is gone is not an error.
 	DeleteLink(name string, ifindex int) error
@@ -224,6 +227,8 @@ func (RealHost) OpenVDPA(ctx context.Context, name string) (int, string, error) 
 	}
 	return fd, p, nil
 }
+
+func (RealHost) VDPAMapMode(fd int) vdpa.MapMode { return vdpa.MapModeOfFD(fd) }
 
 func (RealHost) DeleteLink(name string, ifindex int) error {
 	l, err := netlink.LinkByName(name)

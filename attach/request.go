@@ -23,6 +23,7 @@ var (
 	ErrNotAvailable = errs.ErrNotAvailable // the backend asked for is not here
 	ErrConflict     = errs.ErrConflict     // the id is in use in QEMU or in netctl's records
 	ErrBusy         = errs.ErrBusy         // a device is held by another process
+	ErrNotSupported = errs.ErrNotSupported // the VM cannot use the backend as it is (a VDUSE device without shared RAM)
 	// ErrTimeout: the guest did not release the NIC before the deadline;
 	// the record says detach-timeout.
 	ErrTimeout = fmt.Errorf("unplug timed out")

@@ -55,6 +55,20 @@ func mapModeOf(parentSubsystem, parentName string, simUseVA bool) MapMode {
 	return MapUnknown
 }
 
+// MapModeOfFD is the MapMode of the vdpa device behind an open
+// /dev/vhost-vdpa-N (its fd is only fstat'ed): for a caller that hands the
+// fd on (netctl attach passes it to QEMU) without a VhostDevice. A fd
+// that is not a vhost-vdpa node, or one sysfs does not show, is
+// MapUnknown.
+func MapModeOfFD(fd int) MapMode {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR {
+		return MapUnknown
+	}
+	_, mode := mapModeOfNode(SysfsRoot, st.Rdev)
+	return mode
+}
+
 // SysfsRoot is where sysfs is mounted.
 const SysfsRoot = "/sys"
 
