@@ -186,6 +186,9 @@ func (h *fakeHost) OpenVDPA(ctx context.Context, name string) (int, string, erro
 func (h *fakeHost) DeleteLink(name string, ifindex int) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if err := h.failing("DeleteLink"); err != nil {
+		return err
+	}
 	if i, ok := h.links[name]; ok && (ifindex == 0 || i == ifindex) {
 		delete(h.links, name)
 	}
