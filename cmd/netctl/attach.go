@@ -165,7 +165,7 @@ func detachCommand() *cli.Command {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), c.Duration("timeout")+30*time.Second)
 			defer cancel()
-			sock, name, err := target(ctx, c, path)
+			sock, name, err := detachTarget(ctx, c, path, c.String("id"))
 			if err != nil {
 				return err
 			}
