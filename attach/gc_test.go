@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -287,4 +288,75 @@ func TestGCUnreadableRecord(t *testing.T) {
 	if _, err := os.Stat(bad); err != nil {
 		t.Errorf("the broken record: %v", err)
 	}
+}
+
+// TestGCDuringAttachDetach: gc runs again and again while 8 workers
+// attach and detach NICs across 4 VMs (all running). It must never
+// collect a NIC (each is in QEMU, or on its way in or out under the VM's
+// lock), and removing lock files of VMs with no record at that moment
+// (none counts as running here) must not let two attaches or detaches on
+// one VM overlap: every call succeeds and nothing is left.
+func TestGCDuringAttachDetach(t *testing.T) {
+	h, dir := newFakeHost(t, "probe-6.12.json"), t.TempDir()
+	var vms []*fakeQEMU
+	for i := 0; i < 4; i++ {
+		q := newFakeQEMU(t)
+		q.mu.Lock()
+		q.name = fmt.Sprintf("vm%d", i)
+		q.mu.Unlock()
+		vms = append(vms, q)
+	}
+	stop := make(chan struct{})
+	gcDone := make(chan struct{})
+	runs, locksRemoved := 0, 0
+	go func() {
+		defer close(gcDone)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			res, err := GC(context.Background(), GCRequest{StateDir: dir, Host: h, RunningSockets: func() ([]string, error) { return nil, nil }})
+			if err != nil {
+				t.Errorf("gc: %v", err)
+				return
+			}
+			runs++
+			for _, c := range res.NICs {
+				if c.Action != GCKept || (c.Verdict != GCInUse && c.Verdict != GCNetdevLeft) {
+					t.Errorf("gc during attach/detach: %+v", c)
+				}
+			}
+			locksRemoved += countLocks(res, GCRemoved)
+		}
+	}()
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 8; i++ {
+				q := vms[(w+i)%4]
+				id := fmt.Sprintf("w%dn%d", w, i)
+				if _, err := Attach(context.Background(), Request{QMP: q.sock, ID: id, StateDir: dir, Host: h}); err != nil {
+					t.Errorf("attach %s: %v", id, err)
+					continue
+				}
+				if err := Detach(context.Background(), DetachRequest{QMP: q.sock, ID: id, StateDir: dir, Host: h}); err != nil {
+					t.Errorf("detach %s: %v", id, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	<-gcDone
+	for _, q := range vms {
+		nothingLeft(t, q.sock, q, h, dir)
+	}
+	if runs == 0 {
+		t.Error("gc never ran alongside the workers: the test checked nothing")
+	}
+	t.Logf("%d gc runs alongside 64 attach/detach pairs; %d lock files removed on the way", runs, locksRemoved)
 }
