@@ -202,8 +202,9 @@ func TestHostGC(t *testing.T) {
 // (macvtaps on a veth) is killed. netctl detach cleans up each: named by
 // --vm (no QEMU has that name any more: the record says the socket), by
 // --qmp while the dead QEMU's socket file is still there, and by --qmp
-// after the file is gone. Each deletes the macvtap and the record; the
-// veth stays. Detaching again says there is nothing.
+// after the file is gone; and a NIC of a QEMU that quit (QEMU 7.2 unlinks
+// its socket then). Each deletes the macvtap and the record; the veth
+// stays. Detaching again says there is nothing.
 func TestHostDetachAfterQEMUDied(t *testing.T) {
 	testenv.Host(t)
 	bin := netctlBinary(t)
@@ -240,7 +241,28 @@ func TestHostDetachAfterQEMUDied(t *testing.T) {
 	if _, err := netlink.LinkByName("nvdt0"); err != nil {
 		t.Errorf("the veth: %v", err)
 	}
-	r := execNetctl(t, bin, "detach", "--vm", "gcdet", "--id", "a1")
+	// QEMU 7.2 unlinks its QMP socket when it quits cleanly (a killed one
+	// leaves the file): detach --qmp still finds the record.
+	qsock, qq := startPaused(t, dir, "gcquit")
+	a4 := attachJSON(t, bin, "--qmp", qsock, "--id", "a4", "--macvtap", "nvdt0")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := qmpRun(ctx, qsock, "quit"); err != nil {
+		t.Fatal(err)
+	}
+	qq.Wait()
+	if _, err := os.Stat(qsock); !os.IsNotExist(err) {
+		t.Errorf("the socket of a QEMU that quit: %v", err)
+	}
+	r := execNetctl(t, bin, "detach", "--qmp", qsock, "--id", "a4")
+	if r.code != 0 || linkThere(a4.Macvtap.Name, a4.Macvtap.Ifindex) {
+		t.Errorf("detach a4 after QEMU quit: %+v", r)
+	}
+	if got := dirNames(t, filepath.Join(run, "nics")); len(got) != 0 {
+		t.Errorf("records left after a4: %v", got)
+	}
+
+	r = execNetctl(t, bin, "detach", "--vm", "gcdet", "--id", "a1")
 	if r.code != 1 || !strings.Contains(r.stderr, `no VM named "gcdet"`) {
 		t.Errorf("detach again by --vm: %+v", r)
 	}
