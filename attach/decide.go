@@ -71,7 +71,8 @@ func restrictVDPA(h *host.Description, p *parsed) {
 	if p.VDPA == "" {
 		if h.VDPA.Available {
 			h.VDPA.Available = false
-			h.VDPA.Error = "no --vdpa DEV or --mgmtdev MGMTDEV given"
+			h.VDPA.Error = "no --vdpa DEV or --mgmtdev MGMTDEV given (a device bound to vhost_vdpa may be another VM's): " +
+				"netctl vdpa dev show lists the devices, netctl vdpa mgmtdev show the management devices"
 		}
 		h.VDPA.Devices = nil
 		return
