@@ -130,9 +130,10 @@ func GC(ctx context.Context, r GCRequest) (*GCResult, error) {
 		}
 		bySock[n.QMP] = append(bySock[n.QMP], n)
 	}
+	netns, _ := state.NetNS() // 0: unknown, no check
 	var errs []error
 	for _, sock := range socks {
-		cs := gcVM(ctx, r, store, sock, bySock[sock])
+		cs := gcVM(ctx, r, store, netns, sock, bySock[sock])
 		for _, c := range cs {
 			if c.Error != "" {
 				errs = append(errs, fmt.Errorf("%s on %s: %s", c.ID, vmLabel(c.VM, c.QMP), c.Error))
@@ -156,7 +157,7 @@ func vmLabel(vm, sock string) string {
 
 // gcVM handles the records of the VM behind one QMP socket, under its
 // lock (not taken for a dry run).
-func gcVM(ctx context.Context, r GCRequest, store *state.Store, sock string, nics []*state.NIC) []Collected {
+func gcVM(ctx context.Context, r GCRequest, store *state.Store, netns uint64, sock string, nics []*state.NIC) []Collected {
 	out := make([]Collected, 0, len(nics))
 	if !r.DryRun {
 		lctx, cancel := context.WithTimeout(ctx, r.LockWait)
@@ -202,6 +203,16 @@ func gcVM(ctx context.Context, r GCRequest, store *state.Store, sock string, nic
 		}
 		if c.Verdict != GCQEMUGone && c.Verdict != GCNICGone {
 			c.Action = GCKept
+			out = append(out, c)
+			continue
+		}
+		if n.NetNS != 0 && netns != 0 && n.NetNS != netns && (n.Tap != nil || n.Macvtap != nil) {
+			// Its link is in that namespace; one here with the same name
+			// and ifindex is another link.
+			c.Action = GCKept
+			c.Why += fmt.Sprintf("; but netctl attached it from another network namespace (net:[%d]), where its link is: "+
+				"run netctl gc there (ip netns exec NAME netctl gc), or remove its record under %s if that namespace is gone",
+				n.NetNS, filepath.Join(store.Dir, "nics"))
 			out = append(out, c)
 			continue
 		}

@@ -360,3 +360,31 @@ func TestGCDuringAttachDetach(t *testing.T) {
 	}
 	t.Logf("%d gc runs alongside 64 attach/detach pairs; %d lock files removed on the way", runs, locksRemoved)
 }
+
+// TestGCOtherNetns: a record attached from another network namespace
+// (its link lives there; one here with the same name and ifindex is
+// another link) is kept with the way out, and the link here is left.
+func TestGCOtherNetns(t *testing.T) {
+	q, h, dir := newFakeQEMU(t), newFakeHost(t, "probe-host-root.json"), t.TempDir()
+	nic, err := Attach(ctxT(t), Request{QMP: q.sock, ID: "n1", Macvtap: "eth0", StateDir: dir, Host: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	here, err := state.NetNS()
+	if err != nil || nic.NetNS != here || here == 0 {
+		t.Fatalf("record's netns %d, this thread's %d (%v)", nic.NetNS, here, err)
+	}
+	nic.NetNS++
+	killFake(t, q, dir, nic)
+	res, err := GC(ctxT(t), GCRequest{StateDir: dir, Host: h, RunningSockets: func() ([]string, error) { return nil, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := findCollected(t, res, "n1"); c.Action != GCKept || !strings.Contains(c.Why, fmt.Sprintf("another network namespace (net:[%d])", nic.NetNS)) ||
+		!strings.Contains(c.Why, "ip netns exec NAME netctl gc") {
+		t.Errorf("n1: %+v", c)
+	}
+	if !h.LinkExists(nic.Macvtap.Name, nic.Macvtap.Ifindex) || len(records(t, dir)) != 1 || len(lockFiles(t, dir)) != 1 {
+		t.Errorf("gc changed something: host %s, records %v, locks %v", h.left(), records(t, dir), lockFiles(t, dir))
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"strconv"
+
+	"golang.org/x/sys/unix"
 )
 
 // ProcStartTime reads a process's start time (field 22 of /proc/PID/stat,
@@ -63,4 +65,14 @@ func parseStat(stat []byte) (byte, uint64, error) {
 func SameProcess(pid int, start uint64) bool {
 	st, got, err := readStat(pid)
 	return err == nil && got == start && st != 'Z' && st != 'X'
+}
+
+// NetNS is the inode of the calling thread's network namespace
+// (/proc/thread-self/ns/net: a thread may have left the process's).
+func NetNS() (uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/thread-self/ns/net", &st); err != nil {
+		return 0, fmt.Errorf("state: network namespace: %w", err)
+	}
+	return st.Ino, nil
 }
