@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -108,6 +109,16 @@ func GC(ctx context.Context, r GCRequest) (*GCResult, error) {
 	}
 	if r.RunningSockets == nil {
 		r.RunningSockets = runningSockets
+	}
+	if r.DryRun {
+		// Open would make the directories: a dry run changes nothing.
+		dir := r.StateDir
+		if dir == "" {
+			dir = state.DefaultDir
+		}
+		if _, err := os.Stat(filepath.Join(dir, "nics")); errors.Is(err, os.ErrNotExist) {
+			return &GCResult{NICs: []Collected{}, Locks: []GCLock{}}, nil
+		}
 	}
 	store, err := state.Open(r.StateDir)
 	if err != nil {

@@ -388,3 +388,16 @@ func TestGCOtherNetns(t *testing.T) {
 		t.Errorf("gc changed something: host %s, records %v, locks %v", h.left(), records(t, dir), lockFiles(t, dir))
 	}
 }
+
+// TestGCDryRunNoStateDir: a dry run where netctl never ran creates
+// nothing (not even the state directory) and finds nothing.
+func TestGCDryRunNoStateDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	res, err := GC(ctxT(t), GCRequest{StateDir: dir, DryRun: true, Host: newFakeHost(t, "probe-host-root.json")})
+	if err != nil || len(res.NICs) != 0 || len(res.Locks) != 0 {
+		t.Errorf("dry run: %+v %v", res, err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the dry run made %s: %v", dir, err)
+	}
+}
