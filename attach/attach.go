@@ -147,6 +147,7 @@ func (a *attacher) run(ctx context.Context) (*state.NIC, error) {
 		Machine: q.Machine, QEMUVersion: q.Version,
 		Backend: dec.Backend, Queues: p.Queues, MAC: p.mac.String(), MTU: p.MTU, Features: dec.OfferNames,
 		Properties: map[string]string{}, BusyPollUS: dec.BusyPollUS, Status: state.StatusAttached, Attached: time.Now().UTC()}
+	nic.NetNS, _ = state.NetNS() // 0 (unknown) if /proc cannot say
 	for _, s := range dec.Steps {
 		nic.Steps = append(nic.Steps, state.Step{Backend: s.Backend, Chosen: s.Chosen, Reason: s.Reason})
 	}

@@ -2,8 +2,6 @@ package attach
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"github.com/netctl/netctl/policy"
 	"github.com/netctl/netctl/policy/host"
@@ -51,15 +49,8 @@ func (a *attacher) decide(ctx context.Context, version string) (policy.Decision,
 	restrictVDPA(desc, p)
 	dec, err := policy.Decide(desc, policy.Request{Backend: p.Backend, Queues: p.Queues, Profile: p.Profile, QEMU: version})
 	if err != nil {
-		if errors.Is(err, policy.ErrNotAvailable) {
-			// Name the requested backend's own reason (policy's message
-			// ends with the last step of the chain).
-			for _, s := range dec.Steps {
-				if s.Backend == p.Backend {
-					return policy.Decision{}, step("choose the backend", fmt.Errorf("--backend %s is not available here: %s: %w", p.Backend, s.Reason, ErrNotAvailable))
-				}
-			}
-		}
+		// A forced backend that is not here: policy's error gives that
+		// backend's own reason.
 		return policy.Decision{}, step("choose the backend", err)
 	}
 	if dec.Backend != policy.BackendVDPA && p.Mgmtdev != "" {
@@ -80,7 +71,8 @@ func restrictVDPA(h *host.Description, p *parsed) {
 	if p.VDPA == "" {
 		if h.VDPA.Available {
 			h.VDPA.Available = false
-			h.VDPA.Error = "no --vdpa DEV or --mgmtdev MGMTDEV given"
+			h.VDPA.Error = "no --vdpa DEV or --mgmtdev MGMTDEV given (a device bound to vhost_vdpa may be another VM's): " +
+				"netctl vdpa dev show lists the devices, netctl vdpa mgmtdev show the management devices"
 		}
 		h.VDPA.Devices = nil
 		return

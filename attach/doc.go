@@ -22,4 +22,8 @@
 // as long as QEMU holds its queues, so netdev_del (or QEMU's exit) removes
 // it. A macvtap netctl creates is a link of its own and is deleted at
 // detach. Nothing netctl only opened (--tap, --vdpa) is ever deleted.
+//
+// After a VM dies, GC (netctl gc) collects the records whose QEMU has
+// exited or no longer has the NIC: it deletes what netctl created for
+// them and removes the records and the lock files of VMs that are gone.
 package attach

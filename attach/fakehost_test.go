@@ -205,6 +205,9 @@ func (h *fakeHost) VDPAMapMode(int) vdpa.MapMode {
 func (h *fakeHost) DeleteLink(name string, ifindex int) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if err := h.failing("DeleteLink"); err != nil {
+		return err
+	}
 	if i, ok := h.links[name]; ok && (ifindex == 0 || i == ifindex) {
 		delete(h.links, name)
 	}

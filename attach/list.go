@@ -10,7 +10,7 @@ import (
 
 // List returns netctl's records (of one VM, or all), each checked against
 // its QEMU when it can be reached: QEMU gone or the device missing gives
-// Present "gone"; a QEMU that cannot be asked (its monitor busy with
+// Present "gone" (netctl gc cleans those up); a QEMU that cannot be asked (its monitor busy with
 // another client) gives "unknown" and why. Records that cannot be read
 // are skipped and handed to r.Unreadable (each error names its file);
 // List fails only when the state directory cannot be read.
@@ -62,7 +62,7 @@ func list(ctx context.Context, r ListRequest) (nics []Listed, bad []error, err e
 		}
 		switch {
 		case !state.SameProcess(n.QEMUPID, n.QEMUStart):
-			l.Present, l.Check = "gone", fmt.Sprintf("QEMU pid %d has exited: run netctl detach --id %s to clean up", n.QEMUPID, n.ID)
+			l.Present, l.Check = "gone", fmt.Sprintf("QEMU pid %d has exited: run netctl gc to clean up", n.QEMUPID)
 		default:
 			a, ok := asked[n.QMP]
 			if !ok {
@@ -75,7 +75,7 @@ func list(ctx context.Context, r ListRequest) (nics []Listed, bad []error, err e
 			case a.ids[n.ID]:
 				l.Present = "yes"
 			default:
-				l.Present, l.Check = "gone", "QEMU has no device "+n.ID+": run netctl detach --id "+n.ID+" to clean up"
+				l.Present, l.Check = "gone", "QEMU has no device "+n.ID+": run netctl detach --id "+n.ID+" (or netctl gc) to clean up"
 			}
 		}
 		nics = append(nics, l)

@@ -89,7 +89,7 @@ type ListRequest struct {
 type Listed struct {
 	*state.NIC
 	// Present: "yes" (QEMU has the device), "gone" (QEMU exited or the
-	// device is not there: run netctl detach to clean up), or "unknown"
+	// device is not there: run netctl gc, or netctl detach, to clean up), or "unknown"
 	// (QEMU could not be asked; Check says why).
 	Present string `json:"present"`
 	Check   string `json:"check,omitempty"`

@@ -133,7 +133,15 @@ func Decide(h *host.Description, req Request) (Decision, error) {
 	}
 	vdev := d.chain(h, req)
 	if d.Backend == "" {
-		return d, fmt.Errorf("policy: backend %s is not available here: %s: %w", req.Backend, d.Steps[len(d.Steps)-1].Reason, ErrNotAvailable)
+		// The requested backend's own step says why (the steps after it
+		// only say "not requested").
+		why := d.Steps[len(d.Steps)-1].Reason
+		for _, s := range d.Steps {
+			if s.Backend == req.Backend {
+				why = s.Reason
+			}
+		}
+		return d, fmt.Errorf("policy: backend %s is %w here: %s", req.Backend, ErrNotAvailable, why)
 	}
 	d.QEMUVersion = firstNonEmpty(h.QEMU.Version, req.QEMU)
 	if d.QEMUVersion == "" {
@@ -231,16 +239,16 @@ func (d *Decision) chain(h *host.Description, req Request) host.VDPADevice {
 		}
 	}
 	var vdev host.VDPADevice
-	vdpaOK, vdpaWhy := false, "no vdpa: "+firstNonEmpty(h.VDPA.Error, "the vdpa family is missing")
+	vdpaOK, vdpaWhy := false, stepReason(BackendVDPA, firstNonEmpty(h.VDPA.Error, "the kernel has no vdpa netlink family: modprobe vdpa (CONFIG_VDPA, Linux 5.12+)"))
 	if h.VDPA.Available {
-		vdpaWhy = "no vdpa device bound to vhost_vdpa (netctl vdpa dev add, then bind it)"
+		vdpaWhy = "no vdpa device bound to vhost_vdpa: netctl vdpa mgmtdev show lists the management devices; --mgmtdev MGMTDEV creates one (or netctl vdpa dev add, then bind it to vhost_vdpa)"
 		for _, dev := range h.VDPA.Devices {
 			if dev.Driver != "vhost_vdpa" {
 				continue
 			}
 			if _, ok := dev.FeatureWord(); !ok {
 				vdpaWhy = "vdpa device " + dev.Name + " is bound to vhost_vdpa, but its features could not be read: " +
-					firstNonEmpty(dev.Error, "the probe did not report them")
+					stepReason(BackendVDPA, firstNonEmpty(dev.Error, "the probe did not report them"))
 				continue
 			}
 			vdev, vdpaOK, vdpaWhy = dev, true, "vdpa device "+dev.Name+" is bound to vhost_vdpa"
@@ -251,7 +259,7 @@ func (d *Decision) chain(h *host.Description, req Request) host.VDPADevice {
 	vhostOK := h.VhostNet.Available && h.Tap.Available
 	vhostWhy := "vhost-net with a tap: the data path stays in the kernel"
 	if !h.VhostNet.Available {
-		vhostWhy = firstNonEmpty(h.VhostNet.Error, "no /dev/vhost-net")
+		vhostWhy = stepReason(BackendVhostNet, firstNonEmpty(h.VhostNet.Error, "no /dev/vhost-net: modprobe vhost_net (CONFIG_VHOST_NET)"))
 	} else if !h.Tap.Available {
 		vhostWhy = "no tap: " + firstNonEmpty(h.Tap.Error, "the probe found none")
 	}
@@ -262,6 +270,25 @@ func (d *Decision) chain(h *host.Description, req Request) host.VDPADevice {
 	}
 	try(BackendUserspace, true, userWhy)
 	return vdev
+}
+
+// stepReason makes a probe's error into a step's reason. A step is shown
+// after its backend's name ("vdpa: REASON"), and the probe's errors start
+// with the same name and the sentinel's text ("vdpa: not available: this
+// kernel has no vdpa support loaded: modprobe vdpa ..."): both go, so the
+// reason says what is missing and what to do, once.
+func stepReason(backend, msg string) string {
+	for {
+		t := strings.TrimPrefix(msg, backend+": ")
+		t = strings.TrimPrefix(t, backend+" not available: ")
+		t = strings.TrimPrefix(t, "not available: ")
+		if t == msg {
+			break
+		}
+		msg = t
+	}
+	msg = strings.ReplaceAll(msg, ": "+backend+" not available: ", ": ")
+	return strings.ReplaceAll(msg, ": not available: ", ": ")
 }
 
 // carries returns the managed bits the chosen backend carries on this

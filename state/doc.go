@@ -11,7 +11,11 @@
 //
 //	nics/VMKEY.ID.json   one record (VMKEY is the VM's name, escaped)
 //	locks/KEY.lock       the per-VM lock (flock): attaches and detaches on
-//	                     one VM serialise; different VMs run in parallel
+//	                     one VM serialise; different VMs run in parallel.
+//	                     The file outlives its holder; netctl gc removes
+//	                     those of VMs that are gone (RemoveLock: only while
+//	                     holding the flock, and Lock re-checks that its fd
+//	                     is still the file at the path)
 //
 // Records are written atomically (a temporary file in the same directory,
 // fsync, rename, fsync of the directory). Reading treats the files as

@@ -71,6 +71,11 @@ type NIC struct {
 	QEMUPID   int    `json:"qemu_pid"`
 	QEMUStart uint64 `json:"qemu_start"`
 	QMP       string `json:"qmp"` // the QMP socket
+	// NetNS is the network namespace netctl attached from (the inode of
+	// /proc/thread-self/ns/net), where the NIC's tap or macvtap lives;
+	// 0 in records written before it was kept. A link is only deleted
+	// from that namespace (ifindexes are per namespace).
+	NetNS uint64 `json:"netns,omitempty"`
 	// QEMUVersion and Machine are what QEMU said at attach ("7.2.22",
 	// "pc-i440fx-7.2-machine").
 	QEMUVersion string `json:"qemu_version,omitempty"`

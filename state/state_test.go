@@ -3,7 +3,9 @@ package state
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -176,4 +178,43 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// TestSameProcessZombie: a child that exited but is not reaped yet (a
+// zombie: its /proc entry and start time stay) is not the same process
+// any more.
+func TestSameProcessZombie(t *testing.T) {
+	cmd := exec.Command("/bin/true")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	start, err := ProcStartTime(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st, _, _ := parseStat(b); st == 'Z' {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("child %d never became a zombie: %s", pid, b)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got, err := ProcStartTime(pid); err != nil || got != start {
+		t.Errorf("a zombie's start time %d, %v (want %d: it stays)", got, err, start)
+	}
+	if SameProcess(pid, start) {
+		t.Error("a zombie counts as the running process")
+	}
+	cmd.Wait()
+	if SameProcess(pid, start) {
+		t.Error("a reaped process counts as running")
+	}
 }

@@ -95,30 +95,119 @@ func (l *Lock) Unlock() error {
 }
 
 // Lock takes the lock of the VM with key (LockKey), waiting until it is
-// free or ctx ends. The lock file stays (removing it would let two
-// processes lock two different files).
+// free or ctx ends.
+//
+// The lock file may be removed (RemoveLock, by netctl gc) while Lock
+// waits: RemoveLock unlinks it only while holding its flock, and Lock,
+// once it has the flock, checks that its fd is still the file at the
+// path (same device and inode). If it is not, another process may by now
+// hold a new file's lock, so Lock closes the old one and starts again.
+// Two holders of one key therefore never overlap.
 func (s *Store) Lock(ctx context.Context, key string) (*Lock, error) {
-	p := filepath.Join(s.Dir, "locks", key+".lock")
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("state: lock %s: %w", p, err)
+	p := s.lockPath(key)
+	for {
+		f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("state: lock %s: %w", p, err)
+		}
+		if err := waitFlock(ctx, f, p); err != nil {
+			f.Close()
+			return nil, err
+		}
+		if sameFile(f, p) {
+			return &Lock{f: f}, nil
+		}
+		f.Close() // removed (or replaced) while this waited: take the new one
 	}
+}
+
+func (s *Store) lockPath(key string) string { return filepath.Join(s.Dir, "locks", key+".lock") }
+
+// waitFlock takes f's exclusive flock, waiting until ctx ends.
+func waitFlock(ctx context.Context, f *os.File, p string) error {
 	for {
 		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 		if err == nil {
-			return &Lock{f: f}, nil
+			return nil
 		}
 		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
-			f.Close()
-			return nil, fmt.Errorf("state: lock %s: %w", p, err)
+			return fmt.Errorf("state: lock %s: %w", p, err)
 		}
 		select {
 		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("state: lock %s: another netctl is attaching or detaching on this VM: %w", p, ctx.Err())
+			return fmt.Errorf("state: lock %s: another netctl is attaching or detaching on this VM: %w", p, ctx.Err())
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+}
+
+// sameFile says whether the open file f is still the file at path p.
+func sameFile(f *os.File, p string) bool {
+	var a, b unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &a) != nil || unix.Lstat(p, &b) != nil {
+		return false
+	}
+	return a.Dev == b.Dev && a.Ino == b.Ino
+}
+
+// LockKeys lists the keys of the lock files under locks/ (at most
+// MaxRecords, sorted).
+func (s *Store) LockKeys() ([]string, error) {
+	es, err := os.ReadDir(filepath.Join(s.Dir, "locks"))
+	if err != nil {
+		return nil, fmt.Errorf("state: %w", err)
+	}
+	var keys []string
+	for _, e := range es {
+		k, ok := strings.CutSuffix(e.Name(), ".lock")
+		if !ok || k == "" || strings.HasPrefix(k, ".") || !e.Type().IsRegular() {
+			continue
+		}
+		keys = append(keys, k)
+		if len(keys) == MaxRecords {
+			break
+		}
+	}
+	sort.Strings(keys)
+	return keys, nil
+}
+
+// RemoveLock removes the lock file of key when nobody holds it, and says
+// whether it did. It takes the file's flock without waiting (held: false,
+// nil) and unlinks the path while holding it; a Lock that opened the old
+// file meanwhile sees it is no longer at the path and takes a new one (see
+// Lock), so removing never lets two holders overlap. dryRun only checks.
+// A lock file that is not there is (false, nil).
+func (s *Store) RemoveLock(key string, dryRun bool) (bool, error) {
+	if key == "" || strings.ContainsAny(key, "/") || strings.HasPrefix(key, ".") {
+		return false, fmt.Errorf("state: lock key %.64q: %w", key, ErrInvalid)
+	}
+	p := s.lockPath(key)
+	f, err := os.OpenFile(p, os.O_RDWR|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("state: lock %s: %w", p, err)
+	}
+	defer f.Close() // drops the flock, after the unlink
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return false, nil
+		}
+		return false, fmt.Errorf("state: lock %s: %w", p, err)
+	}
+	if !sameFile(f, p) {
+		return false, nil // replaced meanwhile: that one may be in use
+	}
+	if dryRun {
+		return true, nil
+	}
+	if err := os.Remove(p); err != nil {
+		return false, fmt.Errorf("state: remove %s: %w", p, err)
+	}
+	syncDir(filepath.Join(s.Dir, "locks"))
+	return true, nil
 }
 
 // Save writes the record atomically (temporary file, fsync, rename, fsync

@@ -31,6 +31,7 @@ func newApp() *cli.App {
 			attachCommand(),
 			detachCommand(),
 			listCommand(),
+			gcCommand(),
 			vmCommand(),
 			selftestCommand(),
 			vdpaCommand(),

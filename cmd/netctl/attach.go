@@ -165,7 +165,7 @@ func detachCommand() *cli.Command {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), c.Duration("timeout")+30*time.Second)
 			defer cancel()
-			sock, name, err := target(ctx, c, path)
+			sock, name, err := detachTarget(ctx, c, path, c.String("id"))
 			if err != nil {
 				return err
 			}
@@ -237,7 +237,14 @@ func printList(w io.Writer, nics []attach.Listed) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", vm, n.ID, n.Backend, link, n.Queues, n.MAC, n.Status, present)
 	}
 	tw.Flush()
+	gone := 0
 	for _, n := range nics {
 		fmt.Fprintf(w, "%s: %s\n", n.ID, chainLine(n.Steps))
+		if n.Present == "gone" {
+			gone++
+		}
+	}
+	if gone > 0 {
+		fmt.Fprintf(w, "%d NIC(s) gone from their VM: run netctl gc to delete what netctl created for them and their records (netctl gc --dry-run shows what)\n", gone)
 	}
 }
