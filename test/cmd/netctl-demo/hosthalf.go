@@ -223,18 +223,7 @@ func (h *hostHalf) attach(ctx context.Context) error {
 }
 
 // record is netctl's record of net1, or nil.
-func (h *hostHalf) record(ctx context.Context) (*attach.Listed, error) {
-	ls, err := attach.List(ctx, attach.ListRequest{StateDir: h.run})
-	if err != nil {
-		return nil, err
-	}
-	for i := range ls {
-		if ls[i].ID == "net1" {
-			return &ls[i], nil
-		}
-	}
-	return nil, nil
-}
+func (h *hostHalf) record(ctx context.Context) (*attach.Listed, error) { return record(ctx, h.run) }
 
 func (h *hostHalf) traffic(ctx context.Context) error {
 	h.n.heading("The guest finds the hotplugged NIC; pings cross it both ways")

@@ -32,6 +32,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -60,6 +61,9 @@ func run() int {
 	defer stop()
 	n := newNarrator(os.Stdout)
 	n.section = *section
+	if *part == "vm" {
+		n.clock = "since the VM started: "
+	}
 	fail := func(err error) int {
 		fmt.Fprintf(os.Stdout, "\nnetctl-demo: FAILED after %.1f s: %v\n", time.Since(n.start).Seconds(), err)
 		return 1
@@ -108,11 +112,9 @@ func run() int {
 			return fail(fmt.Errorf("%w: build it with make build", err))
 		}
 		n.heading("Now the vhost-net path, inside the 6.12 test VM (this host's / is /host there)")
-		c := command{
-			Show: fmt.Sprintf("%s run -kernel 6.12 -smp 2 -timeout 4m -- /host%s -part vm -section %d", *netctlVM, self, n.section),
-			Argv: []string{*netctlVM, "run", "-kernel", "6.12", "-smp", "2", "-timeout", "4m", "--",
-				"/host" + self, "-part", "vm", "-netctl", "/host" + *netctl, "-section", fmt.Sprint(n.section)},
-		}
+		argv := []string{*netctlVM, "run", "-kernel", "6.12", "-smp", "2", "-timeout", "4m", "--",
+			"/host" + self, "-part", "vm", "-netctl", "/host" + *netctl, "-section", fmt.Sprint(n.section)}
+		c := command{Show: strings.Join(argv, " "), Argv: argv}
 		if err := n.stream(ctx, c); err != nil {
 			return fail(err)
 		}

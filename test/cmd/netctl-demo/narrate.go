@@ -22,6 +22,7 @@ type narrator struct {
 	w       io.Writer
 	start   time.Time
 	section int
+	clock   string // what the heading's time counts from, when not the demo's start
 }
 
 func newNarrator(w io.Writer) *narrator { return &narrator{w: w, start: time.Now()} }
@@ -31,7 +32,7 @@ func (n *narrator) heading(format string, a ...any) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.section++
-	fmt.Fprintf(n.w, "\n== %d. %s   [%.1f s]\n", n.section, fmt.Sprintf(format, a...), time.Since(n.start).Seconds())
+	fmt.Fprintf(n.w, "\n== %d. %s   [%s%.1f s]\n", n.section, fmt.Sprintf(format, a...), n.clock, time.Since(n.start).Seconds())
 }
 
 // note prints an explanation, as a shell comment.

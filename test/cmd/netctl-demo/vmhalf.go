@@ -19,6 +19,7 @@ import (
 type vmConfig struct {
 	Netctl string // netctl as L1 sees it (/host/.../bin/netctl)
 	MAC    string
+	RunDir string // netctl's NETCTL_RUN_DIR; "" is /run/netctl (the VM's own)
 }
 
 type vmHalf struct {
@@ -53,11 +54,15 @@ func runVMHalf(ctx context.Context, n *narrator, cfg vmConfig) (err error) {
 }
 
 func (v *vmHalf) netctl(args ...string) command {
-	return command{Show: "netctl " + strings.Join(args, " "), Argv: append([]string{v.cfg.Netctl}, args...)}
+	c := command{Show: "netctl " + strings.Join(args, " "), Argv: append([]string{v.cfg.Netctl}, args...)}
+	if v.cfg.RunDir != "" {
+		c.Env = []string{"NETCTL_RUN_DIR=" + v.cfg.RunDir}
+	}
+	return c
 }
 
 func (v *vmHalf) start(ctx context.Context) error {
-	v.n.heading("Inside the 6.12 test VM: the kernel has vhost-net")
+	v.n.heading("Inside the test VM: its kernel has vhost-net")
 	if _, err := v.n.run(ctx, sh("uname", "-r")); err != nil {
 		return err
 	}
@@ -89,7 +94,7 @@ func (v *vmHalf) attach(ctx context.Context) error {
 		return err
 	}
 	v.undo.push("the NIC", func() error {
-		if rec, _ := record(context.Background(), ""); rec == nil {
+		if rec, _ := record(context.Background(), v.cfg.RunDir); rec == nil {
 			return nil
 		}
 		// At the firmware stage no OS answers device_del: a reset completes it.
@@ -98,7 +103,7 @@ func (v *vmHalf) attach(ctx context.Context) error {
 		_, err := v.n.run(context.Background(), v.netctl("detach", "--qmp", v.fw.QMP2, "--id", "net1", "--timeout", "10s"))
 		return err
 	})
-	rec, err := record(ctx, "")
+	rec, err := record(ctx, v.cfg.RunDir)
 	if err != nil {
 		return err
 	}
@@ -109,7 +114,8 @@ func (v *vmHalf) attach(ctx context.Context) error {
 		return fmt.Errorf("netctl attach chose %s in a VM that has /dev/vhost-net", rec.Backend)
 	}
 	v.tap = rec.Tap.Name
-	if _, err := v.n.run(ctx, sh("sh", "-c", fmt.Sprintf("ls -l /proc/%d/fd | grep vhost-net", v.fw.PID))); err != nil {
+	pipe := fmt.Sprintf("ls -l /proc/%d/fd | grep vhost-net", v.fw.PID)
+	if _, err := v.n.run(ctx, command{Show: pipe, Argv: []string{"sh", "-c", pipe}}); err != nil {
 		return fmt.Errorf("the nested QEMU holds no /dev/vhost-net fd after attach: %w", err)
 	}
 	v.n.note("netctl opened /dev/vhost-net and the tap and passed them to QEMU (pid %d) over QMP (getfd)", v.fw.PID)
@@ -157,7 +163,7 @@ func (v *vmHalf) traffic(ctx context.Context) error {
 		if e.Type == l2.DHCPOffer || e.Type == l2.DHCPAck {
 			dir = "host -> guest"
 		}
-		v.n.shown("  dhcp:", fmt.Sprintf("%-12v %s  %5.1f s after cont, xid %#x", e.Type, dir, (e.At - t0.Sub(served)).Seconds(), e.XID), "")
+		v.n.shown("  dhcp:", fmt.Sprintf("%-12v %s  %5.1f s after cont, xid %#x", e.Type, dir, (e.At-t0.Sub(served)).Seconds(), e.XID), "")
 	}
 	v.n.note("iPXE sent DHCPREQUEST for the offered address: the DHCPOFFER reached it, so frames crossed both ways")
 	return nil
