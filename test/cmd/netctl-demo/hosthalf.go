@@ -121,6 +121,7 @@ func (h *hostHalf) boot(ctx context.Context) error {
 
 	h.n.note("QEMU 7.2 (TCG) boots Debian's 6.12 kernel with a busybox initramfs and a command agent (test/guest),")
 	h.n.note("machine pc, -name %s, a QMP socket, no NIC; the demo starts it in %s", h.cfg.VMName, ns)
+	h.n.note("(the boot waits while tests hold both of the machine's VM slots)")
 	t0 := time.Now()
 	g, err := guest.Boot(ctx, guest.Options{QEMUArgs: []string{"-name", h.cfg.VMName}})
 	if err != nil {

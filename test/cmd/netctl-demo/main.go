@@ -65,6 +65,10 @@ func run() int {
 		n.clock = "since the VM started: "
 	}
 	fail := func(err error) int {
+		if ctx.Err() != nil {
+			fmt.Fprintf(os.Stdout, "\nnetctl-demo: interrupted after %.1f s, and cleaned up: %v\n", time.Since(n.start).Seconds(), err)
+			return 1
+		}
 		fmt.Fprintf(os.Stdout, "\nnetctl-demo: FAILED after %.1f s: %v\n", time.Since(n.start).Seconds(), err)
 		return 1
 	}
