@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -59,9 +60,7 @@ func runHostHalf(ctx context.Context, n *narrator, cfg hostConfig) (err error) {
 		}
 		if uerr := h.undo.run(); uerr != nil {
 			n.note("%v", uerr)
-			if err == nil {
-				err = uerr
-			}
+			err = errors.Join(err, uerr)
 		}
 		if !h.inNetns {
 			runtime.UnlockOSThread() // else the thread ends with the goroutine

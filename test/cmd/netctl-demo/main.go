@@ -66,7 +66,7 @@ func run() int {
 	}
 	fail := func(err error) int {
 		if ctx.Err() != nil {
-			fmt.Fprintf(os.Stdout, "\nnetctl-demo: interrupted after %.1f s, and cleaned up: %v\n", time.Since(n.start).Seconds(), err)
+			fmt.Fprintf(os.Stdout, "\nnetctl-demo: interrupted after %.1f s: %v\n", time.Since(n.start).Seconds(), err)
 			return 1
 		}
 		fmt.Fprintf(os.Stdout, "\nnetctl-demo: FAILED after %.1f s: %v\n", time.Since(n.start).Seconds(), err)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -40,9 +41,7 @@ func runVMHalf(ctx context.Context, n *narrator, cfg vmConfig) (err error) {
 		}
 		if uerr := v.undo.run(); uerr != nil {
 			n.note("%v", uerr)
-			if err == nil {
-				err = uerr
-			}
+			err = errors.Join(err, uerr)
 		}
 	}()
 	for _, step := range []func(context.Context) error{v.start, v.attach, v.traffic, v.inspect, v.detach} {
