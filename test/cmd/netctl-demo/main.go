@@ -62,7 +62,7 @@ func run() int {
 	n := newNarrator(os.Stdout)
 	n.section = *section
 	if *part == "vm" {
-		n.clock = "since the VM started: "
+		n.clock = "VM half: "
 	}
 	fail := func(err error) int {
 		if ctx.Err() != nil {

@@ -22,7 +22,7 @@ type narrator struct {
 	w       io.Writer
 	start   time.Time
 	section int
-	clock   string // what the heading's time counts from, when not the demo's start
+	clock   string // names the heading's clock when it is not the whole demo's (the VM half keeps its own)
 }
 
 func newNarrator(w io.Writer) *narrator { return &narrator{w: w, start: time.Now()} }
