@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -127,4 +128,31 @@ func TestHostDemoUndoAfterAttach(t *testing.T) {
 		t.Errorf("the undo did not detach the NIC:\n%s", s)
 	}
 	checkNothingLeft(t, cfg, tmp)
+}
+
+// TestHostDemoRefusesStaleNetns: a namespace by the demo's name that the
+// demo did not create (a demo killed with SIGKILL leaves one) stops it
+// before it changes anything, with the command that removes it; the
+// namespace stays.
+func TestHostDemoRefusesStaleNetns(t *testing.T) {
+	testenv.Host(t)
+	cfg, tmp := hostTestConfig(t, "u3")
+	if out, err := exec.Command("ip", "netns", "add", cfg.Netns).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add: %v\n%s", err, out)
+	}
+	defer exec.Command("ip", "netns", "del", cfg.Netns).Run()
+	var out bytes.Buffer
+	err := runHostHalf(context.Background(), newNarrator(&out), cfg)
+	if err == nil || !strings.Contains(err.Error(), "exists already") || !strings.Contains(err.Error(), "'ip netns del nctldemo-u3'") {
+		t.Errorf("demo with a stale namespace: %v", err)
+	}
+	if s := out.String(); strings.Contains(s, "$ ") {
+		t.Errorf("the demo ran commands although it refused:\n%s", s)
+	}
+	if _, err := os.Stat(filepath.Join("/run/netns", cfg.Netns)); err != nil {
+		t.Errorf("the demo removed a namespace it did not create: %v", err)
+	}
+	if es, _ := os.ReadDir(tmp); len(es) != 0 {
+		t.Errorf("the demo left files in its TMPDIR: %v", es)
+	}
 }
