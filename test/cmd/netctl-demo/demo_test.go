@@ -120,3 +120,16 @@ func buildNetctl(t *testing.T) string {
 	}
 	return out
 }
+
+// TestCappedBuffer: output beyond the cap is counted, not kept.
+func TestCappedBuffer(t *testing.T) {
+	c := &cappedBuffer{max: 4}
+	for _, s := range []string{"ab", "cdef", "gh"} {
+		if n, err := c.Write([]byte(s)); n != len(s) || err != nil {
+			t.Fatalf("Write(%q) = %d, %v", s, n, err)
+		}
+	}
+	if got := c.String(); got != "abcd\n[4 more bytes of output not kept]\n" {
+		t.Errorf("got %q", got)
+	}
+}

@@ -83,8 +83,8 @@ func (n *narrator) run(ctx context.Context, c command) (string, error) {
 	if len(c.Env) > 0 {
 		cmd.Env = append(cmd.Environ(), c.Env...)
 	}
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	out := &cappedBuffer{max: maxOutput}
+	cmd.Stdout, cmd.Stderr = out, out
 	cmd.WaitDelay = 5 * time.Second
 	err := cmd.Run()
 	n.mu.Lock()
@@ -98,6 +98,39 @@ func (n *narrator) run(ctx context.Context, c command) (string, error) {
 		return out.String(), fmt.Errorf("%s: %w", c.Show, err)
 	}
 	return out.String(), nil
+}
+
+// maxOutput bounds what the demo keeps of one command's output: the
+// commands are its own, but a runaway one must not fill its memory.
+const maxOutput = 1 << 20
+
+// cappedBuffer keeps the first max bytes written to it and counts the
+// rest. Not safe for concurrent use; os/exec calls Write from one
+// goroutine at a time when Stdout and Stderr are the same writer.
+type cappedBuffer struct {
+	buf     bytes.Buffer
+	max     int
+	dropped int
+}
+
+func (c *cappedBuffer) Write(p []byte) (int, error) {
+	room := c.max - c.buf.Len()
+	if room < 0 {
+		room = 0
+	}
+	if len(p) > room {
+		c.dropped += len(p) - room
+		c.buf.Write(p[:room])
+		return len(p), nil
+	}
+	return c.buf.Write(p)
+}
+
+func (c *cappedBuffer) String() string {
+	if c.dropped > 0 {
+		return c.buf.String() + fmt.Sprintf("\n[%d more bytes of output not kept]\n", c.dropped)
+	}
+	return c.buf.String()
 }
 
 // exitCode is the exit status in err from run, or -1 when the command
