@@ -47,6 +47,7 @@ type hostHalf struct {
 	g     *guest.Guest
 	tap   string
 	guest string // the NIC's name in the guest
+	qemu  int    // QEMU's pid, from netctl's record
 	// inNetns: the locked thread is in the demo's namespace.
 	inNetns bool
 }
@@ -217,7 +218,16 @@ func (h *hostHalf) attach(ctx context.Context) error {
 	if statErr != nil && rec.Backend != "userspace" {
 		return fmt.Errorf("netctl attach chose %s on a host without /dev/vhost-net", rec.Backend)
 	}
-	h.tap = rec.Tap.Name
+	h.tap, h.qemu = rec.Tap.Name, rec.QEMUPID
+	// A tun fd's fdinfo names its interface (iff:). Its /proc/PID/fd
+	// link does not always read /dev/net/tun: netctl opened it in the
+	// mount namespace ip netns exec made, and from outside that namespace
+	// the link reads /net/tun.
+	pipe := fmt.Sprintf("grep -H iff: /proc/%d/fdinfo/*", h.qemu)
+	if _, err := h.n.run(ctx, command{Show: pipe, Argv: []string{"sh", "-c", pipe}}); err != nil || !holdsTap(h.qemu, h.tap) {
+		return fmt.Errorf("QEMU holds no fd of the tap %s after attach (%v)", h.tap, err)
+	}
+	h.n.note("netctl created the tap %s and passed its queue fd to QEMU (pid %d) over QMP (getfd)", h.tap, h.qemu)
 	_, err = h.n.run(ctx, sh("ip", "-n", h.cfg.Netns, "addr", "add", h.cfg.HostIP, "dev", h.tap))
 	return err
 }
@@ -319,6 +329,10 @@ func (h *hostHalf) detach(ctx context.Context) error {
 	if strings.Contains(out, h.tap) {
 		return fmt.Errorf("the tap %s is still there after detach", h.tap)
 	}
+	if holdsTap(h.qemu, h.tap) {
+		return fmt.Errorf("QEMU (pid %d) still holds an fd of the tap %s after detach", h.qemu, h.tap)
+	}
+	h.n.note("(only lo: the tap is gone) and QEMU (pid %d) holds no fd of it (no iff: %s in its fdinfo)", h.qemu, h.tap)
 	return nil
 }
 
@@ -338,4 +352,22 @@ func (h *hostHalf) teardown(ctx context.Context) error {
 	}
 	h.n.note("(no %s: the namespace, and everything in it, is gone)", h.cfg.Netns)
 	return nil
+}
+
+// holdsTap says whether process pid has an fd of the tun/tap interface
+// ifname open (its fdinfo has "iff:\tIFNAME").
+func holdsTap(pid int, ifname string) bool {
+	infos, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fdinfo/*", pid))
+	for _, p := range infos {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && k == "iff" && strings.TrimSpace(v) == ifname {
+				return true
+			}
+		}
+	}
+	return false
 }
