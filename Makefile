@@ -79,7 +79,7 @@ lint:
 ## On this host (no vhost-net): a 6.12 guest in a network namespace the demo creates, netctl attach
 ## (the fallback chain -> QEMU userspace virtio-net), pings both ways, diagnose, list, detach, nothing
 ## left. Then in the 6.12 test VM: a nested firmware-only QEMU on kernel vhost-net (DHCP through it,
-## diagnose shows vhost started, detach). About 25 s; exits 1, having cleaned up, if a step fails.
+## diagnose shows vhost started, detach). About 30 s; exits 1, having cleaned up, if a step fails.
 demo: KERNEL := 6.12
 demo: vm-prepare
 	$(BIN)/netctl-demo
