@@ -70,7 +70,7 @@ func TestHostDemoHostHalf(t *testing.T) {
 	s := out.String()
 	for _, want := range []string{
 		"$ ip netns exec nctldemo-ok netctl attach --vm nctldemo-ok --id net1 --mac 52:54:00:de:00:02\nattached net1 to nctldemo-ok",
-		"vhost-net: /dev/vhost-net: not available", "-> userspace (",
+		"vhost-net: /dev/vhost-net: no such file or directory", "-> userspace (",
 		"guest# ping -c 3", "$ ip netns exec nctldemo-ok busybox ping -c 3",
 		"backend: tap nctl0, 1 queue(s), vhost=off: QEMU moves the packets",
 		"detached net1", "no NICs attached by netctl", "$ ip netns del nctldemo-ok",
