@@ -3,8 +3,6 @@ package attach
 import (
 	"context"
 	"errors"
-	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -14,49 +12,8 @@ import (
 
 	"github.com/netctl/netctl/internal/testenv"
 	"github.com/netctl/netctl/qmp"
+	"github.com/netctl/netctl/test/qemutest"
 )
-
-// startQEMU starts a paused QEMU with no guest (-S) in the test's network
-// namespace (from the test goroutine, locked to its thread by
-// testenv.Host) and returns its QMP socket.
-func startQEMU(t *testing.T, name string, machine ...string) string {
-	t.Helper()
-	bin, err := exec.LookPath("qemu-system-x86_64")
-	if err != nil {
-		t.Fatalf("qemu-system-x86_64: %v (make vm-deps installs it)", err)
-	}
-	sock := filepath.Join(t.TempDir(), "qmp.sock")
-	args := []string{"-S", "-nodefaults", "-display", "none", "-name", name, "-qmp", "unix:" + sock + ",server=on,wait=off"}
-	if len(machine) == 0 {
-		machine = []string{"-machine", "pc"}
-	}
-	cmd := exec.Command(bin, append(args, machine...)...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		if t.Failed() && stderr.Len() > 0 {
-			t.Logf("QEMU's stderr: %s", stderr.String())
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	for {
-		c, err := qmp.Dial(ctx, sock)
-		if err == nil {
-			c.Close()
-			return sock
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("QEMU's QMP socket never answered: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
 
 // qemuHolds reads what QEMU has that attach could have left: netctl's
 // network clients, the device ids, the fdsets, and which of names QEMU
@@ -124,7 +81,7 @@ func netctlLinks(t *testing.T) []string {
 // that QEMU refuses rolls everything back.
 func TestHostAttachRealQEMU(t *testing.T) {
 	testenv.Host(t)
-	sock := startQEMU(t, "hostvm")
+	sock, _ := qemutest.StartPaused(t, "hostvm")
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
