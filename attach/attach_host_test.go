@@ -15,10 +15,10 @@ import (
 	"github.com/netctl/netctl/test/qemutest"
 )
 
-// qemuHolds reads what QEMU has that attach could have left: netctl's
-// network clients, the device ids, the fdsets, and which of names QEMU
-// still knows (closefd succeeds only for a name it holds, and then drops
-// it, so this is the last look).
+// qemuHolds reads what QEMU has that attach could have left
+// (qemutest.State): the network clients, the device ids, the fdsets, and
+// which of names QEMU still knows (closefd succeeds only for a name it
+// holds, and then drops it, so this is the last look).
 func qemuHolds(t *testing.T, sock string, names ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -28,28 +28,19 @@ func qemuHolds(t *testing.T, sock string, names ...string) string {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	var l []string
-	nd, err := netdevIDs(ctx, c)
+	s, err := qemutest.ReadState(ctx, c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for id := range nd {
+	var l []string
+	for _, id := range s.Clients() {
 		l = append(l, "client "+id)
 	}
-	dev, err := deviceIDs(ctx, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for id := range dev {
+	for _, id := range s.Devices {
 		l = append(l, "device "+id)
 	}
-	var sets []fdset
-	if err := c.Run(ctx, "query-fdsets", nil, &sets); err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range sets {
+	for range s.FDSets {
 		l = append(l, "fdset")
-		_ = s
 	}
 	for _, n := range names {
 		if err := c.Run(ctx, "closefd", map[string]string{"fdname": n}, nil); err == nil {

@@ -83,3 +83,21 @@ func (s *State) Holds(id, netdev string) string {
 	}
 	return strings.Join(left, ", ")
 }
+
+// Clients lists the ids of the network clients in "info network" (each
+// netdev and each NIC frontend: a line "ID: index=N,type=..."), sorted,
+// each once.
+func (s *State) Clients() []string {
+	seen := map[string]bool{}
+	var ids []string
+	for _, l := range strings.Split(s.Network, "\n") {
+		l = strings.TrimLeft(strings.TrimSuffix(l, "\r"), ` \`)
+		id, rest, ok := strings.Cut(l, ": ")
+		if ok && id != "" && strings.HasPrefix(rest, "index=") && !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}
