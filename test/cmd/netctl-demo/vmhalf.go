@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -230,11 +228,6 @@ func (v *vmHalf) detach(ctx context.Context) error {
 
 // holds says whether process pid has an fd open on path.
 func holds(pid int, path string) bool {
-	fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", pid))
-	for _, fd := range fds {
-		if l, _ := os.Readlink(fd); l == path {
-			return true
-		}
-	}
-	return false
+	fds, _ := l2.FDs(pid)
+	return fds[path] > 0
 }
