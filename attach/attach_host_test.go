@@ -3,8 +3,6 @@ package attach
 import (
 	"context"
 	"errors"
-	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -14,54 +12,13 @@ import (
 
 	"github.com/netctl/netctl/internal/testenv"
 	"github.com/netctl/netctl/qmp"
+	"github.com/netctl/netctl/test/qemutest"
 )
 
-// startQEMU starts a paused QEMU with no guest (-S) in the test's network
-// namespace (from the test goroutine, locked to its thread by
-// testenv.Host) and returns its QMP socket.
-func startQEMU(t *testing.T, name string, machine ...string) string {
-	t.Helper()
-	bin, err := exec.LookPath("qemu-system-x86_64")
-	if err != nil {
-		t.Fatalf("qemu-system-x86_64: %v (make vm-deps installs it)", err)
-	}
-	sock := filepath.Join(t.TempDir(), "qmp.sock")
-	args := []string{"-S", "-nodefaults", "-display", "none", "-name", name, "-qmp", "unix:" + sock + ",server=on,wait=off"}
-	if len(machine) == 0 {
-		machine = []string{"-machine", "pc"}
-	}
-	cmd := exec.Command(bin, append(args, machine...)...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		if t.Failed() && stderr.Len() > 0 {
-			t.Logf("QEMU's stderr: %s", stderr.String())
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	for {
-		c, err := qmp.Dial(ctx, sock)
-		if err == nil {
-			c.Close()
-			return sock
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("QEMU's QMP socket never answered: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// qemuHolds reads what QEMU has that attach could have left: netctl's
-// network clients, the device ids, the fdsets, and which of names QEMU
-// still knows (closefd succeeds only for a name it holds, and then drops
-// it, so this is the last look).
+// qemuHolds reads what QEMU has that attach could have left
+// (qemutest.State): the network clients, the device ids, the fdsets, and
+// which of names QEMU still knows (closefd succeeds only for a name it
+// holds, and then drops it, so this is the last look).
 func qemuHolds(t *testing.T, sock string, names ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -71,28 +28,19 @@ func qemuHolds(t *testing.T, sock string, names ...string) string {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	var l []string
-	nd, err := netdevIDs(ctx, c)
+	s, err := qemutest.ReadState(ctx, c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for id := range nd {
+	var l []string
+	for _, id := range s.Clients() {
 		l = append(l, "client "+id)
 	}
-	dev, err := deviceIDs(ctx, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for id := range dev {
+	for _, id := range s.Devices {
 		l = append(l, "device "+id)
 	}
-	var sets []fdset
-	if err := c.Run(ctx, "query-fdsets", nil, &sets); err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range sets {
+	for range s.FDSets {
 		l = append(l, "fdset")
-		_ = s
 	}
 	for _, n := range names {
 		if err := c.Run(ctx, "closefd", map[string]string{"fdname": n}, nil); err == nil {
@@ -124,7 +72,7 @@ func netctlLinks(t *testing.T) []string {
 // that QEMU refuses rolls everything back.
 func TestHostAttachRealQEMU(t *testing.T) {
 	testenv.Host(t)
-	sock := startQEMU(t, "hostvm")
+	sock, _ := qemutest.StartPaused(t, "hostvm")
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/netctl/netctl/state"
+	"github.com/netctl/netctl/test/qemutest"
 )
 
 func ctxT(t *testing.T) context.Context {
@@ -242,22 +243,7 @@ func TestAttachBackendNotHere(t *testing.T) {
 }
 
 func TestAttachNotQEMU(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "not-qemu.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Write([]byte("SSH-2.0-OpenSSH_9.2\r\n"))
-			c.Close()
-		}
-	}()
+	sock := qemutest.NotQMP(t, "SSH-2.0-OpenSSH_9.2\r\n", 0)
 	h, dir := newFakeHost(t, "probe-host-root.json"), t.TempDir()
 	if _, err := Attach(ctxT(t), Request{QMP: sock, ID: "n1", StateDir: dir, Host: h}); err == nil || !strings.Contains(err.Error(), "connect to QEMU") {
 		t.Errorf("attach to a socket that is not QEMU: %v", err)
@@ -493,14 +479,7 @@ func TestDetachAfterQEMUExited(t *testing.T) {
 // nothing is left.
 func TestAttachDetachParallel(t *testing.T) {
 	h, dir := newFakeHost(t, "probe-6.12.json"), t.TempDir()
-	var vms []*fakeQEMU
-	for i := 0; i < 4; i++ {
-		q := newFakeQEMU(t)
-		q.mu.Lock()
-		q.name = fmt.Sprintf("vm%d", i)
-		q.mu.Unlock()
-		vms = append(vms, q)
-	}
+	vms := newFakeVMs(t, 4)
 	var wg sync.WaitGroup
 	for w := 0; w < 8; w++ {
 		wg.Add(1)

@@ -17,19 +17,12 @@ import (
 	"github.com/netctl/netctl/test/vduse"
 )
 
-// qemuFDs counts what QEMU's fds point at (readlink of /proc/PID/fd/*).
+// qemuFDs counts what QEMU's fds point at (l2.FDs).
 func qemuFDs(t *testing.T, pid int) map[string]int {
 	t.Helper()
-	dir := fmt.Sprintf("/proc/%d/fd", pid)
-	es, err := os.ReadDir(dir)
+	n, err := l2.FDs(pid)
 	if err != nil {
 		t.Fatal(err)
-	}
-	n := map[string]int{}
-	for _, e := range es {
-		if l, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil {
-			n[l]++
-		}
 	}
 	return n
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/netctl/netctl/internal/testenv"
 	"github.com/netctl/netctl/policy/host"
+	"github.com/netctl/netctl/test/qemutest"
 )
 
 // TestHostAttachDetachCycles: 100 attach/detach cycles, 8 workers across 4
@@ -31,7 +32,8 @@ func TestHostAttachDetachCycles(t *testing.T) {
 		ports = append(ports, fmt.Sprintf("device rp%d", p))
 	}
 	for i := 0; i < 4; i++ {
-		socks = append(socks, startQEMU(t, fmt.Sprintf("cyc%d", i), args...))
+		sock, _ := qemutest.StartPaused(t, fmt.Sprintf("cyc%d", i), args...)
+		socks = append(socks, sock)
 	}
 	desc, err := RealHost{}.Probe(context.Background())
 	if err != nil {

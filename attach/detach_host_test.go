@@ -9,6 +9,7 @@ import (
 
 	"github.com/netctl/netctl/internal/testenv"
 	"github.com/netctl/netctl/state"
+	"github.com/netctl/netctl/test/qemutest"
 )
 
 // TestHostDetachPausedPC: on a paused -machine pc with no guest, device_del
@@ -19,7 +20,7 @@ import (
 // reset finishes every pending removal) and detach, run again, finishes.
 func TestHostDetachPausedPC(t *testing.T) {
 	testenv.Host(t)
-	sock := startQEMU(t, "pcvm")
+	sock, _ := qemutest.StartPaused(t, "pcvm")
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -71,7 +72,7 @@ func TestHostDetachPausedPC(t *testing.T) {
 // -global ICH9-LPC.acpi-pci-hotplug-with-bridge-support=off.
 func TestHostDetachQ35RootPort(t *testing.T) {
 	testenv.Host(t)
-	sock := startQEMU(t, "q35vm", "-machine", "q35", "-global", "ICH9-LPC.acpi-pci-hotplug-with-bridge-support=off", "-device", "pcie-root-port,id=rp1,bus=pcie.0,chassis=1")
+	sock, _ := qemutest.StartPaused(t, "q35vm", "-machine", "q35", "-global", "ICH9-LPC.acpi-pci-hotplug-with-bridge-support=off", "-device", "pcie-root-port,id=rp1,bus=pcie.0,chassis=1")
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -76,6 +76,19 @@ func newFakeQEMU(t *testing.T) *fakeQEMU {
 	return f
 }
 
+// newFakeVMs starts n fake QEMUs, named vm0, vm1, ...
+func newFakeVMs(t *testing.T, n int) []*fakeQEMU {
+	var vms []*fakeQEMU
+	for i := 0; i < n; i++ {
+		q := newFakeQEMU(t)
+		q.mu.Lock()
+		q.name = fmt.Sprintf("vm%d", i)
+		q.mu.Unlock()
+		vms = append(vms, q)
+	}
+	return vms
+}
+
 func (f *fakeQEMU) serve(c *net.UnixConn) {
 	defer c.Close()
 	c.Write([]byte(`{"QMP": {"version": {"qemu": {"micro": 22, "minor": 2, "major": 7}, "package": ""}, "capabilities": ["oob"]}}` + "\n"))

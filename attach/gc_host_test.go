@@ -10,6 +10,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/netctl/netctl/internal/testenv"
+	"github.com/netctl/netctl/test/qemutest"
 )
 
 // TestHostGCNICGoneFromRunningQEMU: a real QEMU 7.2 (q35, native PCIe
@@ -25,7 +26,7 @@ func TestHostGCNICGoneFromRunningQEMU(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.LinkUp(t, "nvgr0")
-	sock := startQEMU(t, "gcrun", "-machine", "q35", "-global", "ICH9-LPC.acpi-pci-hotplug-with-bridge-support=off",
+	sock, _ := qemutest.StartPaused(t, "gcrun", "-machine", "q35", "-global", "ICH9-LPC.acpi-pci-hotplug-with-bridge-support=off",
 		"-device", "pcie-root-port,id=rp1,bus=pcie.0,chassis=1", "-device", "pcie-root-port,id=rp2,bus=pcie.0,chassis=2")
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -298,14 +298,7 @@ func TestGCUnreadableRecord(t *testing.T) {
 // one VM overlap: every call succeeds and nothing is left.
 func TestGCDuringAttachDetach(t *testing.T) {
 	h, dir := newFakeHost(t, "probe-6.12.json"), t.TempDir()
-	var vms []*fakeQEMU
-	for i := 0; i < 4; i++ {
-		q := newFakeQEMU(t)
-		q.mu.Lock()
-		q.name = fmt.Sprintf("vm%d", i)
-		q.mu.Unlock()
-		vms = append(vms, q)
-	}
+	vms := newFakeVMs(t, 4)
 	stop := make(chan struct{})
 	gcDone := make(chan struct{})
 	runs, locksRemoved := 0, 0

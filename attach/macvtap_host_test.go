@@ -9,6 +9,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/netctl/netctl/internal/testenv"
+	"github.com/netctl/netctl/test/qemutest"
 )
 
 // TestHostAttachMacvtapOnVeth: attach --macvtap on one end of a veth pair
@@ -23,7 +24,7 @@ func TestHostAttachMacvtapOnVeth(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.LinkUp(t, "nvlow0")
-	sock := startQEMU(t, "mvvm", "-machine", "q35", "-global", "ICH9-LPC.acpi-pci-hotplug-with-bridge-support=off",
+	sock, _ := qemutest.StartPaused(t, "mvvm", "-machine", "q35", "-global", "ICH9-LPC.acpi-pci-hotplug-with-bridge-support=off",
 		"-device", "pcie-root-port,id=rp1,bus=pcie.0,chassis=1")
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -3,12 +3,12 @@ package attach
 import (
 	"context"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/netctl/netctl/internal/testenv"
+	"github.com/netctl/netctl/test/qemutest"
 )
 
 // dyingHost is the real host, except that QEMU is killed right after the
@@ -33,37 +33,12 @@ func (h dyingHost) OpenTap(spec TapSpec) (Backend, error) {
 // link, fd or record.
 func TestHostAttachQEMUDies(t *testing.T) {
 	testenv.Host(t)
-	bin, err := exec.LookPath("qemu-system-x86_64")
-	if err != nil {
-		t.Fatalf("qemu-system-x86_64: %v", err)
-	}
-	sock := filepath.Join(t.TempDir(), "qmp.sock")
-	cmd := exec.Command(bin, "-S", "-nodefaults", "-display", "none", "-machine", "pc", "-qmp", "unix:"+sock+",server=on,wait=off")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	}()
+	sock, cmd := qemutest.StartPaused(t, "dies")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for {
-		c, err := dialQMP(ctx, sock)
-		if err == nil {
-			c.Close()
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 	dir := t.TempDir()
 	fds := testenv.OpenFDs(t)
-	_, err = Attach(ctx, Request{QMP: sock, ID: "n1", Queues: 2, StateDir: dir, Host: dyingHost{qemu: cmd}})
+	_, err := Attach(ctx, Request{QMP: sock, ID: "n1", Queues: 2, StateDir: dir, Host: dyingHost{qemu: cmd}})
 	t.Logf("attach while QEMU dies: %v", err)
 	if err == nil || !strings.Contains(err.Error(), "getfd") || strings.Contains(err.Error(), "rolling back failed") {
 		t.Errorf("attach while QEMU dies: %v", err)

@@ -19,34 +19,15 @@ import (
 
 	"github.com/netctl/netctl/internal/testenv"
 	"github.com/netctl/netctl/qmp"
+	"github.com/netctl/netctl/test/qemutest"
 )
 
-// startQEMU starts a paused, device-less QEMU from the test goroutine (so
-// it runs in the test's namespaces) with cwd dir, and kills it when the
-// test ends.
+// startQEMU starts a paused, device-less QEMU with 32 MiB (qemutest.Start)
+// from the test goroutine, so that it runs in the test's namespaces, with
+// cwd dir; it is killed when the test ends.
 func startQEMU(t *testing.T, dir string, extra []*os.File, args ...string) *exec.Cmd {
 	t.Helper()
-	qemu, err := exec.LookPath("qemu-system-x86_64")
-	if err != nil {
-		t.Fatalf("qemu-system-x86_64: %v (make vm-deps installs it)", err)
-	}
-	base := []string{"-S", "-nodefaults", "-machine", "pc", "-display", "none", "-m", "32"}
-	cmd := exec.Command(qemu, append(base, args...)...)
-	cmd.Dir = dir
-	cmd.ExtraFiles = extra
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		if s := stderr.String(); s != "" {
-			t.Logf("QEMU %d said: %s", cmd.Process.Pid, s)
-		}
-	})
-	return cmd
+	return qemutest.Start(t, dir, extra, append([]string{"-m", "32"}, args...)...)
 }
 
 // waitSockets waits until every path exists (QEMU has bound them).
@@ -95,16 +76,7 @@ func TestHostFindAndDial(t *testing.T) {
 		"-qmp", "unix:a2.sock,server,nowait", // relative to QEMU's cwd, old boolean shorthand
 		"-chardev", "socket,id=mon0,path="+a3+",server=on,wait=off", "-mon", "chardev=mon0,mode=control")
 
-	lvSock := filepath.Join(dir, "libvirt-monitor.sock")
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: lvSock, Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lnFile, err := ln.File()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln.Close()
+	lnFile := qemutest.ListenerFile(t, filepath.Join(dir, "libvirt-monitor.sock"))
 	lvName := fmt.Sprintf("nctl-libvirt-%d", tag)
 	lv := startQEMU(t, dir, []*os.File{lnFile}, "-name", "guest="+lvName+",debug-threads=on",
 		"-chardev", "socket,id=charmonitor,fd=3,server=on,wait=off", "-mon", "chardev=charmonitor,id=monitor,mode=control")

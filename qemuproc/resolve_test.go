@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/netctl/netctl/internal/testenv"
+	"github.com/netctl/netctl/test/qemutest"
 )
 
 // TestResolveRefuses: the --vm/--qmp mistakes are ErrInvalid with a
@@ -39,23 +40,9 @@ func TestResolveRefuses(t *testing.T) {
 // TestResolveNotQMP: a unix socket whose server does not speak QMP (here
 // one that greets with something else) is ErrInvalid, quickly.
 func TestResolveNotQMP(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "not-qmp.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		c, err := l.Accept()
-		if err != nil {
-			return
-		}
-		c.Write([]byte("SSH-2.0-OpenSSH_9.2\r\n"))
-		time.Sleep(time.Second)
-		c.Close()
-	}()
+	sock := qemutest.NotQMP(t, "SSH-2.0-OpenSSH_9.2\r\n", time.Second)
 	start := time.Now()
-	_, err = Resolve(context.Background(), "", sock)
+	_, err := Resolve(context.Background(), "", sock)
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "not a QEMU QMP socket") {
 		t.Errorf("Resolve(non-QMP socket) = %v", err)
 	}

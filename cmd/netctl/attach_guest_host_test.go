@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -23,7 +22,7 @@ import (
 	"github.com/netctl/netctl/qmp"
 	"github.com/netctl/netctl/state"
 	"github.com/netctl/netctl/test/guest"
-	"github.com/netctl/netctl/test/vm"
+	"github.com/netctl/netctl/test/qemutest"
 )
 
 // The end-to-end attach tests: netctl attach, diagnose, list and detach,
@@ -41,7 +40,7 @@ func TestHostAttachGuestMultiqueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	tap.Close() // netctl opens it by name; the namespace takes it away at the end
-	hostAddrUp(t, "nctlat0", "10.81.0.1/24")
+	guest.HostAddr(t, "nctlat0", "10.81.0.1/24")
 	attachEndToEnd(t, e2e{
 		boot:   guest.Options{SMP: 4},
 		args:   []string{"--tap", "nctlat0", "--queues", "4"},
@@ -61,7 +60,7 @@ func TestHostAttachGuestMacvtap(t *testing.T) {
 		t.Fatalf("veth: %v", err)
 	}
 	testenv.LinkUp(t, "nctlav0")
-	hostAddrUp(t, "nctlav1", "10.82.0.1/24")
+	guest.HostAddr(t, "nctlav1", "10.82.0.1/24")
 	attachEndToEnd(t, e2e{
 		boot:   guest.Options{SMP: 2},
 		args:   []string{"--macvtap", "nctlav0:bridge", "--queues", "2"},
@@ -78,7 +77,7 @@ func TestHostAttachGuestPaused(t *testing.T) {
 		t.Fatal(err)
 	}
 	tap.Close()
-	hostAddrUp(t, "nctlap0", "10.83.0.1/24")
+	guest.HostAddr(t, "nctlap0", "10.83.0.1/24")
 	attachEndToEnd(t, e2e{
 		boot:   guest.Options{Paused: true},
 		args:   []string{"--tap", "nctlap0"},
@@ -121,7 +120,7 @@ func attachEndToEnd(t *testing.T, c e2e) {
 	}()
 	sock := g.QMP()
 	linksBefore, fdsBefore := linkNames(t), openFDs(t)
-	before := qemuState(ctx, t, sock)
+	before := qemutest.Read(ctx, t, sock)
 
 	t0 := time.Now()
 	var nic state.NIC
@@ -137,7 +136,7 @@ func attachEndToEnd(t *testing.T, c e2e) {
 	if line := chainLine(nic.Steps); !strings.Contains(line, "vhost-net: ") || !strings.HasSuffix(line, ")") {
 		t.Errorf("fallback chain %q does not say why vhost-net was skipped", line)
 	}
-	if s := qemuState(ctx, t, sock); s.Holds("net1", nic.Netdev) != "device net1, netdev "+nic.Netdev {
+	if s := qemutest.Read(ctx, t, sock); s.Holds("net1", nic.Netdev) != "device net1, netdev "+nic.Netdev {
 		t.Errorf("after attach QEMU holds %q:\n%s", s.Holds("net1", nic.Netdev), s.Network)
 	}
 
@@ -168,7 +167,7 @@ func attachEndToEnd(t *testing.T, c e2e) {
 	if _, err := g.Ping(ctx, c.hostIP, 3); err != nil {
 		t.Fatal(err)
 	}
-	busyboxPing(t, strings.Split(c.guestIP, "/")[0], 3)
+	guest.HostPing(t, strings.Split(c.guestIP, "/")[0], 3)
 
 	// diagnose agrees with the guest's own driver.
 	word, err := g.Features(ctx, ifname)
@@ -204,7 +203,7 @@ func attachEndToEnd(t *testing.T, c e2e) {
 	}
 
 	// Nothing left.
-	after := qemuState(ctx, t, sock)
+	after := qemutest.Read(ctx, t, sock)
 	if left := after.Holds("net1", nic.Netdev); left != "" {
 		t.Errorf("QEMU still holds %s:\n%s", left, after.Network)
 	}
@@ -229,23 +228,6 @@ func attachEndToEnd(t *testing.T, c e2e) {
 	if out := run(t, "list"); !strings.Contains(out, "no NICs attached by netctl") {
 		t.Errorf("list after detach:\n%s", out)
 	}
-}
-
-// qemuState reads QEMU's devices, netdevs and fdsets on a connection of
-// its own (QEMU's monitor takes one client at a time: netctl needs it
-// next).
-func qemuState(ctx context.Context, t *testing.T, sock string) *guest.QEMUState {
-	t.Helper()
-	c, err := qmp.Dial(ctx, sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	s, err := guest.ReadQEMUState(ctx, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
 }
 
 func qmpRun(ctx context.Context, sock, cmd string) error {
@@ -292,38 +274,4 @@ func openFDs(t *testing.T) string {
 	}
 	sort.Strings(fds)
 	return strings.Join(fds, " ")
-}
-
-// hostAddrUp puts cidr on link and brings it up.
-func hostAddrUp(t *testing.T, link, cidr string) {
-	t.Helper()
-	l, err := netlink.LinkByName(link)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := netlink.ParseAddr(cidr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := netlink.AddrAdd(l, a); err != nil {
-		t.Fatalf("address %s on %s: %v", cidr, link, err)
-	}
-	if err := netlink.LinkSetUp(l); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// busyboxPing pings addr from the test's namespace with the VM cache's
-// static busybox (this machine has no ping); started from the test
-// goroutine, it runs in the test's namespace.
-func busyboxPing(t *testing.T, addr string, count int) {
-	t.Helper()
-	cache, err := vm.DefaultCacheDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command(filepath.Join(cache, "busybox", "bin", "busybox"), "ping", "-c", strconv.Itoa(count), "-i", "0.2", "-W", "5", addr).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), fmt.Sprintf("%d packets transmitted, %d packets received", count, count)) {
-		t.Fatalf("host ping %s: %v\n%s", addr, err, out)
-	}
 }

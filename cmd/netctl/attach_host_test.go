@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"github.com/netctl/netctl/internal/testenv"
 	"github.com/netctl/netctl/qmp"
 	"github.com/netctl/netctl/state"
+	"github.com/netctl/netctl/test/qemutest"
 )
 
 // TestHostAttachCLI runs netctl attach, list and detach against a real,
@@ -29,31 +29,11 @@ func TestHostAttachCLI(t *testing.T) {
 	bin := netctlBinary(t)
 	dir := t.TempDir()
 	t.Setenv("NETCTL_RUN_DIR", filepath.Join(dir, "run"))
-	qemu, err := exec.LookPath("qemu-system-x86_64")
-	if err != nil {
-		t.Fatalf("qemu-system-x86_64: %v (make vm-deps installs it)", err)
-	}
-	sock := filepath.Join(dir, "qmp.sock")
 	// A name of its own: --vm finds QEMUs machine-wide.
 	name := fmt.Sprintf("clivm%d", os.Getpid())
-	cmd := exec.Command(qemu, "-S", "-nodefaults", "-display", "none", "-machine", "pc", "-name", name, "-qmp", "unix:"+sock+",server=on,wait=off")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	sock, _ := qemutest.StartPaused(t, name)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	for {
-		c, err := qmp.Dial(ctx, sock)
-		if err == nil {
-			c.Close()
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("QEMU's QMP socket: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 
 	r := execNetctl(t, bin, "attach", "--qmp", sock, "--id", "net1", "--queues", "2", "--mac", "52:54:00:00:00:01")
 	t.Logf("netctl attach:\n%s%s", r.stdout, r.stderr)

@@ -1,10 +1,11 @@
 package main
 
 import (
-	"net"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/netctl/netctl/test/qemutest"
 )
 
 // TestAttachUsageErrors: bad input to attach, detach and list is refused
@@ -14,22 +15,7 @@ func TestAttachUsageErrors(t *testing.T) {
 	bin := netctlBinary(t)
 	dir := t.TempDir()
 	t.Setenv("NETCTL_RUN_DIR", filepath.Join(dir, "run"))
-	sock := filepath.Join(dir, "fake.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Write([]byte("220 smtp ready\r\n"))
-			c.Close()
-		}
-	}()
+	sock := qemutest.NotQMP(t, "220 smtp ready\r\n", 0)
 	for _, tc := range []struct {
 		args   []string
 		code   int

@@ -16,38 +16,9 @@ import (
 
 	"github.com/netctl/netctl/attach"
 	"github.com/netctl/netctl/internal/testenv"
-	"github.com/netctl/netctl/qmp"
 	"github.com/netctl/netctl/state"
+	"github.com/netctl/netctl/test/qemutest"
 )
-
-// startPaused starts a paused QEMU 7.2 (-machine pc, no guest) named name
-// in the test's network namespace and waits for its QMP socket.
-func startPaused(t *testing.T, dir, name string) (string, *exec.Cmd) {
-	t.Helper()
-	qemu, err := exec.LookPath("qemu-system-x86_64")
-	if err != nil {
-		t.Fatalf("qemu-system-x86_64: %v (make vm-deps installs it)", err)
-	}
-	sock := filepath.Join(dir, name+".qmp")
-	cmd := exec.Command(qemu, "-S", "-nodefaults", "-display", "none", "-machine", "pc", "-name", name, "-qmp", "unix:"+sock+",server=on,wait=off")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	for {
-		c, err := qmp.Dial(ctx, sock)
-		if err == nil {
-			c.Close()
-			return sock, cmd
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("QEMU's QMP socket: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
 
 // attachJSON runs netctl attach --json and returns the record.
 func attachJSON(t *testing.T, bin string, args ...string) *state.NIC {
@@ -106,8 +77,8 @@ func TestHostGC(t *testing.T) {
 	run := filepath.Join(dir, "run")
 	t.Setenv("NETCTL_RUN_DIR", run)
 	vethUp(t, "nvgc0", "nvgc1")
-	deadSock, dead := startPaused(t, dir, "gcdead")
-	liveSock, _ := startPaused(t, dir, "gclive")
+	deadSock, dead := qemutest.StartPaused(t, "gcdead")
+	liveSock, _ := qemutest.StartPaused(t, "gclive")
 
 	mv1 := attachJSON(t, bin, "--qmp", deadSock, "--id", "mv1", "--macvtap", "nvgc0")
 	tp1 := attachJSON(t, bin, "--qmp", deadSock, "--id", "tp1")
@@ -180,7 +151,7 @@ func TestHostGC(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if s := qemuState(ctx, t, liveSock); !slices.Contains(s.Devices, "keep") || !strings.Contains(s.Network, "netctl-keep: index=") {
+	if s := qemutest.Read(ctx, t, liveSock); !slices.Contains(s.Devices, "keep") || !strings.Contains(s.Network, "netctl-keep: index=") {
 		t.Errorf("the running QEMU after gc: %+v", s)
 	}
 
@@ -212,7 +183,7 @@ func TestHostDetachAfterQEMUDied(t *testing.T) {
 	run := filepath.Join(dir, "run")
 	t.Setenv("NETCTL_RUN_DIR", run)
 	vethUp(t, "nvdt0", "nvdt1")
-	sock, q := startPaused(t, dir, "gcdet")
+	sock, q := qemutest.StartPaused(t, "gcdet")
 	var nics []*state.NIC
 	for _, id := range []string{"a1", "a2", "a3"} {
 		nics = append(nics, attachJSON(t, bin, "--qmp", sock, "--id", id, "--macvtap", "nvdt0"))
@@ -243,7 +214,7 @@ func TestHostDetachAfterQEMUDied(t *testing.T) {
 	}
 	// QEMU 7.2 unlinks its QMP socket when it quits cleanly (a killed one
 	// leaves the file): detach --qmp still finds the record.
-	qsock, qq := startPaused(t, dir, "gcquit")
+	qsock, qq := qemutest.StartPaused(t, "gcquit")
 	a4 := attachJSON(t, bin, "--qmp", qsock, "--id", "a4", "--macvtap", "nvdt0")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/netctl/netctl/internal/testenv"
+	"github.com/netctl/netctl/test/qemutest"
 )
 
 // TestHostBackendReasons: on this host (no vdpa, no vhost-net) netctl
@@ -19,7 +20,7 @@ func TestHostBackendReasons(t *testing.T) {
 	dir := t.TempDir()
 	run := filepath.Join(dir, "run")
 	t.Setenv("NETCTL_RUN_DIR", run)
-	sock, _ := startPaused(t, dir, "reasons")
+	sock, _ := qemutest.StartPaused(t, "reasons")
 	links := linkNames(t)
 	for backend, want := range map[string]string{
 		"vdpa": "netctl: attach: choose the backend: policy: backend vdpa is not available here: this kernel has no vdpa support loaded: modprobe vdpa (CONFIG_VDPA, Linux 5.12+",

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"github.com/netctl/netctl/internal/testenv"
 	"github.com/netctl/netctl/qemuproc"
 	"github.com/netctl/netctl/qmp"
+	"github.com/netctl/netctl/test/qemutest"
 )
 
 // TestHostVMList runs two real QEMUs, one with two -qmp monitors (the
@@ -25,33 +25,15 @@ import (
 // netctl vm list --json and the table say about each monitor.
 func TestHostVMList(t *testing.T) {
 	testenv.Host(t)
-	qemu, err := exec.LookPath("qemu-system-x86_64")
-	if err != nil {
-		t.Fatalf("qemu-system-x86_64: %v (make vm-deps installs it)", err)
-	}
 	dir := t.TempDir()
 	start := func(extra []*os.File, args ...string) *exec.Cmd {
-		cmd := exec.Command(qemu, append([]string{"-S", "-nodefaults", "-machine", "pc", "-display", "none", "-m", "32"}, args...)...)
-		cmd.ExtraFiles = extra
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		return cmd
+		return qemutest.Start(t, "", extra, append([]string{"-m", "32"}, args...)...)
 	}
 	web, lvName := fmt.Sprintf("nctl-vmlist-%d", os.Getpid()), fmt.Sprintf("nctl-vmlist-lv-%d", os.Getpid())
 	s1, s2 := filepath.Join(dir, "q1.sock"), filepath.Join(dir, "q2.sock")
 	a := start(nil, "-name", "guest="+web+",debug-threads=on",
 		"-qmp", "unix:"+s1+",server=on,wait=off", "-qmp", "unix:"+s2+",server=on,wait=off")
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(dir, "lv.sock"), Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := ln.File()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln.Close()
+	f := qemutest.ListenerFile(t, filepath.Join(dir, "lv.sock"))
 	lv := start([]*os.File{f}, "-name", "guest="+lvName+",debug-threads=on",
 		"-chardev", "socket,id=charmonitor,fd=3,server=on,wait=off", "-mon", "chardev=charmonitor,id=monitor,mode=control")
 	f.Close()
@@ -59,6 +41,7 @@ func TestHostVMList(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var held *qmp.Client
+	var err error
 	for held == nil {
 		if held, err = qmp.Dial(ctx, s1); err != nil && ctx.Err() != nil {
 			t.Fatalf("QEMU's %s never answered: %v", s1, err)

@@ -27,7 +27,7 @@ func TestHostHotplugTapMultiqueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tap.Close()
-	hostAddr(t, "nctlg0", "10.77.0.1/24")
+	HostAddr(t, "nctlg0", "10.77.0.1/24")
 
 	// One vCPU per queue pair: the guest's driver turns on
 	// min(queue pairs, online CPUs) of them.
@@ -74,7 +74,7 @@ func TestHostHotplugTapMultiqueue(t *testing.T) {
 	}
 	since(t, "3 pings guest to host (the first resolves ARP)", t0)
 	t0 = time.Now()
-	hostPing(t, "10.77.0.2", 3)
+	HostPing(t, "10.77.0.2", 3)
 	since(t, "3 pings host to guest", t0)
 
 	assertQEMUHolds(ctx, t, c, "net1")

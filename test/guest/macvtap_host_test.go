@@ -26,7 +26,7 @@ func TestHostHotplugMacvtapOnVeth(t *testing.T) {
 		t.Fatalf("veth: %v", err)
 	}
 	testenv.LinkUp(t, "nctlgv0")
-	hostAddr(t, "nctlgv1", "10.79.0.1/24")
+	HostAddr(t, "nctlgv1", "10.79.0.1/24")
 	const queues = 2
 	mac := net.HardwareAddr{0x52, 0x54, 0x00, 0x79, 0x00, 0x02}
 	mv, err := macvtap.CreateMacvtap(macvtap.MacvtapConfig{Name: "nctlgm0", Lower: "nctlgv0", Mode: macvtap.ModeBridge, MAC: mac, Queues: queues})
@@ -60,7 +60,7 @@ func TestHostHotplugMacvtapOnVeth(t *testing.T) {
 	if _, err := g.Ping(ctx, "10.79.0.1", 3); err != nil {
 		t.Fatal(err)
 	}
-	hostPing(t, "10.79.0.2", 3)
+	HostPing(t, "10.79.0.2", 3)
 	assertQEMUHolds(ctx, t, c, "net1")
 	took := unplug(ctx, t, c, "net1")
 	t.Logf("timing: device_del to DEVICE_DELETED: %v", took.Round(time.Millisecond))

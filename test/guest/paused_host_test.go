@@ -23,7 +23,7 @@ func TestHostHotplugPaused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tap.Close()
-	hostAddr(t, "nctlgp0", "10.78.0.1/24")
+	HostAddr(t, "nctlgp0", "10.78.0.1/24")
 
 	g, err := Boot(ctx, Options{Paused: true})
 	if err != nil {
@@ -59,7 +59,7 @@ func TestHostHotplugPaused(t *testing.T) {
 	if _, err := g.Ping(ctx, "10.78.0.1", 3); err != nil {
 		t.Fatal(err)
 	}
-	hostPing(t, "10.78.0.2", 3)
+	HostPing(t, "10.78.0.2", 3)
 	assertQEMUHolds(ctx, t, c, "net1")
 	took := unplug(ctx, t, c, "net1")
 	t.Logf("timing: device_del to DEVICE_DELETED: %v", took.Round(time.Millisecond))

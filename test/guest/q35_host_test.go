@@ -41,7 +41,7 @@ func q35Hotplug(t *testing.T, native bool, qemuArgs []string) {
 		t.Fatal(err)
 	}
 	defer tap.Close()
-	hostAddr(t, "nctlgq0", "10.80.0.1/24")
+	HostAddr(t, "nctlgq0", "10.80.0.1/24")
 	g, err := Boot(ctx, Options{Machine: "q35", QEMUArgs: qemuArgs})
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +80,7 @@ func q35Hotplug(t *testing.T, native bool, qemuArgs []string) {
 			if _, err := g.Ping(ctx, "10.80.0.1", 3); err != nil {
 				t.Fatal(err)
 			}
-			hostPing(t, "10.80.0.2", 3)
+			HostPing(t, "10.80.0.2", 3)
 		}
 		assertQEMUHolds(ctx, t, c, "net1")
 		// device_del again at once, and again after QEMU's 5 s window

@@ -5,16 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
-
 	"github.com/netctl/netctl/qmp"
-	"github.com/netctl/netctl/test/vm"
+	"github.com/netctl/netctl/test/qemutest"
 )
 
 // Raw QMP helpers for the host tests: what attach and detach do, written
@@ -71,34 +67,7 @@ func hotplug(ctx context.Context, t *testing.T, c *qmp.Client, id string, fds []
 // deletes the netdev. It returns how long DEVICE_DELETED took.
 func unplug(ctx context.Context, t *testing.T, c *qmp.Client, id string) time.Duration {
 	t.Helper()
-	c.Events() // drop what came before
-	t0 := time.Now()
-	if err := c.Run(ctx, "device_del", map[string]string{"id": id}, nil); err != nil {
-		t.Fatalf("device_del %s: %v", id, err)
-	}
-	var took time.Duration
-	for took == 0 {
-		for _, e := range c.Events() {
-			var d struct{ Device string }
-			json.Unmarshal(e.Data, &d)
-			if e.Event == "DEVICE_DELETED" && d.Device == id {
-				took = time.Since(t0)
-			}
-		}
-		if took != 0 {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("no DEVICE_DELETED for %s after %v", id, time.Since(t0))
-		}
-		time.Sleep(20 * time.Millisecond)
-		if err := c.Run(ctx, "query-status", nil, nil); err != nil {
-			t.Fatalf("query-status: %v", err)
-		}
-	}
-	if err := c.Run(ctx, "netdev_del", map[string]string{"id": "host" + id}, nil); err != nil {
-		t.Fatalf("netdev_del host%s: %v", id, err)
-	}
+	took, _, _ := unplugAndWait(ctx, t, c, id, false)
 	return took
 }
 
@@ -109,7 +78,13 @@ func unplug(ctx context.Context, t *testing.T, c *qmp.Client, id string) time.Du
 // DEVICE_DELETED came before 5 s).
 func unplugRepeating(ctx context.Context, t *testing.T, c *qmp.Client, id string) (took time.Duration, early, late string) {
 	t.Helper()
-	c.Events()
+	return unplugAndWait(ctx, t, c, id, true)
+}
+
+// unplugAndWait is unplug, and with repeat unplugRepeating.
+func unplugAndWait(ctx context.Context, t *testing.T, c *qmp.Client, id string, repeat bool) (took time.Duration, early, late string) {
+	t.Helper()
+	c.Events() // drop what came before
 	del := func() string {
 		if err := c.Run(ctx, "device_del", map[string]string{"id": id}, nil); err != nil {
 			return err.Error()
@@ -120,8 +95,10 @@ func unplugRepeating(ctx context.Context, t *testing.T, c *qmp.Client, id string
 	if e := del(); e != "" {
 		t.Fatalf("device_del %s: %s", id, e)
 	}
-	early = del()
-	lateSent := false
+	if repeat {
+		early = del()
+	}
+	lateSent := !repeat
 	for {
 		for _, e := range c.Events() {
 			var d struct{ Device string }
@@ -152,11 +129,11 @@ func unplugRepeating(ctx context.Context, t *testing.T, c *qmp.Client, id string
 }
 
 // assertQEMUClean checks that QEMU holds nothing of the NIC id: no
-// device, no netdev, no fdset (ReadQEMUState), and no getfd name left
+// device, no netdev, no fdset (qemutest.ReadState), and no getfd name left
 // (closefd of each fails).
 func assertQEMUClean(ctx context.Context, t *testing.T, c *qmp.Client, id string, queues int) {
 	t.Helper()
-	s, err := ReadQEMUState(ctx, c)
+	s, err := qemutest.ReadState(ctx, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,51 +147,16 @@ func assertQEMUClean(ctx context.Context, t *testing.T, c *qmp.Client, id string
 	}
 }
 
-// assertQEMUHolds checks that ReadQEMUState sees the NIC while it is
+// assertQEMUHolds checks that qemutest.ReadState sees the NIC while it is
 // plugged (so that assertQEMUClean's "nothing" means something).
 func assertQEMUHolds(ctx context.Context, t *testing.T, c *qmp.Client, id string) {
 	t.Helper()
-	s, err := ReadQEMUState(ctx, c)
+	s, err := qemutest.ReadState(ctx, c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if left := s.Holds(id, "host"+id); left != "device "+id+", netdev host"+id {
 		t.Errorf("QEMU with NIC %s plugged holds %q:\n%s\ndevices %v", id, left, s.Network, s.Devices)
-	}
-}
-
-// hostAddr puts cidr on link (up) in the test's namespace.
-func hostAddr(t *testing.T, link, cidr string) {
-	t.Helper()
-	l, err := netlink.LinkByName(link)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := netlink.ParseAddr(cidr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := netlink.AddrAdd(l, a); err != nil {
-		t.Fatalf("address %s on %s: %v", cidr, link, err)
-	}
-	if err := netlink.LinkSetUp(l); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// hostPing pings addr from the test's namespace with the harness's static
-// busybox (the machine has no ping of its own). Started from the test
-// goroutine, it runs in the test's network namespace.
-func hostPing(t *testing.T, addr string, count int) {
-	t.Helper()
-	cache, err := vm.DefaultCacheDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bb := filepath.Join(cache, "busybox", "bin", "busybox")
-	out, err := exec.Command(bb, "ping", "-c", fmt.Sprint(count), "-i", "0.2", "-W", "5", addr).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), fmt.Sprintf("%d packets transmitted, %d packets received", count, count)) {
-		t.Fatalf("host ping %s: %v\n%s", addr, err, out)
 	}
 }
 

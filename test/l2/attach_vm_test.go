@@ -3,10 +3,7 @@ package l2
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,9 +19,9 @@ import (
 // qemuHolds says whether QEMU (pid) holds an fd whose link ends in suffix
 // (QEMU runs chrooted in /host, but its fds are L1's devices).
 func qemuHolds(pid int, suffix string) bool {
-	fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", pid))
-	for _, fd := range fds {
-		if l, _ := os.Readlink(fd); strings.HasSuffix(l, suffix) {
+	fds, _ := FDs(pid)
+	for l := range fds {
+		if strings.HasSuffix(l, suffix) {
 			return true
 		}
 	}

@@ -136,12 +136,8 @@ func (h *hostHalf) boot(ctx context.Context) error {
 	if _, err := h.guestRun(ctx, "uname -r; ls /sys/class/net"); err != nil {
 		return err
 	}
-	out, err := h.n.run(ctx, h.netctl("vm", "list", h.cfg.VMName))
-	if err != nil {
+	if _, err := h.n.runWant(ctx, h.netctl("vm", "list", h.cfg.VMName), g.QMP(), fmt.Sprintf("netctl vm list does not show the guest's QMP socket %s", g.QMP())); err != nil {
 		return err
-	}
-	if !strings.Contains(out, g.QMP()) {
-		return fmt.Errorf("netctl vm list does not show the guest's QMP socket %s", g.QMP())
 	}
 	return nil
 }
@@ -263,11 +259,8 @@ func (h *hostHalf) traffic(ctx context.Context) error {
 	}
 	c := command{Show: "ip netns exec " + h.cfg.Netns + " busybox ping -c 3 -i 0.2 -W 5 " + guestAddr,
 		Argv: []string{"ip", "netns", "exec", h.cfg.Netns, h.cfg.Busybox, "ping", "-c", "3", "-i", "0.2", "-W", "5", guestAddr}}
-	if out, err = h.n.run(ctx, c); err != nil {
+	if _, err := h.n.runWant(ctx, c, "3 packets transmitted, 3 packets received", "host to guest: not every ping was answered"); err != nil {
 		return err
-	}
-	if !strings.Contains(out, "3 packets transmitted, 3 packets received") {
-		return fmt.Errorf("host to guest: not every ping was answered")
 	}
 	return nil
 }
@@ -287,12 +280,8 @@ func (h *hostHalf) inspect(ctx context.Context) error {
 		return fmt.Errorf("netctl diagnose does not show the guest driver's feature word %s (/sys/class/net/%s/device/features)", hex, h.guest)
 	}
 	h.n.note("the guest's own driver acknowledged %s (/sys/class/net/%s/device/features): diagnose read the same from QEMU", hex, h.guest)
-	out, err = h.n.run(ctx, h.netctl("list"))
-	if err != nil {
+	if _, err := h.n.runWant(ctx, h.netctl("list"), "net1", "netctl list does not show net1"); err != nil {
 		return err
-	}
-	if !strings.Contains(out, "net1") {
-		return fmt.Errorf("netctl list does not show net1")
 	}
 	return nil
 }
@@ -321,11 +310,8 @@ func (h *hostHalf) detach(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if out, err = h.n.run(ctx, h.netctl("list")); err != nil {
+	if _, err := h.n.runWant(ctx, h.netctl("list"), "no NICs attached by netctl", "netctl list after detach still lists NICs"); err != nil {
 		return err
-	}
-	if !strings.Contains(out, "no NICs attached by netctl") {
-		return fmt.Errorf("netctl list after detach still lists NICs")
 	}
 	if out, err = h.n.run(ctx, sh("ip", "-n", h.cfg.Netns, "link", "show")); err != nil {
 		return err

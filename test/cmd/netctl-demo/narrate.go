@@ -100,6 +100,19 @@ func (n *narrator) run(ctx context.Context, c command) (string, error) {
 	return out.String(), nil
 }
 
+// runWant is run, and fails with the error missing when c's output does
+// not contain want.
+func (n *narrator) runWant(ctx context.Context, c command, want, missing string) (string, error) {
+	out, err := n.run(ctx, c)
+	if err != nil {
+		return out, err
+	}
+	if !strings.Contains(out, want) {
+		return out, errors.New(missing)
+	}
+	return out, nil
+}
+
 // maxOutput bounds what the demo keeps of one command's output: the
 // commands are its own, but a runaway one must not fill its memory.
 const maxOutput = 1 << 20

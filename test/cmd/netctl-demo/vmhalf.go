@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -184,18 +182,11 @@ func (v *vmHalf) inspect(ctx context.Context) error {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	out, err := v.n.run(ctx, v.netctl("diagnose", "--qmp", v.fw.QMP2, "--id", "net1"))
-	if err != nil {
+	if _, err := v.n.runWant(ctx, v.netctl("diagnose", "--qmp", v.fw.QMP2, "--id", "net1"), "vhost-net moves the packets", "netctl diagnose does not say vhost-net moves the packets"); err != nil {
 		return err
 	}
-	if !strings.Contains(out, "vhost-net moves the packets") {
-		return fmt.Errorf("netctl diagnose does not say vhost-net moves the packets")
-	}
-	if out, err = v.n.run(ctx, v.netctl("list")); err != nil {
+	if _, err := v.n.runWant(ctx, v.netctl("list"), "vhost-net", "netctl list does not show net1 on vhost-net"); err != nil {
 		return err
-	}
-	if !strings.Contains(out, "vhost-net") {
-		return fmt.Errorf("netctl list does not show net1 on vhost-net")
 	}
 	return nil
 }
@@ -206,12 +197,8 @@ func (v *vmHalf) detach(ctx context.Context) error {
 	if exitCode(err) != 1 {
 		return fmt.Errorf("netctl detach at the firmware stage: %v, want a timeout (exit 1)", err)
 	}
-	out, err := v.n.run(ctx, v.netctl("list"))
-	if err != nil {
+	if _, err := v.n.runWant(ctx, v.netctl("list"), "detach-timeout", "netctl list does not mark net1 detach-timeout"); err != nil {
 		return err
-	}
-	if !strings.Contains(out, "detach-timeout") {
-		return fmt.Errorf("netctl list does not mark net1 detach-timeout")
 	}
 	v.n.note("a guest OS would release the NIC; here a reset does it (the unplug QEMU holds pending completes),")
 	v.n.note("then netctl detach finishes: netdev_del, and the tap it created goes with QEMU's fds")
@@ -225,11 +212,8 @@ func (v *vmHalf) detach(ctx context.Context) error {
 	if err := qemuNothingLeft(ctx, v.n, v.c, "net1"); err != nil {
 		return err
 	}
-	if out, err = v.n.run(ctx, v.netctl("list")); err != nil {
+	if _, err := v.n.runWant(ctx, v.netctl("list"), "no NICs attached by netctl", "netctl list after detach still lists NICs"); err != nil {
 		return err
-	}
-	if !strings.Contains(out, "no NICs attached by netctl") {
-		return fmt.Errorf("netctl list after detach still lists NICs")
 	}
 	v.dhcp.Close()
 	if _, err := v.n.run(ctx, sh("ip", "link", "show", v.tap)); err == nil {
@@ -244,11 +228,6 @@ func (v *vmHalf) detach(ctx context.Context) error {
 
 // holds says whether process pid has an fd open on path.
 func holds(pid int, path string) bool {
-	fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", pid))
-	for _, fd := range fds {
-		if l, _ := os.Readlink(fd); l == path {
-			return true
-		}
-	}
-	return false
+	fds, _ := l2.FDs(pid)
+	return fds[path] > 0
 }

@@ -1,4 +1,4 @@
-package guest
+package qemutest
 
 import (
 	"context"
@@ -6,14 +6,15 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"testing"
 
 	"github.com/netctl/netctl/qmp"
 )
 
-// QEMUState is what a QEMU holds that a NIC's attach could leave behind,
+// State is what a QEMU holds that a NIC's attach could leave behind,
 // read over QMP: for "nothing left" checks after a detach or a failed
 // attach.
-type QEMUState struct {
+type State struct {
 	// Devices are the user-created devices (qom-list /machine/peripheral),
 	// by id, sorted.
 	Devices []string
@@ -23,12 +24,28 @@ type QEMUState struct {
 	FDSets []json.RawMessage
 }
 
-// ReadQEMUState asks QEMU over c.
-func ReadQEMUState(ctx context.Context, c *qmp.Client) (*QEMUState, error) {
-	var s QEMUState
+// Read dials QEMU's QMP socket sock, reads its State and hangs up (QEMU's
+// monitor takes one client at a time: the code under test needs it next).
+func Read(ctx context.Context, t testing.TB, sock string) *State {
+	t.Helper()
+	c, err := qmp.Dial(ctx, sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := ReadState(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// ReadState asks QEMU over c.
+func ReadState(ctx context.Context, c *qmp.Client) (*State, error) {
+	var s State
 	var props []struct{ Name, Type string }
 	if err := c.Run(ctx, "qom-list", map[string]string{"path": "/machine/peripheral"}, &props); err != nil {
-		return nil, fmt.Errorf("guest: qom-list /machine/peripheral: %w", err)
+		return nil, fmt.Errorf("qemutest: qom-list /machine/peripheral: %w", err)
 	}
 	for _, p := range props {
 		if strings.HasPrefix(p.Type, "child<") {
@@ -37,17 +54,17 @@ func ReadQEMUState(ctx context.Context, c *qmp.Client) (*QEMUState, error) {
 	}
 	sort.Strings(s.Devices)
 	if err := c.Run(ctx, "human-monitor-command", map[string]string{"command-line": "info network"}, &s.Network); err != nil {
-		return nil, fmt.Errorf("guest: info network: %w", err)
+		return nil, fmt.Errorf("qemutest: info network: %w", err)
 	}
 	if err := c.Run(ctx, "query-fdsets", nil, &s.FDSets); err != nil {
-		return nil, fmt.Errorf("guest: query-fdsets: %w", err)
+		return nil, fmt.Errorf("qemutest: query-fdsets: %w", err)
 	}
 	return &s, nil
 }
 
 // Holds says what of NIC id (device id, netdev netdev) QEMU still holds,
 // or "" when nothing: the device, the netdev, any fdset.
-func (s *QEMUState) Holds(id, netdev string) string {
+func (s *State) Holds(id, netdev string) string {
 	var left []string
 	for _, d := range s.Devices {
 		if d == id {
@@ -65,4 +82,22 @@ func (s *QEMUState) Holds(id, netdev string) string {
 		left = append(left, fmt.Sprintf("%d fdset(s)", len(s.FDSets)))
 	}
 	return strings.Join(left, ", ")
+}
+
+// Clients lists the ids of the network clients in "info network" (each
+// netdev and each NIC frontend: a line "ID: index=N,type=..."), sorted,
+// each once.
+func (s *State) Clients() []string {
+	seen := map[string]bool{}
+	var ids []string
+	for _, l := range strings.Split(s.Network, "\n") {
+		l = strings.TrimLeft(strings.TrimSuffix(l, "\r"), ` \`)
+		id, rest, ok := strings.Cut(l, ": ")
+		if ok && id != "" && strings.HasPrefix(rest, "index=") && !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	return ids
 }
