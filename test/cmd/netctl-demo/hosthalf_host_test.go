@@ -58,7 +58,7 @@ func checkNothingLeft(t *testing.T, cfg hostConfig, tmp string) {
 func TestHostDemoHostHalf(t *testing.T) {
 	testenv.Host(t)
 	cfg, tmp := hostTestConfig(t, "ok")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute) // a boot may wait for one of the two machine-wide VM slots
 	defer cancel()
 	var out bytes.Buffer
 	t0 := time.Now()
@@ -96,7 +96,7 @@ func TestHostDemoUndoBeforeAttach(t *testing.T) {
 	testenv.Host(t)
 	cfg, tmp := hostTestConfig(t, "u1")
 	cfg.Netctl = "/bin/false"
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute) // a boot may wait for one of the two machine-wide VM slots
 	defer cancel()
 	var out bytes.Buffer
 	err := runHostHalf(ctx, newNarrator(&out), cfg)
@@ -116,7 +116,7 @@ func TestHostDemoUndoAfterAttach(t *testing.T) {
 	testenv.Host(t)
 	cfg, tmp := hostTestConfig(t, "u2")
 	cfg.HostIP = "10.77.0.1/99"
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute) // a boot may wait for one of the two machine-wide VM slots
 	defer cancel()
 	var out bytes.Buffer
 	err := runHostHalf(ctx, newNarrator(&out), cfg)
