@@ -56,6 +56,7 @@ type GuestNIC struct {
 type Guest struct {
 	PID    int    // QEMU's
 	QMP    string // the QMP socket as L1 sees it
+	QMP2   string // a second QMP monitor (Firmware.SecondMonitor), or ""
 	Serial string // the serial log as L1 sees it
 	Args   []string
 
