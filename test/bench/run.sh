@@ -17,8 +17,24 @@ trap 'rm -f "$out"' EXIT
 run() {
   "$VMEXEC" run -kernel 6.12 -timeout 15m "$@" | tee -a "$out"
 }
+BENCH=${BENCH:-all}
+case "$BENCH" in all|vhostnet|attach) ;; *) echo "bench: BENCH=$BENCH: use all, vhostnet or attach" >&2; exit 2;; esac
+if [ "$BENCH" != attach ]; then
 run -smp 2 -mem 2048 -- "/host$BIN/vhostnet-bench" -commit "$commit" -c "/host$BIN/setup-c" -vdpa-c "/host$BIN/vdpa-setup-c" -rounds 5 \
   -host-load "$(cat /proc/loadavg)" \
   -only tx,rx,rxtcp,txtcp,uso,backends,zerocopy,setup,scale,iotlb,vdpasetup
+fi
+if [ "$BENCH" != vhostnet ]; then
+  # Attach latency on this host (QEMU's userspace path: no vhost-net here),
+  # in a network namespace attach-bench makes for itself.
+  "$BIN/attach-bench" -netctl "$BIN/netctl" -attach-c "$BIN/attach-c" -commit "$commit" \
+    -host-load "$(cat /proc/loadavg)" -only latency | tee -a "$out"
+  # In the 6.12 VM: attach latency on the vhost-net path, and a nested
+  # Linux guest's TCP streams on a netctl-attached vhost-net NIC and on
+  # one QEMU set up itself (one guest boot).
+  run -smp 2 -mem 2048 -- "/host$BIN/attach-bench" -root /host -netctl "/host$BIN/netctl" \
+    -attach-c "/host$BIN/attach-c" -agent "/host$BIN/l2agent" -commit "$commit" \
+    -host-load "$(cat /proc/loadavg)" -only latency,datapath
+fi
 grep '^{' "$out" >> bench/results.jsonl
 echo "bench: $(grep -c '^{' "$out") results appended to bench/results.jsonl in $(( $(date +%s) - t0 ))s"
