@@ -32,8 +32,11 @@ if [ "$BENCH" != vhostnet ]; then
   # In the 6.12 VM: attach latency on the vhost-net path, and a nested
   # Linux guest's TCP streams on a netctl-attached vhost-net NIC and on
   # one QEMU set up itself (one guest boot).
+  # The nested guest boots the VM's own kernel (netctl-vm prepare put it here).
+  cache=${NETCTL_VM_CACHE:-$PWD/.cache/vm}
+  vmlinuz=$(sed -n 's/.*"vmlinuz": *"\([^"]*\)".*/\1/p' "$cache/kernel-6.12/image.json")
   run -smp 2 -mem 2048 -- "/host$BIN/attach-bench" -root /host -netctl "/host$BIN/netctl" \
-    -attach-c "/host$BIN/attach-c" -agent "/host$BIN/l2agent" -commit "$commit" \
+    -attach-c "/host$BIN/attach-c" -agent "/host$BIN/l2agent" -vmlinuz "/host$vmlinuz" -commit "$commit" \
     -host-load "$(cat /proc/loadavg)" -only latency,datapath
 fi
 grep '^{' "$out" >> bench/results.jsonl

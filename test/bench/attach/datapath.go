@@ -171,24 +171,23 @@ func benchDatapath() error {
 		}
 		logf("datapath: round %d: %v", r, lastOf(got))
 	}
-	emitStream := func(bench, unit string, a, b Side2, anchor float64, goal string, meets bool) {
-		l := result.Line{Bench: bench, Unit: unit, A: result.NewSide(a.name, got[a.key], 1, 1), B: result.NewSide(b.name, got[b.key], 1, 1), Goal: goal}
+	// A line's goal is met when the ratio reaches the anchor (the seed's
+	// figure), or 1.0 for netctl's NIC against QEMU's.
+	emitStream := func(bench string, a, b Side2, anchor float64, goal string) {
+		l := result.Line{Bench: bench, Unit: "Mbit/s, TCP stream", A: result.NewSide(a.name, got[a.key], 1, 1), B: result.NewSide(b.name, got[b.key], 1, 1), Goal: goal}
 		l = result.Finish(l, *commit, *hostLoad)
+		target := 1.0
 		if anchor != 0 {
-			l.Anchor = result.F(anchor)
-			meets = l.Ratio >= anchor
-		} else {
-			meets = l.Ratio >= 1.0
+			l.Anchor, target = result.F(anchor), anchor
 		}
-		l.Meets = result.T(meets)
+		l.Meets = result.T(l.Ratio >= target)
 		l.Details = details
 		result.Print(l)
 	}
-	const unit = "Mbit/s, TCP stream"
-	emitStream("l2_tcp_tx_guest_offloads_on_vs_off", unit, Side2{"tx_netctl", "offloads_on"}, Side2{"tx_netctl_off", "offloads_off"}, 1.81, "ratio above the seed's 1.81", false)
-	emitStream("l2_tcp_rx_guest_offloads_on_vs_off", unit, Side2{"rx_netctl", "offloads_on"}, Side2{"rx_netctl_off", "offloads_off"}, 1.66, "ratio above the seed's 1.66", false)
-	emitStream("l2_tcp_tx_netctl_vs_qemu_vhost_nic", unit, Side2{"tx_netctl", "netctl_attached"}, Side2{"tx_qemu", "qemu_tap_vhost_on"}, 0, "ratio at least 1.0", false)
-	emitStream("l2_tcp_rx_netctl_vs_qemu_vhost_nic", unit, Side2{"rx_netctl", "netctl_attached"}, Side2{"rx_qemu", "qemu_tap_vhost_on"}, 0, "ratio at least 1.0", false)
+	emitStream("l2_tcp_tx_guest_offloads_on_vs_off", Side2{"tx_netctl", "offloads_on"}, Side2{"tx_netctl_off", "offloads_off"}, 1.81, "ratio above the seed's 1.81")
+	emitStream("l2_tcp_rx_guest_offloads_on_vs_off", Side2{"rx_netctl", "offloads_on"}, Side2{"rx_netctl_off", "offloads_off"}, 1.66, "ratio above the seed's 1.66")
+	emitStream("l2_tcp_tx_netctl_vs_qemu_vhost_nic", Side2{"tx_netctl", "netctl_attached"}, Side2{"tx_qemu", "qemu_tap_vhost_on"}, 0, "ratio at least 1.0")
+	emitStream("l2_tcp_rx_netctl_vs_qemu_vhost_nic", Side2{"rx_netctl", "netctl_attached"}, Side2{"rx_qemu", "qemu_tap_vhost_on"}, 0, "ratio at least 1.0")
 	return nil
 }
 

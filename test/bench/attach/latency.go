@@ -180,13 +180,25 @@ func benchLatency() error {
 			return d, err
 		},
 	}
+	// netctl probe alone (the host probe every attach runs), to show
+	// what part of an attach it is.
+	sides["probe"] = func() (time.Duration, error) {
+		cmd := exec.CommandContext(ctx, *netctlBin, "probe", "--json")
+		cmd.Env = rig.env
+		t0 := time.Now()
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return 0, fmt.Errorf("netctl probe: %w: %.300s", err, out)
+		}
+		return time.Since(t0), nil
+	}
 	// One untimed round first: the binaries' pages come in (over 9p in
 	// the VM) and each QEMU's first hotplug is done.
 	got := map[string][]float64{}
 	for i := -1; i < *setupRounds; i++ {
-		order := [][2]string{{"netctl", "minimal"}, {"crowded", "sparse"}}
+		order := [][]string{{"netctl", "minimal"}, {"crowded", "sparse"}, {"probe"}}
 		if i%2 == 1 {
-			order = [][2]string{{"minimal", "netctl"}, {"sparse", "crowded"}}
+			order = [][]string{{"minimal", "netctl"}, {"sparse", "crowded"}, {"probe"}}
 		}
 		for _, pair := range order {
 			for _, s := range pair {
@@ -221,6 +233,10 @@ func benchLatency() error {
 		"qemu":    fmt.Sprintf("%d.%d.%d", ver.QEMU.Major, ver.QEMU.Minor, ver.QEMU.Micro),
 		"vm":      "q35, paused (-S), no guest, native PCIe hotplug into pcie-root-ports",
 		"timed":   "wall time of the attach process, start to exit; the NIC is removed (untimed) before the next round",
+		// The host probe every netctl attach runs (netctl probe: a
+		// scratch tap and macvtap, qemu-system-x86_64 --version, ...),
+		// timed alone in the same rounds.
+		"netctl_probe_ms_median": result.Round(result.Median(got["probe"]), 3),
 	}
 	suffix := map[string]string{"userspace": "userspace", "vhost-net": "vhostnet"}[rig.backend]
 
@@ -240,7 +256,7 @@ func benchLatency() error {
 	result.Print(l)
 
 	l = result.Line{
-		Bench: "attach_latency_64_vs_1_attached_" + suffix,
+		Bench: fmt.Sprintf("attach_latency_%d_vs_1_attached_%s", *preload, suffix),
 		Unit:  "ms per netctl attach (process start to exit)",
 		A:     result.NewSide(fmt.Sprintf("with_%d_attached", *preload), got["crowded"], 1, 3),
 		B:     result.NewSide("with_1_attached", got["sparse"], 1, 3),

@@ -38,12 +38,12 @@ var (
 	hostLoad    = flag.String("host-load", "", "the host's /proc/loadavg when make bench started")
 	only        = flag.String("only", "latency", "comma-separated: latency, datapath")
 	root        = flag.String("root", "", "run QEMU chrooted here (/host in the test VM, where the host's / is)")
-	rounds      = flag.Int("rounds", 5, "interleaved rounds per side of the data path (at least 5)")
+	rounds      = flag.Int("rounds", 7, "interleaved rounds per side of the data path (at least 5)")
 	setupRounds = flag.Int("setup-rounds", 15, "interleaved rounds per side of the latency benchmarks (at least 5)")
 	preload     = flag.Int("preload", 64, "NICs already attached on the crowded side of the scale benchmark")
 	agent       = flag.String("agent", "", "the static l2agent binary (datapath)")
 	vmlinuz     = flag.String("vmlinuz", "", "the kernel the nested guest boots (datapath; default: the test VM's own)")
-	roundSecs   = flag.Float64("d", 4, "seconds per TCP stream round (datapath)")
+	roundSecs   = flag.Float64("d", 5, "seconds per TCP stream round (datapath)")
 )
 
 func init() {

@@ -32,27 +32,39 @@ static void die(const char *what) {
 	exit(1);
 }
 
-/* reply reads QMP lines until one that is not an event; 0 for "return". */
+/* line reads the next QMP line into buf (NUL-terminated, CR LF cut) and
+ * returns its length. */
+static size_t line(void) {
+	char *nl;
+	while ((nl = memchr(buf, '\n', have)) == NULL) {
+		if (have == sizeof buf - 1) {
+			fprintf(stderr, "attach-c: QMP line too long\n");
+			exit(1);
+		}
+		ssize_t n = read(qmp, buf + have, sizeof buf - 1 - have);
+		if (n <= 0)
+			die("attach-c: read QMP");
+		have += n;
+	}
+	return nl - buf + 1;
+}
+
+/* consume drops the line of length len from buf. */
+static void consume(size_t len) {
+	memmove(buf, buf + len, have - len);
+	have -= len;
+}
+
+/* reply skips events ({"timestamp": ..., "event": ...}) until the answer:
+ * 0 for {"return": ...}, -1 for {"error": ...}. */
 static int reply(void) {
 	for (;;) {
-		char *nl;
-		while ((nl = memchr(buf, '\n', have)) == NULL) {
-			if (have == sizeof buf) {
-				fprintf(stderr, "attach-c: QMP line too long\n");
-				exit(1);
-			}
-			ssize_t n = read(qmp, buf + have, sizeof buf - have);
-			if (n <= 0)
-				die("attach-c: read QMP");
-			have += n;
-		}
-		size_t len = nl - buf + 1;
-		int ev = strncmp(buf, "{\"event\"", 8) == 0, ok = strncmp(buf, "{\"return\"", 9) == 0;
-		if (!ev && !ok && strncmp(buf, "{\"QMP\"", 6) != 0)
+		size_t len = line();
+		int ok = strncmp(buf, "{\"return\"", 9) == 0, bad = strncmp(buf, "{\"error\"", 8) == 0;
+		if (bad)
 			fprintf(stderr, "attach-c: %.*s", (int)len, buf);
-		memmove(buf, buf + len, have - len);
-		have -= len;
-		if (!ev)
+		consume(len);
+		if (ok || bad)
 			return ok ? 0 : -1;
 	}
 }
@@ -107,10 +119,12 @@ int main(int argc, char **argv) {
 	if ((qmp = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
 	    connect(qmp, (struct sockaddr *)&sa, sizeof sa) < 0)
 		die("attach-c: connect QMP");
-	if (reply() == 0) { /* the greeting is {"QMP": ...}: not "return" */
-		fprintf(stderr, "attach-c: no QMP greeting\n");
+	size_t len = line();
+	if (strncmp(buf, "{\"QMP\"", 6) != 0) {
+		fprintf(stderr, "attach-c: no QMP greeting: %.*s", (int)len, buf);
 		return 1;
 	}
+	consume(len);
 	cmd("{\"execute\":\"qmp_capabilities\"}", -1);
 
 	char j[1024];
