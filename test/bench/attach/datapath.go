@@ -127,8 +127,12 @@ func benchDatapath() error {
 	}
 
 	d := time.Duration(*roundSecs * float64(time.Second))
-	tx := func(ip string) func() (float64, error) { return func() (float64, error) { return streamFromGuest(ip, d) } }
-	rx := func(ip string) func() (float64, error) { return func() (float64, error) { return streamToGuest(ip, d) } }
+	tx := func(ip string) func() (float64, error) {
+		return func() (float64, error) { return streamFromGuest(ip, d) }
+	}
+	rx := func(ip string) func() (float64, error) {
+		return func() (float64, error) { return streamToGuest(ip, d) }
+	}
 	runs := map[string]func() (float64, error){
 		"tx_netctl": tx(netctlGuest), "tx_qemu": tx(qemuGuest), "rx_netctl": rx(netctlGuest), "rx_qemu": rx(qemuGuest),
 	}
@@ -357,4 +361,3 @@ func tail(s string, n int) string {
 	}
 	return s
 }
-

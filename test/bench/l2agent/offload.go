@@ -115,4 +115,3 @@ func setFeatures(dev string, names []string, on bool) error {
 	}
 	return nil
 }
-
