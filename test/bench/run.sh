@@ -1,10 +1,15 @@
 #!/bin/bash
-# make bench: runs the vhost-net benchmarks in the 6.12 VM and appends their
-# JSON lines to bench/results.jsonl (one line per benchmark, with the commit),
-# so runs can be compared across commits. One VM boot with 2 vCPUs (the
-# vhost worker and the driver each get one). Every figure is the median of
-# 5 interleaved rounds, with min and max (schema 2, see
-# test/bench/vhostnet/main.go).
+# make bench: runs the benchmarks and appends their JSON lines to
+# bench/results.jsonl (one line per benchmark, with the commit), so runs
+# can be compared across commits. BENCH selects: all (default), vhostnet
+# or attach.
+#   vhostnet: vhostnet-bench in one 6.12 VM with 2 vCPUs (the vhost worker
+#     and the driver each get one); every figure the median of 5
+#     interleaved rounds, with min and max (schema 2, see
+#     test/bench/vhostnet/main.go).
+#   attach: attach-bench (test/bench/attach): attach latency on this host
+#     (QEMU's userspace path), then in one 6.12 VM attach latency on the
+#     vhost-net path and a nested guest's TCP streams.
 set -euo pipefail
 BIN=${BIN:?}
 VMEXEC=${VMEXEC:?}
