@@ -15,4 +15,10 @@
 // log until every NIC has reported; Close kills QEMU and waits for it, on
 // every path. The Guest owns the QEMU process; QEMU owns its tap and vhost
 // fds. Files under /host/run/l2 stay until the VM powers off.
+//
+// StartFirmware starts a QEMU with no OS instead: paused, booting iPXE
+// from each hotplugged virtio-net NIC, so a test proves a data path in
+// seconds (ServeDHCP answers iPXE's DHCP on the tap; QueryVirtioStatus
+// reads QEMU's view). The test owns the fds it opens and passes over QMP
+// (QEMU gets its own copies); QEMU owns what it received.
 package l2

@@ -330,6 +330,9 @@ func TestVMFirmwareVDPA(t *testing.T) {
 		}
 		// The TX ring as iPXE wrote it: frames posted, and used by the
 		// device only where it could see guest memory.
+		if dev.Looped() == 0 {
+			logRings(ctx, t, c, "net1")
+		}
 		txAvail, txUsed := ringIdx(ctx, t, c, "net1", 1)
 		t.Logf("%s: TX ring avail %d used %d", name, txAvail, txUsed)
 		if txAvail == 0 {

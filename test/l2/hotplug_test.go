@@ -3,7 +3,6 @@ package l2
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -150,10 +149,4 @@ func unplug(ctx context.Context, t *testing.T, c *qmp.Client, id string, wait ti
 		time.Sleep(100 * time.Millisecond)
 	}
 	return false, time.Since(t0)
-}
-
-// isQMPError says whether err is QEMU's answer with a desc containing s.
-func isQMPError(err error, s string) bool {
-	var qe *qmp.Error
-	return errors.As(err, &qe) && strings.Contains(err.Error(), s)
 }
