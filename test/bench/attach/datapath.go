@@ -127,8 +127,26 @@ func benchDatapath() error {
 	}
 
 	d := time.Duration(*roundSecs * float64(time.Second))
+	// The guest's TCP segments sent and retransmitted during each
+	// guest->host stream: a round that stalled shows here.
+	retrans := map[string][]string{}
 	tx := func(ip string) func() (float64, error) {
-		return func() (float64, error) { return streamFromGuest(ip, d) }
+		return func() (float64, error) {
+			o0, r0, err := guestTCPStats()
+			if err != nil {
+				return 0, err
+			}
+			v, err := streamFromGuest(ip, d)
+			if err != nil {
+				return 0, err
+			}
+			o1, r1, err := guestTCPStats()
+			if err != nil {
+				return 0, err
+			}
+			retrans[ip] = append(retrans[ip], fmt.Sprintf("%d/%d", r1-r0, o1-o0))
+			return v, nil
+		}
 	}
 	rx := func(ip string) func() (float64, error) {
 		return func() (float64, error) { return streamToGuest(ip, d) }
@@ -175,6 +193,8 @@ func benchDatapath() error {
 		}
 		logf("datapath: round %d: %v", r, lastOf(got))
 	}
+	details["guest_tx_retransmitted_per_sent_segments"] = map[string][]string{
+		"netctl_nic": retrans[netctlGuest], "qemu_nic": retrans[qemuGuest]}
 	// A line's goal is met when the ratio reaches the anchor (the seed's
 	// figure), or 1.0 for netctl's NIC against QEMU's.
 	emitStream := func(bench string, a, b Side2, anchor float64, goal string) {
@@ -298,6 +318,24 @@ func streamToGuest(ip string, d time.Duration) (float64, error) {
 		return 0, err
 	}
 	return float64(n) * 8 / (float64(ns) / 1e9) / 1e6, nil
+}
+
+var statsReply = regexp.MustCompile(`^ok ([0-9]{1,18}) ([0-9]{1,18})$`)
+
+// guestTCPStats asks the agent (over QEMU's NIC) for the guest's TCP
+// OutSegs and RetransSegs.
+func guestTCPStats() (out, retrans int64, err error) {
+	line, err := agentCmd(qemuGuest, "tcpstats")
+	if err != nil {
+		return 0, 0, err
+	}
+	m := statsReply.FindStringSubmatch(line)
+	if m == nil {
+		return 0, 0, fmt.Errorf("the agent answered %.100q to tcpstats, want ok OUTSEGS RETRANSSEGS", line)
+	}
+	fmt.Sscan(m[1], &out)
+	fmt.Sscan(m[2], &retrans)
+	return out, retrans, nil
 }
 
 var recvReply = regexp.MustCompile(`^ok ([0-9]{1,18}) ([0-9]{1,18})$`)

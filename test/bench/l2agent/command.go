@@ -10,7 +10,7 @@ import (
 
 // Command is one parsed command line.
 type Command struct {
-	Verb     string        // ping, send, recv, offload
+	Verb     string        // ping, send, recv, offload, tcpstats
 	Duration time.Duration // send
 	MAC      string        // offload
 	On       bool          // offload
@@ -25,7 +25,7 @@ func ParseCommand(line string) (Command, error) {
 	}
 	c := Command{Verb: f[0]}
 	switch {
-	case c.Verb == "ping" && len(f) == 1, c.Verb == "recv" && len(f) == 1:
+	case c.Verb == "ping" && len(f) == 1, c.Verb == "recv" && len(f) == 1, c.Verb == "tcpstats" && len(f) == 1:
 	case c.Verb == "send" && len(f) == 2:
 		ms, err := strconv.Atoi(f[1])
 		if err != nil || ms < 1 || ms > 600000 {
@@ -39,7 +39,7 @@ func ParseCommand(line string) (Command, error) {
 		}
 		c.MAC, c.On = mac.String(), f[2] == "on"
 	default:
-		return Command{}, fmt.Errorf("%.40q: the commands are send MS, recv, offload MAC on|off and ping", line)
+		return Command{}, fmt.Errorf("%.40q: the commands are send MS, recv, offload MAC on|off, tcpstats and ping", line)
 	}
 	return c, nil
 }

@@ -13,6 +13,7 @@ func TestParseCommand(t *testing.T) {
 	}{
 		{"ping\n", Command{Verb: "ping"}, true},
 		{"recv\n", Command{Verb: "recv"}, true},
+		{"tcpstats\n", Command{Verb: "tcpstats"}, true},
 		{"send 4000\n", Command{Verb: "send", Duration: 4 * time.Second}, true},
 		{"offload 52:54:00:12:00:01 off\n", Command{Verb: "offload", MAC: "52:54:00:12:00:01"}, true},
 		{"offload 52:54:00:12:00:01 on\n", Command{Verb: "offload", MAC: "52:54:00:12:00:01", On: true}, true},
@@ -42,7 +43,7 @@ func FuzzParseCommand(f *testing.F) {
 			return
 		}
 		switch c.Verb {
-		case "ping", "recv", "offload":
+		case "ping", "recv", "offload", "tcpstats":
 		case "send":
 			if c.Duration < time.Millisecond || c.Duration > 600*time.Second {
 				t.Fatalf("send accepted with %v", c.Duration)

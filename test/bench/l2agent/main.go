@@ -9,6 +9,8 @@
 //	offload MAC on|off   turn the guest's offloads of the NIC with that MAC
 //	                 on or off (ethtool netlink, like ethtool -K), answer
 //	                 "ok" and the features now on
+//	tcpstats         answer "ok OUTSEGS RETRANSSEGS": the guest's TCP
+//	                 counters from /proc/net/snmp
 //	ping             answer "ok"
 //
 // It runs as root in the throwaway nested guest; every connection comes
@@ -40,6 +42,36 @@ func main() {
 		}
 		go serve(c.(*net.TCPConn))
 	}
+}
+
+// tcpStats reads OutSegs and RetransSegs from /proc/net/snmp's Tcp lines
+// (a header line of names, then one of values).
+func tcpStats() (out, retrans uint64, err error) {
+	b, err := os.ReadFile("/proc/net/snmp")
+	if err != nil {
+		return 0, 0, err
+	}
+	var names []string
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 0 || f[0] != "Tcp:" {
+			continue
+		}
+		if names == nil {
+			names = f
+			continue
+		}
+		for i := 1; i < len(f) && i < len(names); i++ {
+			switch names[i] {
+			case "OutSegs":
+				fmt.Sscan(f[i], &out)
+			case "RetransSegs":
+				fmt.Sscan(f[i], &retrans)
+			}
+		}
+		return out, retrans, nil
+	}
+	return 0, 0, fmt.Errorf("/proc/net/snmp has no Tcp counters")
 }
 
 // maxLine bounds a command line.
@@ -92,6 +124,13 @@ func serve(c *net.TCPConn) {
 			}
 		}
 		fmt.Fprintf(c, "ok %d %d\n", n, time.Since(first).Nanoseconds())
+	case "tcpstats":
+		out, retrans, err := tcpStats()
+		if err != nil {
+			fmt.Fprintf(c, "err %v\n", err)
+			return
+		}
+		fmt.Fprintf(c, "ok %d %d\n", out, retrans)
 	case "offload":
 		on, err := SetOffloads(cmd.MAC, cmd.On)
 		if err != nil {
