@@ -84,13 +84,19 @@ demo: KERNEL := 6.12
 demo: vm-prepare
 	$(BIN)/netctl-demo
 
-## bench: vhost-net benchmarks in the 6.12 VM, JSON lines appended to bench/results.jsonl.
+## bench: vhost-net benchmarks in the 6.12 VM, and attach's (latency on this host and in the VM,
+## the data path of a nested guest in the VM); JSON lines appended to bench/results.jsonl.
+## BENCH=vhostnet or BENCH=attach runs one of the two sets.
+BENCH ?= all
 bench: KERNEL := 6.12
 bench: vm-prepare
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/vhostnet-bench ./test/bench/vhostnet
 	gcc -O2 -static -o $(BIN)/setup-c test/bench/csetup/setup.c
 	gcc -O2 -static -o $(BIN)/vdpa-setup-c test/bench/csetup/vdpa_setup.c
-	BIN=$(BIN) bash test/bench/run.sh
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/attach-bench ./test/bench/attach
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/l2agent ./test/bench/l2agent
+	gcc -O2 -static -o $(BIN)/attach-c test/bench/cattach/attach.c
+	BIN=$(BIN) BENCH=$(BENCH) bash test/bench/run.sh
 
 clean:
 	rm -rf $(BIN)

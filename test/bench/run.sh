@@ -1,10 +1,15 @@
 #!/bin/bash
-# make bench: runs the vhost-net benchmarks in the 6.12 VM and appends their
-# JSON lines to bench/results.jsonl (one line per benchmark, with the commit),
-# so runs can be compared across commits. One VM boot with 2 vCPUs (the
-# vhost worker and the driver each get one). Every figure is the median of
-# 5 interleaved rounds, with min and max (schema 2, see
-# test/bench/vhostnet/main.go).
+# make bench: runs the benchmarks and appends their JSON lines to
+# bench/results.jsonl (one line per benchmark, with the commit), so runs
+# can be compared across commits. BENCH selects: all (default), vhostnet
+# or attach.
+#   vhostnet: vhostnet-bench in one 6.12 VM with 2 vCPUs (the vhost worker
+#     and the driver each get one); every figure the median of 5
+#     interleaved rounds, with min and max (schema 2, see
+#     test/bench/vhostnet/main.go).
+#   attach: attach-bench (test/bench/attach): attach latency on this host
+#     (QEMU's userspace path), then in one 6.12 VM attach latency on the
+#     vhost-net path and a nested guest's TCP streams.
 set -euo pipefail
 BIN=${BIN:?}
 VMEXEC=${VMEXEC:?}
@@ -17,8 +22,27 @@ trap 'rm -f "$out"' EXIT
 run() {
   "$VMEXEC" run -kernel 6.12 -timeout 15m "$@" | tee -a "$out"
 }
+BENCH=${BENCH:-all}
+case "$BENCH" in all|vhostnet|attach) ;; *) echo "bench: BENCH=$BENCH: use all, vhostnet or attach" >&2; exit 2;; esac
+if [ "$BENCH" != attach ]; then
 run -smp 2 -mem 2048 -- "/host$BIN/vhostnet-bench" -commit "$commit" -c "/host$BIN/setup-c" -vdpa-c "/host$BIN/vdpa-setup-c" -rounds 5 \
   -host-load "$(cat /proc/loadavg)" \
   -only tx,rx,rxtcp,txtcp,uso,backends,zerocopy,setup,scale,iotlb,vdpasetup
+fi
+if [ "$BENCH" != vhostnet ]; then
+  # Attach latency on this host (QEMU's userspace path: no vhost-net here),
+  # in a network namespace attach-bench makes for itself.
+  "$BIN/attach-bench" -netctl "$BIN/netctl" -attach-c "$BIN/attach-c" -commit "$commit" \
+    -host-load "$(cat /proc/loadavg)" -only latency | tee -a "$out"
+  # In the 6.12 VM: attach latency on the vhost-net path, and a nested
+  # Linux guest's TCP streams on a netctl-attached vhost-net NIC and on
+  # one QEMU set up itself (one guest boot).
+  # The nested guest boots the VM's own kernel (netctl-vm prepare put it here).
+  cache=${NETCTL_VM_CACHE:-$PWD/.cache/vm}
+  vmlinuz=$(sed -n 's/.*"vmlinuz": *"\([^"]*\)".*/\1/p' "$cache/kernel-6.12/image.json")
+  run -smp 2 -mem 2048 -- "/host$BIN/attach-bench" -root /host -netctl "/host$BIN/netctl" \
+    -attach-c "/host$BIN/attach-c" -agent "/host$BIN/l2agent" -vmlinuz "/host$vmlinuz" -commit "$commit" \
+    -host-load "$(cat /proc/loadavg)" -only latency,datapath
+fi
 grep '^{' "$out" >> bench/results.jsonl
 echo "bench: $(grep -c '^{' "$out") results appended to bench/results.jsonl in $(( $(date +%s) - t0 ))s"

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"testing"
+	"time"
+)
+
+func TestParseCommand(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want Command
+		ok   bool
+	}{
+		{"ping\n", Command{Verb: "ping"}, true},
+		{"recv\n", Command{Verb: "recv"}, true},
+		{"tcpstats\n", Command{Verb: "tcpstats"}, true},
+		{"send 4000\n", Command{Verb: "send", Duration: 4 * time.Second}, true},
+		{"offload 52:54:00:12:00:01 off\n", Command{Verb: "offload", MAC: "52:54:00:12:00:01"}, true},
+		{"offload 52:54:00:12:00:01 on\n", Command{Verb: "offload", MAC: "52:54:00:12:00:01", On: true}, true},
+		{"send -1\n", Command{}, false},
+		{"send 99999999999999999999\n", Command{}, false},
+		{"offload nope on\n", Command{}, false},
+		{"offload 52:54:00:12:00:01 maybe\n", Command{}, false},
+		{"\n", Command{}, false},
+		{"rm -rf /\n", Command{}, false},
+	} {
+		got, err := ParseCommand(tc.line)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("ParseCommand(%q) = %+v, %v; want %+v, ok %v", tc.line, got, err, tc.want, tc.ok)
+		}
+	}
+}
+
+// FuzzParseCommand: no line makes ParseCommand panic, and what it accepts
+// is one of the commands with its bounds.
+func FuzzParseCommand(f *testing.F) {
+	for _, s := range []string{"ping\n", "recv\n", "send 4000\n", "offload 52:54:00:12:00:01 off\n", "send 0\n", "offload 00:11:22:33:44:55:66:77 on\n"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		c, err := ParseCommand(line)
+		if err != nil {
+			return
+		}
+		switch c.Verb {
+		case "ping", "recv", "offload", "tcpstats":
+		case "send":
+			if c.Duration < time.Millisecond || c.Duration > 600*time.Second {
+				t.Fatalf("send accepted with %v", c.Duration)
+			}
+		default:
+			t.Fatalf("accepted verb %q", c.Verb)
+		}
+	})
+}
