@@ -39,7 +39,7 @@ const MaxDevs = 64
 type sources struct {
 	uname       func() (hostname, release string)
 	vhostNet    func(*host.VhostNet)
-	scratch     func(*Result) // tap and macvtap
+	scratch     func(r *Result, macvtap bool) // tap, and macvtap when asked
 	vdpa        func(*host.VDPA)
 	zeroCopy    func() (zerocopy.Status, error)
 	qemu        func(*host.QEMU)
@@ -75,10 +75,37 @@ var kernel = sources{
 // Without root the scratch devices cannot be made, and tap and macvtap say
 // so.
 func Probe(devs []string) (*Result, error) {
-	return probe(devs, kernel)
+	return probe(devs, kernel, All)
 }
 
-func probe(devs []string, src sources) (*Result, error) {
+// Parts selects the sections of the probe that cost the most and that a
+// caller may not need. The rest (vhost-net, the tap's offloads, vDPA,
+// zero-copy) is always read: it is what policy.Decide chooses by.
+type Parts struct {
+	// Macvtap: make a scratch macvtap to find its offloads by trial
+	// (about 35 ms on the development machine, more under TCG).
+	Macvtap bool
+	// QEMU: run the installed qemu-system-x86_64 for its version and
+	// properties (about 35 ms). A caller that is talking to the running
+	// QEMU over QMP asks it instead.
+	QEMU bool
+}
+
+// All is every part: what Probe reads.
+var All = Parts{Macvtap: true, QEMU: true}
+
+// notNeeded is the Error of a section the caller did not ask for.
+const notNeeded = "not probed: not needed for this decision"
+
+// ProbeFor is Probe with only the parts p names among the costly ones;
+// the sections left out say so in their Error. netctl attach uses it:
+// it decides by the tap's offloads and asks the running QEMU its version,
+// and each probe is paid on every attach (make bench's attach latency).
+func ProbeFor(p Parts) (*Result, error) {
+	return probe(nil, kernel, p)
+}
+
+func probe(devs []string, src sources, parts Parts) (*Result, error) {
 	if len(devs) > MaxDevs {
 		return nil, fmt.Errorf("probe: %d devices: name 0 to %d: %w", len(devs), MaxDevs, ErrInvalid)
 	}
@@ -91,14 +118,21 @@ func probe(devs []string, src sources) (*Result, error) {
 		VDPA: host.VDPA{MgmtDevs: []string{}, Devices: []host.VDPADevice{}}}
 	r.Hostname, r.Kernel = src.uname()
 	src.vhostNet(&r.VhostNet)
-	src.scratch(r)
+	src.scratch(r, parts.Macvtap)
+	if !parts.Macvtap {
+		r.Macvtap.Error = notNeeded
+	}
 	src.vdpa(&r.VDPA)
 	zc, err := src.zeroCopy()
 	r.ZeroCopy = host.ZeroCopy{Loaded: zc.Loaded, Enabled: zc.Enabled, Threshold: zc.Threshold, Advice: zc.Advice}
 	if err != nil {
 		r.ZeroCopy.Error = err.Error()
 	}
-	src.qemu(&r.QEMU)
+	if parts.QEMU {
+		src.qemu(&r.QEMU)
+	} else {
+		r.QEMU.Error = notNeeded
+	}
 	var seen []string
 	for _, d := range devs {
 		if slices.Contains(seen, d) {

@@ -19,7 +19,7 @@ func fake() sources {
 		vhostNet: func(v *host.VhostNet) {
 			v.Available, v.Features, v.FeaturesHex, v.BusyPoll = true, []string{"VERSION_1"}, "0x100000000", &yes
 		},
-		scratch: func(r *Result) { r.Tap.Available, r.Tap.Offloads = true, []string{"csum"} },
+		scratch: func(r *Result, _ bool) { r.Tap.Available, r.Tap.Offloads = true, []string{"csum"} },
 		vdpa:    func(v *host.VDPA) { v.Error = "no vdpa" },
 		zeroCopy: func() (zerocopy.Status, error) {
 			return zerocopy.Status{Loaded: true, Threshold: 256}, nil
@@ -39,7 +39,7 @@ func fake() sources {
 func TestProbeDevsInOrder(t *testing.T) {
 	devs := []string{"eth9", "bad0", "eth1", "lo", "eth9", "eth0"}
 	for range 20 { // map iteration would show any randomness
-		r, err := probe(devs, fake())
+		r, err := probe(devs, fake(), All)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,9 +66,11 @@ func TestProbeSectionErrors(t *testing.T) {
 	src.zeroCopy = func() (zerocopy.Status, error) {
 		return zerocopy.Status{Threshold: 256}, errors.New("zerocopy: permission denied")
 	}
-	src.scratch = func(r *Result) { r.Tap.Error, r.Macvtap.Error = "not probed: needs root", "not probed: needs root" }
+	src.scratch = func(r *Result, _ bool) {
+		r.Tap.Error, r.Macvtap.Error = "not probed: needs root", "not probed: needs root"
+	}
 	src.vhostNet = func(v *host.VhostNet) { v.Available, v.BusyPollError = true, "busy-poll not measured: EPERM" }
-	r, err := probe(nil, src)
+	r, err := probe(nil, src, All)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +85,7 @@ func TestProbeSectionErrors(t *testing.T) {
 
 func TestProbeRefusesBadDevs(t *testing.T) {
 	for _, devs := range [][]string{{""}, {"a-name-of-16-chr"}, slices.Repeat([]string{"lo"}, MaxDevs+1)} {
-		if _, err := probe(devs, fake()); !errors.Is(err, ErrInvalid) {
+		if _, err := probe(devs, fake(), All); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%d devs %.20q: %v", len(devs), devs, err)
 		}
 	}
@@ -104,5 +106,36 @@ func TestParseQEMUVersion(t *testing.T) {
 		if got != want || (err != nil) != (want == "") {
 			t.Errorf("%q: %q, %v; want %q", out, got, err, want)
 		}
+	}
+}
+
+// TestProbeForSkipsParts: without Macvtap and QEMU, no scratch macvtap is
+// made and QEMU is not run; both sections say they were not needed, the
+// tap, vhost-net and vDPA sections are read as always, and the result is
+// a valid description.
+func TestProbeForSkipsParts(t *testing.T) {
+	src := fake()
+	var macvtapAsked, qemuRan bool
+	src.scratch = func(r *Result, m bool) {
+		r.Tap.Available, r.Tap.Offloads = true, []string{"csum"}
+		macvtapAsked = m
+	}
+	inner := src.qemu
+	src.qemu = func(q *host.QEMU) { qemuRan = true; inner(q) }
+	r, err := probe(nil, src, Parts{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if macvtapAsked || qemuRan {
+		t.Errorf("the scratch macvtap was asked for (%v) or QEMU ran (%v)", macvtapAsked, qemuRan)
+	}
+	if r.Macvtap.Error != notNeeded || r.QEMU.Error != notNeeded || r.QEMU.Version != "" || !r.Tap.Available || !r.VhostNet.Available {
+		t.Errorf("%+v", r)
+	}
+	if err := r.Validate(); err != nil {
+		t.Error(err)
+	}
+	if _, err := probe(nil, src, All); err != nil || !macvtapAsked || !qemuRan {
+		t.Errorf("All: macvtap %v, QEMU %v, %v", macvtapAsked, qemuRan, err)
 	}
 }

@@ -10,11 +10,14 @@ import (
 // or mounted in the caller's namespaces, and a macvtap's device node never
 // goes in the host's /dev. What fails is reported in r.Tap.Error or
 // r.Macvtap.Error (as non-root: the namespace needs CAP_SYS_ADMIN).
-func probeScratch(r *Result) {
+func probeScratch(r *Result, withMacvtap bool) {
 	if o, err := macvtap.ProbeOffloads(macvtap.KindTap); err != nil {
 		r.Tap.Error = "not probed: " + err.Error()
 	} else {
 		r.Tap.Available, r.Tap.Offloads = true, o.Names()
+	}
+	if !withMacvtap {
+		return
 	}
 	if o, err := macvtap.ProbeOffloads(macvtap.KindMacvtap); err != nil {
 		r.Macvtap.Error = "not probed: " + err.Error()
