@@ -44,6 +44,15 @@ const (
 )
 
 // usageError is a mistake in how netctl was called.
+// jsonReported marks an error a command has already put in the JSON it
+// printed (netctl gc --json: each failed record carries its error), so
+// that stdout holds one JSON document, not that one and an error object.
+// The message still goes to stderr and the exit code is still 1.
+type jsonReported struct{ err error }
+
+func (e *jsonReported) Error() string { return e.err.Error() }
+func (e *jsonReported) Unwrap() error { return e.err }
+
 type usageError struct {
 	path string // the command, "netctl vdpa dev add"
 	err  error
@@ -148,7 +157,8 @@ func runApp(app *cli.App, args []string, stdout, stderr io.Writer) int {
 	if h != "" {
 		fmt.Fprintln(stderr, h)
 	}
-	if argsWantJSON(args[1:]) {
+	var jr *jsonReported
+	if argsWantJSON(args[1:]) && !errors.As(err, &jr) {
 		b, _ := json.Marshal(struct {
 			Error string `json:"error"`
 			Hint  string `json:"hint"`

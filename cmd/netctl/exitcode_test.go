@@ -291,3 +291,22 @@ func TestRequiredFlagShared(t *testing.T) {
 		t.Errorf("usage %q", shared.Usage)
 	}
 }
+
+// TestJSONReportedOnce: a command that already put its error in the JSON
+// it printed (gc --json with a record it could not collect) leaves stdout
+// one JSON document; the message still goes to stderr, exit 1.
+func TestJSONReportedOnce(t *testing.T) {
+	app := &cli.App{Name: "netctl", ExitErrHandler: func(*cli.Context, error) {}, Commands: []*cli.Command{{
+		Name:  "gcish",
+		Flags: []cli.Flag{&cli.BoolFlag{Name: "json"}},
+		Action: func(c *cli.Context) error {
+			fmt.Fprintln(c.App.Writer, `{"nics":[{"error":"delete link nctlmv0: busy"}]}`)
+			return &jsonReported{errors.New("gc: 1 record not collected")}
+		},
+	}}}
+	var stdout, stderr bytes.Buffer
+	code := runApp(app, []string{"netctl", "gcish", "--json"}, &stdout, &stderr)
+	if code != 1 || strings.Count(stdout.String(), "\n") != 1 || !strings.Contains(stderr.String(), "netctl: gc: 1 record not collected") {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+	}
+}

@@ -39,6 +39,9 @@ func gcCommand() *cli.Command {
 				if perr := printJSON(c.App.Writer, res); perr != nil {
 					return perr
 				}
+				if err != nil {
+					return &jsonReported{err}
+				}
 			} else {
 				printGC(c.App.Writer, res, c.Bool("dry-run"))
 			}
