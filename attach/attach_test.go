@@ -350,6 +350,37 @@ func TestDetachGuestBusyIsPending(t *testing.T) {
 	}
 }
 
+// TestDetachFromAnotherNetns: a NIC whose tap netctl created from another
+// network namespace is refused by a detach run here (a link with the same
+// name and ifindex here is another link), and nothing changes: QEMU keeps
+// the NIC, the record stays as it was.
+func TestDetachFromAnotherNetns(t *testing.T) {
+	q, h, dir := newFakeQEMU(t), newFakeHost(t, "probe-host-root.json"), t.TempDir()
+	nic, err := Attach(ctxT(t), Request{QMP: q.sock, ID: "n1", StateDir: dir, Host: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := state.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nic.NetNS++ // as if attached from elsewhere
+	if err := store.Save(nic); err != nil {
+		t.Fatal(err)
+	}
+	err = Detach(ctxT(t), DetachRequest{QMP: q.sock, ID: "n1", StateDir: dir, Host: h, Timeout: time.Second})
+	if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "ip netns exec NAME netctl detach") {
+		t.Fatalf("detach from another namespace: %v", err)
+	}
+	q.mu.Lock()
+	_, still := q.devices["n1"]
+	q.mu.Unlock()
+	ls, _, _ := list(ctxT(t), ListRequest{StateDir: dir})
+	if !still || len(ls) != 1 || ls[0].Status != state.StatusAttached {
+		t.Errorf("after the refusal: device in QEMU %v, records %+v", still, ls)
+	}
+}
+
 func TestDetachTimeoutThenAgain(t *testing.T) {
 	q, h, dir := newFakeQEMU(t), newFakeHost(t, "probe-host-root.json"), t.TempDir()
 	if _, err := Attach(ctxT(t), Request{QMP: q.sock, ID: "n1", StateDir: dir, Host: h}); err != nil {

@@ -85,6 +85,14 @@ func Detach(ctx context.Context, r DetachRequest) error {
 	if err != nil {
 		return fmt.Errorf("detach: %w", err)
 	}
+	// A link netctl created lives in the namespace it attached from; a
+	// link here with the same name and ifindex is another one (ifindexes
+	// are per namespace). Refuse before changing anything.
+	if here, err := state.NetNS(); err == nil && here != 0 && nic.NetNS != 0 && nic.NetNS != here &&
+		((nic.Tap != nil && nic.Tap.Created) || (nic.Macvtap != nil && nic.Macvtap.Created)) {
+		return fmt.Errorf("detach: netctl attached NIC %s from another network namespace (net:[%d]; this is net:[%d]), where the link it created is: "+
+			"run netctl detach there (ip netns exec NAME netctl detach ...): %w", r.ID, nic.NetNS, here, ErrConflict)
+	}
 	alive := state.SameProcess(nic.QEMUPID, nic.QEMUStart)
 	if dialErr != nil && alive {
 		return fmt.Errorf("detach: connect to QEMU (pid %d): %w", nic.QEMUPID, dialErr)
