@@ -190,7 +190,11 @@ func (r Request) check() (*parsed, error) {
 		}
 	}
 	if p.Host == nil {
-		p.Host = RealHost{}
+		dir := p.StateDir
+		if dir == "" {
+			dir = state.DefaultDir
+		}
+		p.Host = RealHost{CacheDir: dir}
 	}
 	return p, nil
 }

@@ -19,8 +19,12 @@ func fake() sources {
 		vhostNet: func(v *host.VhostNet) {
 			v.Available, v.Features, v.FeaturesHex, v.BusyPoll = true, []string{"VERSION_1"}, "0x100000000", &yes
 		},
-		scratch: func(r *Result, _ bool) { r.Tap.Available, r.Tap.Offloads = true, []string{"csum"} },
-		vdpa:    func(v *host.VDPA) { v.Error = "no vdpa" },
+		scratch: func(r *Result, tap, _ bool) {
+			if tap {
+				r.Tap.Available, r.Tap.Offloads = true, []string{"csum"}
+			}
+		},
+		vdpa: func(v *host.VDPA) { v.Error = "no vdpa" },
 		zeroCopy: func() (zerocopy.Status, error) {
 			return zerocopy.Status{Loaded: true, Threshold: 256}, nil
 		},
@@ -66,7 +70,7 @@ func TestProbeSectionErrors(t *testing.T) {
 	src.zeroCopy = func() (zerocopy.Status, error) {
 		return zerocopy.Status{Threshold: 256}, errors.New("zerocopy: permission denied")
 	}
-	src.scratch = func(r *Result, _ bool) {
+	src.scratch = func(r *Result, _, _ bool) {
 		r.Tap.Error, r.Macvtap.Error = "not probed: needs root", "not probed: needs root"
 	}
 	src.vhostNet = func(v *host.VhostNet) { v.Available, v.BusyPollError = true, "busy-poll not measured: EPERM" }
@@ -116,9 +120,12 @@ func TestParseQEMUVersion(t *testing.T) {
 func TestProbeForSkipsParts(t *testing.T) {
 	src := fake()
 	var macvtapAsked, qemuRan bool
-	src.scratch = func(r *Result, m bool) {
-		r.Tap.Available, r.Tap.Offloads = true, []string{"csum"}
-		macvtapAsked = m
+	var tapAsked bool
+	src.scratch = func(r *Result, tap, m bool) {
+		if tap {
+			r.Tap.Available, r.Tap.Offloads = true, []string{"csum"}
+		}
+		tapAsked, macvtapAsked = tap, m
 	}
 	inner := src.qemu
 	src.qemu = func(q *host.QEMU) { qemuRan = true; inner(q) }
@@ -135,7 +142,16 @@ func TestProbeForSkipsParts(t *testing.T) {
 	if err := r.Validate(); err != nil {
 		t.Error(err)
 	}
-	if _, err := probe(nil, src, All); err != nil || !macvtapAsked || !qemuRan {
-		t.Errorf("All: macvtap %v, QEMU %v, %v", macvtapAsked, qemuRan, err)
+	if _, err := probe(nil, src, All); err != nil || !macvtapAsked || !qemuRan || !tapAsked {
+		t.Errorf("All: tap %v, macvtap %v, QEMU %v, %v", tapAsked, macvtapAsked, qemuRan, err)
+	}
+	// A known tap section is used as it is, without a scratch tap.
+	known := &host.Tap{Available: true, Offloads: []string{"csum", "tso4", "uso4"}}
+	r, err = probe(nil, src, Parts{Tap: known})
+	if err != nil || tapAsked || !r.Tap.Available || strings.Join(r.Tap.Offloads, " ") != "csum tso4 uso4" {
+		t.Errorf("known tap: asked %v, %+v, %v", tapAsked, r.Tap, err)
+	}
+	if r.Tap.Offloads[0] = "x"; known.Offloads[0] != "csum" {
+		t.Errorf("the result shares the caller's offload slice")
 	}
 }

@@ -10,8 +10,10 @@ import (
 // or mounted in the caller's namespaces, and a macvtap's device node never
 // goes in the host's /dev. What fails is reported in r.Tap.Error or
 // r.Macvtap.Error (as non-root: the namespace needs CAP_SYS_ADMIN).
-func probeScratch(r *Result, withMacvtap bool) {
-	if o, err := macvtap.ProbeOffloads(macvtap.KindTap); err != nil {
+func probeScratch(r *Result, withTap, withMacvtap bool) {
+	if !withTap {
+		// known already (Parts.Tap)
+	} else if o, err := macvtap.ProbeOffloads(macvtap.KindTap); err != nil {
 		r.Tap.Error = "not probed: " + err.Error()
 	} else {
 		r.Tap.Available, r.Tap.Offloads = true, o.Names()
