@@ -12,6 +12,7 @@ import (
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/netctl/netctl/internal/errs"
+	"github.com/netctl/netctl/state"
 )
 
 // Namespace is netctl's metadata namespace in a domain's <metadata>:
@@ -106,6 +107,12 @@ func ParsePlan(domainXML []byte, cfg *Config) (*Plan, error) {
 	}
 	if d.Name == "" {
 		return nil, fmt.Errorf("domain XML has no <name>: %w", errs.ErrInvalid)
+	}
+	if err := state.CheckVMName(d.Name); err != nil {
+		return nil, fmt.Errorf("domain XML: <name>: %w", err)
+	}
+	if len(d.UUID) > 64 {
+		return nil, fmt.Errorf("domain %s: <uuid> of %d bytes: %w", d.Name, len(d.UUID), errs.ErrInvalid)
 	}
 	p := &Plan{Domain: d.Name, UUID: d.UUID}
 	meta, err := parseMetadata(d.Metadata)
