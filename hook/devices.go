@@ -101,7 +101,16 @@ func (RealDevices) CreateVDPA(ctx context.Context, it Interface) (string, error)
 			"name another in <source dev>, or delete it (vdpa dev del %s): %w", it.Name, it.Name, errs.ErrConflict)
 	}
 	o := vdpa.AddOptions{Name: it.Name, MgmtDev: it.Mgmtdev, MAC: it.MAC, MTU: uint16(it.MTU), MaxVQP: uint16(it.Queues)}
-	if err := c.AddDevice(ctx, o); err != nil {
+	err = c.AddDevice(ctx, o)
+	if errors.Is(err, errs.ErrNotSupported) && o.MAC != nil {
+		// A management device that takes no MAC (VDUSE: its device's
+		// owner sets it): create the device without; QEMU gives the guest
+		// the XML's MAC. An MTU or queue count it cannot set stays an
+		// error: the domain would not get what it asks.
+		o.MAC = nil
+		err = c.AddDevice(ctx, o)
+	}
+	if err != nil {
 		return "", err
 	}
 	ok := false
