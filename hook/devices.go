@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -13,6 +14,7 @@ import (
 	"github.com/netctl/netctl/internal/errs"
 	"github.com/netctl/netctl/macvtap"
 	"github.com/netctl/netctl/vdpa"
+	"github.com/netctl/netctl/vhostnet"
 	"github.com/netctl/netctl/zerocopy"
 )
 
@@ -35,6 +37,9 @@ type Devices interface {
 	CreateVDPA(ctx context.Context, it Interface) (vhost string, err error)
 	// DeleteVDPA deletes vdpa device name; a missing one is no error.
 	DeleteVDPA(ctx context.Context, name string) error
+	// CheckVhostNet says whether /dev/vhost-net can be opened (for
+	// <driver name='vhost'>); the error says what to do.
+	CheckVhostNet() error
 	// DirectNotes reads direct interface it's lower device and says what
 	// the guest loses on it (empty when nothing).
 	DirectNotes(it Interface) ([]string, error)
@@ -76,6 +81,14 @@ func (d RealDevices) CreateTap(it Interface, owner int) (int, error) {
 	return ifindex, nil
 }
 
+func (RealDevices) CheckVhostNet() error {
+	d, err := vhostnet.Open() // its error says what to do when the device is missing
+	if err != nil {
+		return err
+	}
+	return d.Close()
+}
+
 func (RealDevices) DeleteLink(name string, ifindex int) error {
 	l, err := netlink.LinkByName(name)
 	if err != nil {
@@ -96,6 +109,21 @@ func (RealDevices) CreateVDPA(ctx context.Context, it Interface) (string, error)
 		return "", err
 	}
 	defer c.Close()
+	mds, err := c.MgmtDevs(ctx)
+	if err != nil {
+		return "", err
+	}
+	var have []string
+	found := false
+	for _, m := range mds {
+		have = append(have, m.Handle())
+		found = found || m.Handle() == it.Mgmtdev || m.Name == it.Mgmtdev
+	}
+	if !found {
+		return "", fmt.Errorf("vdpa %s: no management device %q on this host (it has: %s; see vdpa mgmtdev show): "+
+			"load its driver, or name another in netctl's metadata or the host config: %w",
+			it.Name, it.Mgmtdev, strings.Join(append(have, "none")[:max(len(have), 1)], ", "), errs.ErrNotAvailable)
+	}
 	if _, err := c.Device(ctx, it.Name); err == nil {
 		return "", fmt.Errorf("vdpa %s exists and netctl did not create it for this domain: "+
 			"name another in <source dev>, or delete it (vdpa dev del %s): %w", it.Name, it.Name, errs.ErrConflict)

@@ -151,6 +151,14 @@ func (h *Hook) Prepare(ctx context.Context, p *Plan) (res *Result, err error) {
 		rec.Notes = rec.Notes[:state.MaxDomainNotes]
 	}
 	for _, it := range p.Interfaces {
+		if it.Kind == KindTap && it.Vhost {
+			if err := h.Devices.CheckVhostNet(); err != nil {
+				return nil, fmt.Errorf("domain %s: interface %s asks for <driver name='vhost'>: %w", p.Domain, ifaceName(it.MAC, 0), err)
+			}
+			break
+		}
+	}
+	for _, it := range p.Interfaces {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("domain %s: the hook's timeout ran out: %w", p.Domain, err)
 		}

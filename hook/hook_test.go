@@ -83,6 +83,8 @@ func (f *fakeDevices) DeleteVDPA(_ context.Context, name string) error {
 	return nil
 }
 
+func (f *fakeDevices) CheckVhostNet() error { return f.fail("vhost-net") }
+
 func (f *fakeDevices) DirectNotes(it Interface) ([]string, error) {
 	if err := f.fail("direct " + it.Name); err != nil {
 		return nil, err
@@ -184,7 +186,7 @@ func TestPrepareReleaseFake(t *testing.T) {
 // TestPrepareUndoesEveryStep injects a failure at each step: the hook
 // fails, and no tap, vdpa device, symlink or record is left.
 func TestPrepareUndoesEveryStep(t *testing.T) {
-	steps := []string{"direct eth0", "tap vm1tap0", "vdpa vm1vdpa0"}
+	steps := []string{"direct eth0", "vhost-net", "tap vm1tap0", "vdpa vm1vdpa0"}
 	for _, step := range steps {
 		t.Run(step, func(t *testing.T) {
 			f := newFake(t)

@@ -232,3 +232,76 @@ func TestHostHookInstall(t *testing.T) {
 		t.Errorf("the script with bad XML: %v\n%s", err, out)
 	}
 }
+
+// TestHostHookVhostNet: <driver name='vhost'> needs /dev/vhost-net. Where
+// the host has none (this machine), prepare refuses with one line that
+// says so and creates nothing; where it has one, the tap is created.
+func TestHostHookVhostNet(t *testing.T) {
+	bin := netctlBinary(t)
+	testenv.Host(t)
+	e := newHookEnv(t, bin)
+	xml := strings.Replace(string(readTestdata(t, "ethernet.xml")), "<driver queues='4'/>", "<driver name='vhost' queues='4'/>", 1)
+	before := linkNames(t)
+	r := e.hook(t, []byte(xml), "hookdom", "prepare", "begin", "-")
+	if _, err := os.Stat("/dev/vhost-net"); err != nil {
+		if r.code != 1 || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 || !strings.Contains(r.stderr, "/dev/vhost-net") || !strings.Contains(r.stderr, "modprobe vhost_net") {
+			t.Errorf("prepare without /dev/vhost-net: %+v, want exit 1 and one line naming /dev/vhost-net", r)
+		}
+		if after := linkNames(t); after != before {
+			t.Errorf("links changed: %v -> %v", before, after)
+		}
+		return
+	}
+	if r.code != 0 {
+		t.Fatalf("prepare with /dev/vhost-net: %+v", r)
+	}
+	if _, err := netlink.LinkByName("nctlhk0"); err != nil {
+		t.Error(err)
+	}
+	if r := e.hook(t, nil, "hookdom", "release", "end", "-"); r.code != 0 {
+		t.Fatalf("release: %+v", r)
+	}
+}
+
+// TestHostHookDirect: a direct interface's lower device is checked, not
+// changed: what its features lack is said on stderr and kept in the
+// record; a missing lower device refuses the start with one line.
+func TestHostHookDirect(t *testing.T) {
+	bin := netctlBinary(t)
+	testenv.Host(t)
+	e := newHookEnv(t, bin)
+	vethUp(t, "hklower0", "hkpeer0")
+	f, err := macvtap.ReadFeatures("hklower0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	xml := `<domain type='qemu'><name>hookdirect</name>
+  <metadata><netctl:hook xmlns:netctl="http://netctl.dev/xmlns/hook/1"><netctl:interface mac="52:54:00:aa:00:03"/></netctl:hook></metadata>
+  <devices><interface type='direct'><mac address='52:54:00:aa:00:03'/><source dev='LOWER' mode='bridge'/><model type='virtio'/></interface></devices>
+</domain>`
+	before := linkNames(t)
+	r := e.hook(t, []byte(strings.Replace(xml, "LOWER", "hklower0", 1)), "hookdirect", "prepare", "begin", "-")
+	if r.code != 0 {
+		t.Fatalf("prepare: %+v", r)
+	}
+	for _, feat := range []string{"tx-checksum-ip-generic", "tx-scatter-gather", "tx-tcp-segmentation", "rx-gro"} {
+		on, known := f.Active[feat]
+		said := strings.Contains(r.stderr, feat+" is off")
+		if known && !on != said {
+			t.Errorf("hklower0 has %s %v; stderr %q", feat, on, r.stderr)
+		}
+	}
+	if after := linkNames(t); after != before {
+		t.Errorf("a direct interface's prepare changed links: %v -> %v", before, after)
+	}
+	if r := e.hook(t, nil, "hookdirect", "release", "end", "-"); r.code != 0 {
+		t.Fatalf("release: %+v", r)
+	}
+	if _, err := netlink.LinkByName("hklower0"); err != nil {
+		t.Errorf("release deleted the lower device: %v", err)
+	}
+	r = e.hook(t, []byte(strings.Replace(xml, "LOWER", "nosuchlower", 1)), "hookdirect", "prepare", "begin", "-")
+	if r.code == 0 || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 || !strings.Contains(r.stderr, "nosuchlower") {
+		t.Errorf("prepare on a missing lower device: %+v", r)
+	}
+}
