@@ -160,6 +160,9 @@ func TestPrepareReleaseFake(t *testing.T) {
 	if err != nil || f.snapshot() != before {
 		t.Fatalf("reconnect: %v; devices %s -> %s", err, before, f.snapshot())
 	}
+	if len(res.Done) != 1 || !strings.Contains(res.Done[0], "rebuilt the record: 1 tap(s), 1 vdpa device(s)") {
+		t.Errorf("reconnect said %v", res.Done)
+	}
 	rec, err = h.Store.LoadDomain("netctl-all")
 	if err != nil || rec.Status != state.DomainStarted || len(rec.Taps) != 1 || rec.Taps[0].Ifindex != 11 || len(rec.VDPAs) != 1 {
 		t.Fatalf("rebuilt record %+v, %v", rec, err)
