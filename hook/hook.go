@@ -151,9 +151,9 @@ func (h *Hook) Prepare(ctx context.Context, p *Plan) (res *Result, err error) {
 		rec.Notes = rec.Notes[:state.MaxDomainNotes]
 	}
 	for _, it := range p.Interfaces {
-		if it.Kind == KindTap && it.Vhost {
+		if it.Kind == KindTap && (it.Vhost || it.Backend == "vhost-net") {
 			if err := h.Devices.CheckVhostNet(); err != nil {
-				return nil, fmt.Errorf("domain %s: interface %s asks for <driver name='vhost'>: %w", p.Domain, ifaceName(it.MAC, 0), err)
+				return nil, fmt.Errorf("domain %s: interface %s asks for vhost-net (<driver name='vhost'> or backend vhost-net): %w", p.Domain, ifaceName(it.MAC, 0), err)
 			}
 			break
 		}

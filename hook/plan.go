@@ -293,6 +293,9 @@ func planInterface(x *libvirtxml.DomainInterface, i int, meta map[string]*metaEn
 		if !ifnameOK(x.Target.Dev) {
 			return nil, fmt.Errorf("interface %s: <target dev=%q>: use an interface name of 1 to 15 characters without '/', ':', '%%' or spaces: %w", ifaceName(mac, i), clip(x.Target.Dev), errs.ErrInvalid)
 		}
+		if it.Backend == "userspace" && it.Vhost {
+			return nil, fmt.Errorf("interface %s: netctl metadata asks for backend userspace but <driver name='vhost'> asks for vhost-net: drop one: %w", ifaceName(mac, i), errs.ErrInvalid)
+		}
 		if it.Backend == "vdpa" {
 			return nil, fmt.Errorf("interface %s: backend vdpa needs <interface type='vdpa'>, not ethernet: %w", ifaceName(mac, i), errs.ErrInvalid)
 		}

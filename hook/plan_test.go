@@ -91,6 +91,7 @@ func TestParsePlanRefuses(t *testing.T) {
 		{"mtu", strings.Replace(good, `<mtu size='9000'/>`, `<mtu size='70000'/>`, 1), "68 to 65521"},
 		{"tap name", strings.Replace(good, `vm1tap0`, `a/b`, 1), "interface name"},
 		{"two taps one name", strings.Replace(strings.Replace(good, `<source dev='eth0' mode='vepa'/>`, ``, 1), `<interface type='direct'>`, `<interface type='ethernet'><target dev='vm1tap0' managed='no'/>`, 1), "named by two interfaces"},
+		{"userspace and vhost", strings.Replace(good, `backend="vhost-net"`, `backend="userspace"`, 1), "drop one"},
 		{"dac user", strings.Replace(good, `+107:+107`, `nosuchuser-netctl:kvm`, 1), "nosuchuser-netctl"},
 	}
 	for _, c := range cases {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/netctl/netctl/internal/testenv"
 	"github.com/netctl/netctl/macvtap"
+	"github.com/netctl/netctl/state"
 )
 
 // hookEnv is what a hook run needs: its own run dir, config and log.
@@ -107,6 +109,12 @@ func TestHostHookEthernet(t *testing.T) {
 	st := execStatus(t, e, "hookdom")
 	if !strings.Contains(st, "hookdom: started") || !strings.Contains(st, "tap nctlhk0") {
 		t.Errorf("hook status after started:\n%s", st)
+	}
+
+	var recs []state.Domain
+	if err := json.Unmarshal([]byte(execStatus(t, e, "--json")), &recs); err != nil || len(recs) != 1 ||
+		recs[0].Status != state.DomainStarted || len(recs[0].Taps) != 1 || recs[0].Taps[0].Queues != 4 || recs[0].Taps[0].Owner != 107 {
+		t.Errorf("hook status --json: %+v, %v", recs, err)
 	}
 
 	// A tap of another domain is not ours to delete.
