@@ -273,3 +273,27 @@ func TestRunMismatchAndIgnored(t *testing.T) {
 		t.Errorf("calls %v", f.calls)
 	}
 }
+
+// TestPrepareAfterUnreleasedStart: a record that an earlier start left
+// (libvirtd died before release) is released before the new prepare, so
+// the devices are made afresh and nothing is doubled.
+func TestPrepareAfterUnreleasedStart(t *testing.T) {
+	f := newFake(t)
+	h, log, vd := newTestHook(t, f)
+	ctx := context.Background()
+	for i := 0; i < 2; i++ {
+		if _, err := h.Run(ctx, "netctl-all", "prepare", "begin", bytes.NewReader(allXML(t, vd))); err != nil {
+			t.Fatalf("prepare %d: %v", i, err)
+		}
+	}
+	if got := f.snapshot(); got != "eth0#2 vdpa:vm1vdpa0 vm1tap0#12" {
+		t.Errorf("after two prepares: %s", got)
+	}
+	rec, err := h.Store.LoadDomain("netctl-all")
+	if err != nil || len(rec.Taps) != 1 || rec.Taps[0].Ifindex != 12 || len(rec.VDPAs) != 1 {
+		t.Errorf("record %+v %v", rec, err)
+	}
+	if !strings.Contains(log.String(), "was not released; releasing it first") {
+		t.Errorf("log:\n%s", log)
+	}
+}
