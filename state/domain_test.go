@@ -1,0 +1,72 @@
+package state
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestDomainRecordRoundTrip(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &Domain{Schema: DomainSchema, Name: "web 1", UUID: "c7a5fdbd-edaf-9455-926a-d65c16db1809", Status: DomainPrepared,
+		Taps:     []HookTap{{Link: Link{Name: "vm1tap0", Ifindex: 7, Created: true}, MAC: "52:54:00:aa:00:01", Queues: 2, Owner: 107, MTU: 9000}},
+		VDPAs:    []HookVDPA{{VDPA: VDPA{Name: "vm1vdpa0", Mgmtdev: "vduse", Vhost: "/dev/vhost-vdpa-0", Created: true}, Link: "/run/netctl/vdpa/vm1vdpa0"}},
+		Prepared: time.Unix(1700000000, 0).UTC(), Updated: time.Unix(1700000001, 0).UTC()}
+	if err := s.SaveDomain(d); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.LoadDomain("web 1")
+	if err != nil || got.Taps[0].Owner != 107 || got.VDPAs[0].Link != d.VDPAs[0].Link || got.Name != "web 1" {
+		t.Fatalf("%+v %v", got, err)
+	}
+	if ds, bad, err := s.ListDomains(); err != nil || len(bad) != 0 || len(ds) != 1 {
+		t.Errorf("list %v %v %v", ds, bad, err)
+	}
+	if err := s.RemoveDomain("web 1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RemoveDomain("web 1"); err != nil {
+		t.Errorf("second remove: %v", err)
+	}
+	if _, err := s.LoadDomain("web 1"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("after remove: %v", err)
+	}
+	// A bad file is reported and skipped.
+	os.WriteFile(filepath.Join(s.Dir, "hook", "bad.json"), []byte(`{"schema":"x"}`), 0o600)
+	if ds, bad, err := s.ListDomains(); err != nil || len(bad) != 1 || len(ds) != 0 {
+		t.Errorf("list with a bad file: %v %v %v", ds, bad, err)
+	}
+	for _, b := range []*Domain{
+		{Schema: DomainSchema, Name: "", Status: DomainPrepared},
+		{Schema: DomainSchema, Name: "x", Status: "gone"},
+		{Schema: DomainSchema, Name: "x", Status: DomainPrepared, Taps: []HookTap{{Link: Link{Name: "a/b"}}}},
+		{Schema: DomainSchema, Name: "x", Status: DomainPrepared, VDPAs: []HookVDPA{{VDPA: VDPA{Name: "ok"}, Link: "rel"}}},
+	} {
+		if err := s.SaveDomain(b); !errors.Is(err, ErrInvalid) {
+			t.Errorf("saved %+v: %v", b, err)
+		}
+	}
+}
+
+func FuzzParseDomain(f *testing.F) {
+	f.Add([]byte(`{"schema":"netctl.hook/v1","domain":"d","status":"started","taps":[{"name":"t0","ifindex":3,"created":true,"owner":0}],"prepared":"2026-01-01T00:00:00Z","updated":"2026-01-01T00:00:00Z"}`))
+	f.Add([]byte(`{"schema":"netctl.hook/v1","domain":"d","status":"prepared","vdpas":[{"name":"v","vhost":"/dev/vhost-vdpa-0","created":true,"link":"/run/netctl/vdpa/v"}]}`))
+	f.Add([]byte(`{}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		d, err := ParseDomain(b)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error %v does not wrap ErrInvalid", err)
+			}
+			return
+		}
+		if err := d.Validate(); err != nil {
+			t.Fatalf("parsed record fails Validate: %v", err)
+		}
+	})
+}
