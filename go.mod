@@ -19,4 +19,5 @@ require (
 	github.com/xrash/smetrics v0.0.0-20240521201337-686a1a2994c1 // indirect
 	golang.org/x/net v0.52.0 // indirect
 	golang.org/x/sync v0.20.0 // indirect
+	libvirt.org/go/libvirtxml v1.12008.0 // indirect
 )

@@ -38,6 +38,7 @@ func newApp() *cli.App {
 			probeCommand(),
 			planCommand(),
 			diagnoseCommand(),
+			hookCommand(),
 			versionCommand(),
 		},
 		// urfave/cli would call os.Exit itself for an ExitCoder; runMain

@@ -88,7 +88,10 @@ func commandError(path string, err error) error {
 // hint says what to do about err, or "".
 func hint(err error) string {
 	var ue *usageError
+	var one *oneLineError
 	switch {
+	case errors.As(err, &one):
+		return ""
 	case errors.As(err, &ue):
 		return fmt.Sprintf("run '%s --help'", ue.path)
 	case errors.Is(err, errs.ErrInvalid):
@@ -141,7 +144,8 @@ func runApp(app *cli.App, args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	h := hint(err)
-	if code == exitUsage && h == "" {
+	var one *oneLineError
+	if code == exitUsage && h == "" && !errors.As(err, &one) {
 		h = "run 'netctl help'"
 	}
 	fmt.Fprintln(stderr, "netctl:", err)

@@ -1,0 +1,256 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/netctl/netctl/hook"
+	"github.com/netctl/netctl/state"
+)
+
+// hookScriptName is the script `netctl hook install` writes under
+// DIR/qemu.d; libvirt (6.5.0+) runs qemu.d's scripts in name order.
+const hookScriptName = "50-netctl"
+
+func hookCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "hook",
+		Usage: "libvirt qemu hook: create the host side of a domain's interfaces at start, delete it at release",
+		Subcommands: []*cli.Command{
+			hookInstallCommand(),
+			hookQemuCommand(),
+			hookStatusCommand(),
+		},
+	}
+}
+
+func hookInstallCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "install",
+		Usage: "write DIR/qemu.d/" + hookScriptName + ", a script that runs this netctl as libvirt's qemu hook",
+		Description: "The script is two lines: #!/bin/sh and an exec of this netctl binary's absolute path with\n" +
+			"\"hook qemu \\\"$@\\\"\". libvirtd (or virtqemud) reads its hooks only when it starts: restart it after a\n" +
+			"new hook directory or script appears.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "dir", Value: "/etc/libvirt/hooks", Usage: "libvirt's hook directory"},
+			&cli.StringFlag{Name: "binary", Usage: "the netctl the script runs (default: this one)"},
+		},
+		Action: func(c *cli.Context) error {
+			bin := c.String("binary")
+			if bin == "" {
+				exe, err := os.Executable()
+				if err != nil {
+					return fmt.Errorf("hook install: finding this binary: %w (name it with --binary)", err)
+				}
+				bin = exe
+			}
+			path, changed, err := installHook(c.String("dir"), bin)
+			if err != nil {
+				return err
+			}
+			if !changed {
+				fmt.Fprintf(c.App.Writer, "%s is already installed and runs %s\n", path, bin)
+				return nil
+			}
+			fmt.Fprintf(c.App.Writer, "wrote %s (runs %s hook qemu)\n", path, bin)
+			fmt.Fprintln(c.App.Writer, "libvirtd reads hooks only when it starts: restart libvirtd (or virtqemud) so that it runs this one")
+			return nil
+		},
+	}
+}
+
+// hookScript is the script's text.
+func hookScript(bin string) string {
+	return "#!/bin/sh\nexec '" + strings.ReplaceAll(bin, "'", `'\''`) + "' hook qemu \"$@\"\n"
+}
+
+// installHook writes dir/qemu.d/50-netctl (mode 0755) atomically; changed
+// is false when an identical script was there.
+func installHook(dir, bin string) (path string, changed bool, err error) {
+	if !filepath.IsAbs(dir) {
+		return "", false, usageErr("netctl hook install", "--dir %q: use an absolute path", dir)
+	}
+	abs, err := filepath.Abs(bin)
+	if err != nil {
+		return "", false, fmt.Errorf("hook install: %w", err)
+	}
+	if r, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = r
+	}
+	if st, err := os.Stat(abs); err != nil || !st.Mode().IsRegular() || st.Mode()&0o111 == 0 {
+		return "", false, usageErr("netctl hook install", "--binary %q is not an executable file", bin)
+	}
+	d := filepath.Join(dir, "qemu.d")
+	path = filepath.Join(d, hookScriptName)
+	want := []byte(hookScript(abs))
+	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, want) {
+		return path, false, nil
+	}
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		return "", false, fmt.Errorf("hook install: %w (run as root)", err)
+	}
+	tmp, err := os.CreateTemp(d, ".50-netctl-*")
+	if err != nil {
+		return "", false, fmt.Errorf("hook install: %w (run as root)", err)
+	}
+	defer os.Remove(tmp.Name()) // after the rename, a no-op
+	if _, err := tmp.Write(want); err != nil {
+		tmp.Close()
+		return "", false, fmt.Errorf("hook install: %w", err)
+	}
+	if err := tmp.Chmod(0o755); err != nil {
+		tmp.Close()
+		return "", false, fmt.Errorf("hook install: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return "", false, fmt.Errorf("hook install: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return "", false, fmt.Errorf("hook install: %w", err)
+	}
+	return path, true, nil
+}
+
+// oneLineError is an error the CLI prints alone, without a hint line:
+// libvirt shows a hook's whole stderr in its error.
+type oneLineError struct{ err error }
+
+func (e *oneLineError) Error() string { return e.err.Error() }
+func (e *oneLineError) Unwrap() error { return e.err }
+
+func hookConfigPath() string {
+	if p := os.Getenv("NETCTL_HOOK_CONFIG"); p != "" {
+		return p
+	}
+	return hook.DefaultConfigPath
+}
+
+func hookQemuCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "qemu",
+		Usage:     "what libvirt runs: act on one domain's interfaces for OP SUBOP, with the domain XML on stdin",
+		ArgsUsage: "DOMAIN OP SUBOP [EXTRA]",
+		Description: "prepare begin: create the taps (<interface type='ethernet'> with <target dev managed='no'/>) and vdpa devices\n" +
+			"(<interface type='vdpa'> with <source dev='/run/netctl/vdpa/NAME'/>) that netctl manages, and check direct\n" +
+			"interfaces' lower devices. started begin: record. release end: delete exactly what netctl created.\n" +
+			"reconnect begin: rebuild the record. Other operations do nothing. Which interfaces: the domain's\n" +
+			"<metadata><netctl:hook xmlns:netctl='" + hook.Namespace + "'><netctl:interface mac=... mgmtdev=.../>,\n" +
+			"and the host config " + hook.DefaultConfigPath + " (NETCTL_HOOK_CONFIG). Log: " + hook.DefaultLogPath + ".",
+		Action: func(c *cli.Context) error {
+			a := c.Args()
+			err := runHookQemu(c.App.ErrWriter, a.Get(0), a.Get(1), a.Get(2), os.Stdin)
+			if err != nil {
+				return &oneLineError{err: err}
+			}
+			return nil
+		},
+	}
+}
+
+// runHookQemu runs one hook call. It logs each step to the log file and
+// a summary line to stderr.
+func runHookQemu(stderr io.Writer, domain, op, subop string, stdin io.Reader) error {
+	cfg, err := hook.LoadConfig(hookConfigPath())
+	if err != nil {
+		return err
+	}
+	var log io.Writer = io.Discard
+	if lf, lerr := openHookLog(cfg); lerr != nil {
+		fmt.Fprintf(stderr, "netctl hook: no log file: %v\n", lerr)
+	} else if lf != nil {
+		defer lf.Close()
+		log = lf
+	}
+	st, err := state.Open(runDir())
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.TimeoutOrDefault())
+	defer cancel()
+	h := &hook.Hook{Config: cfg, Store: st, Devices: hook.RealDevices{}, Log: log}
+	res, err := h.Run(ctx, domain, op, subop, stdin)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("%w (the hook's timeout is %s; raise \"timeout\" in %s)", err, cfg.TimeoutOrDefault(), hookConfigPath())
+		}
+		fmt.Fprintf(log, "%s netctl hook: %s %s %s: failed: %v\n", time.Now().UTC().Format(time.RFC3339), domain, op, subop, err)
+		return err
+	}
+	if len(res.Done) > 0 || len(res.Notes) > 0 {
+		fmt.Fprintf(stderr, "netctl hook: %s %s: %s\n", domain, op, strings.Join(append(res.Done, res.Notes...), "; "))
+	}
+	return nil
+}
+
+func openHookLog(cfg *hook.Config) (*os.File, error) {
+	p := cfg.Log
+	if p == "-" {
+		return nil, nil
+	}
+	if p == "" {
+		p = hook.DefaultLogPath
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return nil, err
+	}
+	return os.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+}
+
+func hookStatusCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "status",
+		Usage:     "what the hook prepared for each domain (or one)",
+		ArgsUsage: "[DOMAIN]",
+		Flags:     []cli.Flag{&cli.BoolFlag{Name: "json", Aliases: []string{"j"}, Usage: "print JSON"}},
+		Action: func(c *cli.Context) error {
+			st, err := state.Open(runDir())
+			if err != nil {
+				return err
+			}
+			h := &hook.Hook{Store: st}
+			ds, bad, err := h.Status(c.Args().First())
+			if err != nil {
+				return err
+			}
+			if c.Bool("json") {
+				if ds == nil {
+					ds = []*state.Domain{}
+				}
+				return printJSON(c.App.Writer, ds)
+			}
+			for _, b := range bad {
+				fmt.Fprintf(c.App.ErrWriter, "unreadable record, left alone: %v\n", b)
+			}
+			if len(ds) == 0 {
+				if c.Args().Present() {
+					fmt.Fprintf(c.App.Writer, "netctl prepared nothing for domain %s\n", c.Args().First())
+				} else {
+					fmt.Fprintln(c.App.Writer, "netctl prepared nothing for any domain")
+				}
+				return nil
+			}
+			for _, d := range ds {
+				fmt.Fprintf(c.App.Writer, "%s: %s since %s\n", d.Name, d.Status, d.Updated.Format(time.RFC3339))
+				for _, t := range d.Taps {
+					fmt.Fprintf(c.App.Writer, "  tap %s ifindex %d, %d queue(s), owner %d, mac %s\n", t.Name, t.Ifindex, t.Queues, t.Owner, t.MAC)
+				}
+				for _, v := range d.VDPAs {
+					fmt.Fprintf(c.App.Writer, "  vdpa %s from %s: %s -> %s, mac %s\n", v.Name, v.Mgmtdev, v.Link, v.Vhost, v.MAC)
+				}
+				for _, n := range d.Notes {
+					fmt.Fprintf(c.App.Writer, "  note: %s\n", n)
+				}
+			}
+			return nil
+		},
+	}
+}

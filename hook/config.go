@@ -1,0 +1,166 @@
+package hook
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/netctl/netctl/internal/errs"
+)
+
+// DefaultConfigPath is the host config file the hook reads when it exists.
+const DefaultConfigPath = "/etc/netctl/hook.json"
+
+// DefaultLogPath is where the hook appends its log (besides stderr).
+const DefaultLogPath = "/var/log/netctl/hook.log"
+
+// DefaultVDPADir is where published vdpa symlinks live: the domain XML
+// names /run/netctl/vdpa/NAME as the interface's source.
+const DefaultVDPADir = "/run/netctl/vdpa"
+
+// DefaultTimeout bounds one hook call.
+const DefaultTimeout = 30 * time.Second
+
+// MaxConfigSize bounds the host config file.
+const MaxConfigSize = 64 << 10
+
+// Manage says which interfaces netctl manages without per-interface
+// metadata.
+type Manage string
+
+const (
+	// ManageListed (the default): only interfaces the domain's netctl
+	// metadata lists by MAC, and vdpa interfaces whose source is under
+	// the vdpa directory.
+	ManageListed Manage = "listed"
+	// ManageAll: also every ethernet interface with
+	// <target managed='no'/> and every direct interface.
+	ManageAll Manage = "all"
+)
+
+// Config is the host's defaults for the hook (/etc/netctl/hook.json).
+type Config struct {
+	// Manage: "listed" (default) or "all".
+	Manage Manage `json:"manage,omitempty"`
+	// Mgmtdev is the vdpa management device for vdpa interfaces whose
+	// metadata names none ("vduse", "pci/0000:65:00.2").
+	Mgmtdev string `json:"mgmtdev,omitempty"`
+	// TapOwner is the user (name or number) that owns the taps the hook
+	// creates when the domain's DAC seclabel names none; default root.
+	TapOwner string `json:"tap_owner,omitempty"`
+	// Timeout bounds one hook call ("30s"); default DefaultTimeout.
+	Timeout string `json:"timeout,omitempty"`
+	// Log is the log file; "" means DefaultLogPath, "-" none.
+	Log string `json:"log,omitempty"`
+	// VDPADir is where vdpa symlinks are published; default DefaultVDPADir.
+	VDPADir string `json:"vdpa_dir,omitempty"`
+
+	timeout time.Duration
+}
+
+// DefaultConfig is the config used when the file does not exist.
+func DefaultConfig() *Config {
+	c := &Config{}
+	if err := c.validate(); err != nil {
+		panic(err) // the defaults are valid
+	}
+	return c
+}
+
+// TimeoutOrDefault is the config's timeout.
+func (c *Config) TimeoutOrDefault() time.Duration {
+	if c.timeout <= 0 {
+		return DefaultTimeout
+	}
+	return c.timeout
+}
+
+// LoadConfig reads the host config at path; a missing file gives the
+// defaults. A bad file is an error (wrapping errs.ErrInvalid) that names
+// the field.
+func LoadConfig(path string) (*Config, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return DefaultConfig(), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("hook config %s: %w", path, err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxConfigSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("hook config %s: %w", path, err)
+	}
+	c, err := ParseConfig(b)
+	if err != nil {
+		return nil, fmt.Errorf("hook config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// ParseConfig decodes and validates a host config.
+func ParseConfig(b []byte) (*Config, error) {
+	if len(b) > MaxConfigSize {
+		return nil, fmt.Errorf("%d bytes, at most %d: %w", len(b), MaxConfigSize, errs.ErrInvalid)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var c Config
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("%v (fields: manage, mgmtdev, tap_owner, timeout, log, vdpa_dir): %w", err, errs.ErrInvalid)
+	}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func (c *Config) validate() error {
+	switch c.Manage {
+	case "":
+		c.Manage = ManageListed
+	case ManageListed, ManageAll:
+	default:
+		return fmt.Errorf("manage %.32q: use \"listed\" or \"all\": %w", c.Manage, errs.ErrInvalid)
+	}
+	if c.Mgmtdev != "" {
+		if err := checkMgmtdev(c.Mgmtdev); err != nil {
+			return err
+		}
+	}
+	if c.TapOwner != "" {
+		if _, err := lookupUser(c.TapOwner); err != nil {
+			return fmt.Errorf("tap_owner: %w", err)
+		}
+	}
+	if c.Timeout != "" {
+		d, err := time.ParseDuration(c.Timeout)
+		if err != nil || d <= 0 || d > 10*time.Minute {
+			return fmt.Errorf("timeout %.32q: use a duration from 1s to 10m (\"30s\"): %w", c.Timeout, errs.ErrInvalid)
+		}
+		c.timeout = d
+	}
+	if c.Log != "" && c.Log != "-" && !filepath.IsAbs(c.Log) {
+		return fmt.Errorf("log %.128q: use an absolute path, or \"-\" for none: %w", c.Log, errs.ErrInvalid)
+	}
+	if c.VDPADir == "" {
+		c.VDPADir = DefaultVDPADir
+	}
+	if !filepath.IsAbs(c.VDPADir) || filepath.Clean(c.VDPADir) != c.VDPADir {
+		return fmt.Errorf("vdpa_dir %.128q: use a clean absolute path: %w", c.VDPADir, errs.ErrInvalid)
+	}
+	return nil
+}
+
+func checkMgmtdev(s string) error {
+	if len(s) > 64 || s == "" || strings.Count(s, "/") > 1 || strings.ContainsAny(s, " \t\n\x00") {
+		return fmt.Errorf("management device %.64q: use a name such as \"vduse\" or \"pci/0000:65:00.2\": %w", s, errs.ErrInvalid)
+	}
+	return nil
+}

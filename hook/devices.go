@@ -1,0 +1,224 @@
+package hook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/netctl/netctl/internal/errs"
+	"github.com/netctl/netctl/macvtap"
+	"github.com/netctl/netctl/vdpa"
+	"github.com/netctl/netctl/vhostnet"
+	"github.com/netctl/netctl/zerocopy"
+)
+
+// Devices is what the hook does to the host; RealDevices does it to this
+// host (in the calling thread's network namespace), a test passes a fake.
+// No method leaves an fd open.
+type Devices interface {
+	// LinkIndex is the ifindex of the link called name, or 0 if none.
+	LinkIndex(name string) int
+	// CreateTap creates persistent tap it.Name (vnet_hdr, multiqueue
+	// when it.Queues > 1, owner uid, it.MTU) and returns its ifindex.
+	// It fails, changing nothing, if a link called it.Name exists.
+	CreateTap(it Interface, owner int) (ifindex int, err error)
+	// DeleteLink deletes link name if it still has ifindex; a link that
+	// is gone, or has another ifindex, is left alone and is no error.
+	DeleteLink(name string, ifindex int) error
+	// CreateVDPA adds vdpa device it.Name from it.Mgmtdev, binds it to
+	// vhost_vdpa and waits until its /dev/vhost-vdpa-N exists, returning
+	// that path. On failure it deletes the device again.
+	CreateVDPA(ctx context.Context, it Interface) (vhost string, err error)
+	// DeleteVDPA deletes vdpa device name; a missing one is no error.
+	DeleteVDPA(ctx context.Context, name string) error
+	// CheckVhostNet says whether /dev/vhost-net can be opened (for
+	// <driver name='vhost'>); the error says what to do.
+	CheckVhostNet() error
+	// DirectNotes reads direct interface it's lower device and says what
+	// the guest loses on it (empty when nothing).
+	DirectNotes(it Interface) ([]string, error)
+}
+
+// RealDevices acts on this host.
+type RealDevices struct{}
+
+var _ Devices = RealDevices{}
+
+func (RealDevices) LinkIndex(name string) int {
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		return 0
+	}
+	return l.Attrs().Index
+}
+
+func (d RealDevices) CreateTap(it Interface, owner int) (int, error) {
+	if l, err := netlink.LinkByName(it.Name); err == nil {
+		return 0, fmt.Errorf("tap %s: a %s link with that name exists (ifindex %d) and netctl did not create it: "+
+			"pick another <target dev>, or delete it (ip link del %s): %w", it.Name, l.Type(), l.Attrs().Index, it.Name, errs.ErrConflict)
+	}
+	o := owner
+	t, err := macvtap.CreateTap(macvtap.TapConfig{Name: it.Name, VnetHdr: true, Queues: max(it.Queues, 1),
+		MTU: it.MTU, Persistent: true, Owner: &o})
+	if err != nil {
+		return 0, err
+	}
+	ifindex := d.LinkIndex(t.Name())
+	if ifindex == 0 {
+		t.Delete()
+		return 0, fmt.Errorf("tap %s: created, then gone: %w", it.Name, errs.ErrBusy)
+	}
+	if err := t.Close(); err != nil { // persistent: the tap stays for libvirt to open
+		t.Delete()
+		return 0, fmt.Errorf("tap %s: close: %w", it.Name, err)
+	}
+	return ifindex, nil
+}
+
+func (RealDevices) CheckVhostNet() error {
+	d, err := vhostnet.Open() // its error says what to do when the device is missing
+	if err != nil {
+		return err
+	}
+	return d.Close()
+}
+
+func (RealDevices) DeleteLink(name string, ifindex int) error {
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		return nil
+	}
+	if ifindex != 0 && l.Attrs().Index != ifindex {
+		return nil // another link took the name: not ours
+	}
+	if err := netlink.LinkDel(l); err != nil && !errors.Is(err, unix.ENODEV) {
+		return fmt.Errorf("delete link %s: %w", name, err)
+	}
+	return nil
+}
+
+func (RealDevices) CreateVDPA(ctx context.Context, it Interface) (string, error) {
+	c, err := vdpa.Dial(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	mds, err := c.MgmtDevs(ctx)
+	if err != nil {
+		return "", err
+	}
+	var have []string
+	found := false
+	for _, m := range mds {
+		have = append(have, m.Handle())
+		found = found || m.Handle() == it.Mgmtdev || m.Name == it.Mgmtdev
+	}
+	if !found {
+		return "", fmt.Errorf("vdpa %s: no management device %q on this host (it has: %s; see vdpa mgmtdev show): "+
+			"load its driver, or name another in netctl's metadata or the host config: %w",
+			it.Name, it.Mgmtdev, strings.Join(append(have, "none")[:max(len(have), 1)], ", "), errs.ErrNotAvailable)
+	}
+	if _, err := c.Device(ctx, it.Name); err == nil {
+		return "", fmt.Errorf("vdpa %s exists and netctl did not create it for this domain: "+
+			"name another in <source dev>, or delete it (vdpa dev del %s): %w", it.Name, it.Name, errs.ErrConflict)
+	}
+	o := vdpa.AddOptions{Name: it.Name, MgmtDev: it.Mgmtdev, MAC: it.MAC, MTU: uint16(it.MTU), MaxVQP: uint16(it.Queues)}
+	err = c.AddDevice(ctx, o)
+	if errors.Is(err, errs.ErrNotSupported) && o.MAC != nil {
+		// A management device that takes no MAC (VDUSE: its device's
+		// owner sets it): create the device without; QEMU gives the guest
+		// the XML's MAC. An MTU or queue count it cannot set stays an
+		// error: the domain would not get what it asks.
+		o.MAC = nil
+		err = c.AddDevice(ctx, o)
+	}
+	if err != nil {
+		return "", err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			c.DeleteDevice(dctx, it.Name)
+			cancel()
+		}
+	}()
+	if drv, _ := vdpa.BoundDriver(it.Name); drv != vdpa.DriverVhostVDPA {
+		if err := vdpa.Bind(it.Name, vdpa.DriverVhostVDPA); err != nil {
+			return "", err
+		}
+	}
+	p, err := waitVhostNode(ctx, it.Name)
+	if err != nil {
+		return "", err
+	}
+	ok = true
+	return p, nil
+}
+
+// waitVhostNode waits until the device's /dev/vhost-vdpa-N is there (the
+// kernel's devtmpfs makes it, possibly after the sysfs entry).
+func waitVhostNode(ctx context.Context, name string) (string, error) {
+	for {
+		p, err := vdpa.VhostVDPAPath(name)
+		if err == nil {
+			var st unix.Stat_t
+			if err = unix.Stat(p, &st); err == nil && st.Mode&unix.S_IFMT == unix.S_IFCHR {
+				return p, nil
+			}
+			if err == nil {
+				err = fmt.Errorf("%s is not a character device", p)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("vdpa %s: no vhost-vdpa node before the hook's timeout: %w (%w)", name, err, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func (RealDevices) DeleteVDPA(ctx context.Context, name string) error {
+	c, err := vdpa.Dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := c.DeleteDevice(ctx, name); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// wanted are the lower device's features whose absence the guest feels,
+// and what it loses.
+var wanted = []struct{ feature, loss string }{
+	{"tx-checksum-ip-generic", "checksum offload (the host checksums every frame)"},
+	{"tx-scatter-gather", "scatter-gather (every frame is linearised)"},
+	{"tx-tcp-segmentation", "TSO (large TCP sends are segmented in software)"},
+	{"tx-generic-segmentation", "GSO"},
+	{"rx-gro", "GRO on receive"},
+}
+
+func (RealDevices) DirectNotes(it Interface) ([]string, error) {
+	f, err := macvtap.ReadFeatures(it.Name)
+	if err != nil {
+		return nil, fmt.Errorf("direct interface on %s: %w: name an existing lower device in <source dev>", it.Name, err)
+	}
+	var notes []string
+	for _, w := range wanted {
+		if on, known := f.Active[w.feature]; known && !on {
+			notes = append(notes, fmt.Sprintf("direct on %s: %s is off, so the guest loses %s", it.Name, w.feature, w.loss))
+		}
+	}
+	if e := zerocopy.Check(macvtap.KindMacvtap, f); !e.Eligible {
+		notes = append(notes, fmt.Sprintf("direct on %s: no zero-copy TX: %s", it.Name, e.Reason))
+	}
+	return notes, nil
+}

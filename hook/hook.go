@@ -1,0 +1,436 @@
+package hook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/netctl/netctl/internal/errs"
+	"github.com/netctl/netctl/state"
+)
+
+// Hook runs the libvirt qemu hook's operations. Not safe for concurrent
+// use; two processes serialise per domain through the state lock.
+type Hook struct {
+	Config  *Config
+	Store   *state.Store
+	Devices Devices
+	// Log receives one line per step (the log file; the CLI adds stderr
+	// for failures). Nil discards.
+	Log io.Writer
+	// Now is the clock (tests); nil means time.Now.
+	Now func() time.Time
+}
+
+func (h *Hook) logf(format string, a ...any) {
+	if h.Log != nil {
+		fmt.Fprintf(h.Log, "%s netctl hook: "+format+"\n", append([]any{h.now().UTC().Format(time.RFC3339)}, a...)...)
+	}
+}
+
+func (h *Hook) now() time.Time {
+	if h.Now != nil {
+		return h.Now()
+	}
+	return time.Now()
+}
+
+// Result says what one operation did, for the log and the CLI.
+type Result struct {
+	Domain string   `json:"domain"`
+	Op     string   `json:"op"`
+	Done   []string `json:"done,omitempty"`
+	Notes  []string `json:"notes,omitempty"`
+}
+
+// Run dispatches one hook call (`qemu DOMAIN OP SUBOP EXTRA`); domainXML
+// is stdin. Operations the hook has nothing to do for succeed at once
+// without reading the XML.
+func (h *Hook) Run(ctx context.Context, domain, op, subop string, domainXML io.Reader) (*Result, error) {
+	switch op + " " + subop {
+	case "prepare begin", "started begin", "reconnect begin":
+	case "release end":
+		return h.Release(ctx, domain)
+	default:
+		return &Result{Domain: domain, Op: op}, nil
+	}
+	b, err := ReadXML(domainXML)
+	if err != nil {
+		return nil, err
+	}
+	p, err := ParsePlan(b, h.Config)
+	if err != nil {
+		return nil, err
+	}
+	if p.Domain != domain {
+		return nil, fmt.Errorf("the XML on stdin is domain %q, the arguments name %q: %w", clip(p.Domain), clip(domain), errs.ErrInvalid)
+	}
+	switch op {
+	case "prepare":
+		return h.Prepare(ctx, p)
+	case "started":
+		return h.Started(ctx, p)
+	default:
+		return h.Reconnect(ctx, p)
+	}
+}
+
+func (h *Hook) lock(ctx context.Context, domain string) (*state.Lock, error) {
+	l, err := h.Store.Lock(ctx, state.DomainLockKey(domain))
+	if err != nil {
+		return nil, fmt.Errorf("domain %s: waiting for another netctl hook call on it: %w", domain, err)
+	}
+	return l, nil
+}
+
+// Prepare creates what the plan asks. Each created device is recorded
+// before the next step, so a release after a crash finds it; on failure
+// every step is undone and the record removed. A record left by an
+// earlier start that was never released is released first.
+func (h *Hook) Prepare(ctx context.Context, p *Plan) (res *Result, err error) {
+	res = &Result{Domain: p.Domain, Op: "prepare"}
+	if len(p.Interfaces) == 0 {
+		h.logf("%s prepare: no interface for netctl", p.Domain)
+		return res, nil
+	}
+	l, err := h.lock(ctx, p.Domain)
+	if err != nil {
+		return nil, err
+	}
+	defer l.Unlock()
+	if old, err := h.Store.LoadDomain(p.Domain); err == nil {
+		h.logf("%s prepare: a record from an earlier start was not released; releasing it first", p.Domain)
+		if err := h.release(ctx, old, res); err != nil {
+			return nil, fmt.Errorf("domain %s: releasing what an earlier start left: %w", p.Domain, err)
+		}
+	} else if !errors.Is(err, state.ErrNotFound) {
+		return nil, fmt.Errorf("domain %s: %w", p.Domain, err)
+	}
+	ns, _ := state.NetNS()
+	rec := &state.Domain{Schema: state.DomainSchema, Name: p.Domain, UUID: p.UUID, Status: state.DomainPrepared,
+		NetNS: ns, Prepared: h.now().UTC(), Updated: h.now().UTC()}
+	var undo []func()
+	defer func() {
+		if err == nil {
+			return
+		}
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+		if rerr := h.Store.RemoveDomain(p.Domain); rerr != nil {
+			h.logf("%s prepare: undo: %v", p.Domain, rerr)
+		}
+		h.logf("%s prepare failed, undone: %v", p.Domain, err)
+		res = nil
+	}()
+	save := func() error {
+		rec.Updated = h.now().UTC()
+		return h.Store.SaveDomain(rec)
+	}
+	// Direct interfaces first: they create nothing, and a missing lower
+	// device should stop the start before anything is made.
+	for _, it := range p.Interfaces {
+		if it.Kind != KindDirect {
+			continue
+		}
+		notes, err := h.Devices.DirectNotes(it)
+		if err != nil {
+			return nil, fmt.Errorf("domain %s: interface %s: %w", p.Domain, ifaceName(it.MAC, 0), err)
+		}
+		for _, n := range notes {
+			h.logf("%s prepare: %s", p.Domain, n)
+		}
+		res.Notes = append(res.Notes, notes...)
+		rec.Notes = append(rec.Notes, notes...)
+	}
+	if len(rec.Notes) > state.MaxDomainNotes {
+		rec.Notes = rec.Notes[:state.MaxDomainNotes]
+	}
+	for _, it := range p.Interfaces {
+		if it.Kind == KindTap && it.Vhost {
+			if err := h.Devices.CheckVhostNet(); err != nil {
+				return nil, fmt.Errorf("domain %s: interface %s asks for <driver name='vhost'>: %w", p.Domain, ifaceName(it.MAC, 0), err)
+			}
+			break
+		}
+	}
+	for _, it := range p.Interfaces {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("domain %s: the hook's timeout ran out: %w", p.Domain, err)
+		}
+		switch it.Kind {
+		case KindTap:
+			ifindex, err := h.Devices.CreateTap(it, p.Owner)
+			if err != nil {
+				return nil, fmt.Errorf("domain %s: interface %s: %w", p.Domain, ifaceName(it.MAC, 0), err)
+			}
+			undo = append(undo, func() {
+				if err := h.Devices.DeleteLink(it.Name, ifindex); err != nil {
+					h.logf("%s prepare: undo: %v", p.Domain, err)
+				}
+			})
+			rec.Taps = append(rec.Taps, state.HookTap{Link: state.Link{Name: it.Name, Ifindex: ifindex, Created: true},
+				MAC: macString(it), Queues: max(it.Queues, 1), Owner: p.Owner, MTU: it.MTU})
+			if err := save(); err != nil {
+				return nil, fmt.Errorf("domain %s: %w", p.Domain, err)
+			}
+			d := fmt.Sprintf("created tap %s (ifindex %d, %d queue(s), vnet_hdr, owner %d", it.Name, ifindex, max(it.Queues, 1), p.Owner)
+			if it.MTU != 0 {
+				d += fmt.Sprintf(", mtu %d", it.MTU)
+			}
+			res.Done = append(res.Done, d+")")
+			h.logf("%s prepare: %s", p.Domain, d+")")
+		case KindVDPA:
+			if err := h.checkLinkFree(it.Link); err != nil {
+				return nil, fmt.Errorf("domain %s: interface %s: %w", p.Domain, ifaceName(it.MAC, 0), err)
+			}
+			vhost, err := h.Devices.CreateVDPA(ctx, it)
+			if err != nil {
+				return nil, fmt.Errorf("domain %s: interface %s: %w", p.Domain, ifaceName(it.MAC, 0), err)
+			}
+			undo = append(undo, func() {
+				dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+				defer cancel()
+				if err := h.Devices.DeleteVDPA(dctx, it.Name); err != nil {
+					h.logf("%s prepare: undo: %v", p.Domain, err)
+				}
+			})
+			hv := state.HookVDPA{VDPA: state.VDPA{Name: it.Name, Mgmtdev: it.Mgmtdev, Vhost: vhost, Created: true}, MAC: macString(it)}
+			rec.VDPAs = append(rec.VDPAs, hv)
+			if err := save(); err != nil {
+				return nil, fmt.Errorf("domain %s: %w", p.Domain, err)
+			}
+			if err := publish(it.Link, vhost); err != nil {
+				return nil, fmt.Errorf("domain %s: interface %s: %w", p.Domain, ifaceName(it.MAC, 0), err)
+			}
+			undo = append(undo, func() { unpublish(it.Link, vhost) })
+			rec.VDPAs[len(rec.VDPAs)-1].Link = it.Link
+			if err := save(); err != nil {
+				return nil, fmt.Errorf("domain %s: %w", p.Domain, err)
+			}
+			d := fmt.Sprintf("created vdpa %s from %s (%s, published as %s)", it.Name, it.Mgmtdev, vhost, it.Link)
+			res.Done = append(res.Done, d)
+			h.logf("%s prepare: %s", p.Domain, d)
+		}
+	}
+	if len(rec.Taps) == 0 && len(rec.VDPAs) == 0 {
+		// Only direct interfaces: keep the notes for hook status.
+		if err := save(); err != nil {
+			return nil, fmt.Errorf("domain %s: %w", p.Domain, err)
+		}
+	}
+	return res, nil
+}
+
+func macString(it Interface) string {
+	if it.MAC == nil {
+		return ""
+	}
+	return it.MAC.String()
+}
+
+// checkLinkFree refuses a published path that exists already (a record
+// from an earlier start was released before this is called).
+func (h *Hook) checkLinkFree(p string) error {
+	if _, err := os.Lstat(p); err == nil {
+		return fmt.Errorf("%s exists and netctl did not publish it for this domain: remove it, or name another vdpa device in <source dev>: %w", p, errs.ErrConflict)
+	}
+	return nil
+}
+
+// publish makes link a symlink to vhost, creating its directory.
+func publish(link, vhost string) error {
+	if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+		return fmt.Errorf("publish %s: %w", link, err)
+	}
+	if err := os.Symlink(vhost, link); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("publish %s: it exists and netctl did not make it: remove it: %w", link, errs.ErrConflict)
+		}
+		return fmt.Errorf("publish %s: %w", link, err)
+	}
+	return nil
+}
+
+// unpublish removes link if it still points at vhost.
+func unpublish(link, vhost string) error {
+	t, err := os.Readlink(link)
+	if err != nil || t != vhost {
+		return nil
+	}
+	if err := os.Remove(link); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove %s: %w", link, err)
+	}
+	return nil
+}
+
+// Started marks the domain's record started; a domain netctl prepared
+// nothing for has none and needs none.
+func (h *Hook) Started(ctx context.Context, p *Plan) (*Result, error) {
+	res := &Result{Domain: p.Domain, Op: "started"}
+	l, err := h.lock(ctx, p.Domain)
+	if err != nil {
+		return nil, err
+	}
+	defer l.Unlock()
+	rec, err := h.Store.LoadDomain(p.Domain)
+	if errors.Is(err, state.ErrNotFound) {
+		return res, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("domain %s: %w", p.Domain, err)
+	}
+	rec.Status, rec.Updated = state.DomainStarted, h.now().UTC()
+	if err := h.Store.SaveDomain(rec); err != nil {
+		return nil, fmt.Errorf("domain %s: %w", p.Domain, err)
+	}
+	res.Done = append(res.Done, "recorded as started")
+	h.logf("%s started: recorded", p.Domain)
+	return res, nil
+}
+
+// Reconnect rebuilds the domain's record after libvirtd restarted,
+// touching no device: a kept record is marked started; without one, the
+// taps and published vdpa devices the plan names that exist are recorded
+// as netctl's (libvirt only reconnects to domains it started, and the
+// plan says netctl made them). A failure here makes libvirt kill the
+// domain, so Reconnect fails only when it cannot write the record.
+func (h *Hook) Reconnect(ctx context.Context, p *Plan) (*Result, error) {
+	res := &Result{Domain: p.Domain, Op: "reconnect"}
+	if len(p.Interfaces) == 0 {
+		return res, nil
+	}
+	l, err := h.lock(ctx, p.Domain)
+	if err != nil {
+		return nil, err
+	}
+	defer l.Unlock()
+	rec, err := h.Store.LoadDomain(p.Domain)
+	if err != nil {
+		if !errors.Is(err, state.ErrNotFound) {
+			h.logf("%s reconnect: %v; rebuilding the record", p.Domain, err)
+		}
+		ns, _ := state.NetNS()
+		rec = &state.Domain{Schema: state.DomainSchema, Name: p.Domain, UUID: p.UUID, NetNS: ns, Prepared: h.now().UTC()}
+		for _, it := range p.Interfaces {
+			switch it.Kind {
+			case KindTap:
+				if ix := h.Devices.LinkIndex(it.Name); ix != 0 {
+					rec.Taps = append(rec.Taps, state.HookTap{Link: state.Link{Name: it.Name, Ifindex: ix, Created: true},
+						MAC: macString(it), Queues: max(it.Queues, 1), Owner: p.Owner, MTU: it.MTU})
+				}
+			case KindVDPA:
+				if t, err := os.Readlink(it.Link); err == nil {
+					rec.VDPAs = append(rec.VDPAs, state.HookVDPA{VDPA: state.VDPA{Name: it.Name, Mgmtdev: it.Mgmtdev, Vhost: t, Created: true},
+						MAC: macString(it), Link: it.Link})
+				}
+			}
+		}
+		res.Done = append(res.Done, fmt.Sprintf("rebuilt the record: %d tap(s), %d vdpa device(s)", len(rec.Taps), len(rec.VDPAs)))
+	} else {
+		res.Done = append(res.Done, "kept the record")
+	}
+	rec.Status, rec.Updated = state.DomainStarted, h.now().UTC()
+	if err := h.Store.SaveDomain(rec); err != nil {
+		return nil, fmt.Errorf("domain %s: %w", p.Domain, err)
+	}
+	h.logf("%s reconnect: %v", p.Domain, res.Done)
+	return res, nil
+}
+
+// Release deletes what the domain's record says netctl created, then the
+// record. Without a record it does nothing: a second release, or a
+// release of a domain netctl prepared nothing for, succeeds.
+func (h *Hook) Release(ctx context.Context, domain string) (*Result, error) {
+	res := &Result{Domain: domain, Op: "release"}
+	if err := state.CheckVMName(domain); err != nil || domain == "" {
+		return nil, fmt.Errorf("domain name %.64q: %w", domain, errs.ErrInvalid)
+	}
+	l, err := h.lock(ctx, domain)
+	if err != nil {
+		return nil, err
+	}
+	defer l.Unlock()
+	rec, err := h.Store.LoadDomain(domain)
+	if errors.Is(err, state.ErrNotFound) {
+		h.logf("%s release: nothing recorded", domain)
+		return res, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("domain %s: %w", domain, err)
+	}
+	if err := h.release(ctx, rec, res); err != nil {
+		return nil, fmt.Errorf("domain %s: %w", domain, err)
+	}
+	return res, nil
+}
+
+// release deletes rec's devices; what it could not delete stays in the
+// record (saved) so that the next release tries again.
+func (h *Hook) release(ctx context.Context, rec *state.Domain, res *Result) error {
+	var errsSeen []error
+	if ns, err := state.NetNS(); err == nil && rec.NetNS != 0 && ns != rec.NetNS && len(rec.Taps) > 0 {
+		return fmt.Errorf("the taps were made in network namespace %d, this is %d: run the release there", rec.NetNS, ns)
+	}
+	var keepTaps []state.HookTap
+	for _, t := range rec.Taps {
+		if !t.Created {
+			continue
+		}
+		if err := h.Devices.DeleteLink(t.Name, t.Ifindex); err != nil {
+			errsSeen = append(errsSeen, err)
+			keepTaps = append(keepTaps, t)
+			continue
+		}
+		res.Done = append(res.Done, "deleted tap "+t.Name)
+	}
+	var keepVDPA []state.HookVDPA
+	for _, v := range rec.VDPAs {
+		if v.Link != "" {
+			if err := unpublish(v.Link, v.Vhost); err != nil {
+				errsSeen = append(errsSeen, err)
+			}
+		}
+		if !v.Created {
+			continue
+		}
+		if err := h.Devices.DeleteVDPA(ctx, v.Name); err != nil {
+			errsSeen = append(errsSeen, err)
+			keepVDPA = append(keepVDPA, v)
+			continue
+		}
+		res.Done = append(res.Done, "deleted vdpa "+v.Name)
+	}
+	for _, d := range res.Done {
+		h.logf("%s release: %s", rec.Name, d)
+	}
+	if len(errsSeen) > 0 {
+		rec.Taps, rec.VDPAs, rec.Updated = keepTaps, keepVDPA, h.now().UTC()
+		if err := h.Store.SaveDomain(rec); err != nil {
+			errsSeen = append(errsSeen, err)
+		}
+		err := errors.Join(errsSeen...)
+		h.logf("%s release: %v", rec.Name, err)
+		return fmt.Errorf("%w (what was not deleted stays recorded; run the release again: netctl hook qemu %s release end -)", err, rec.Name)
+	}
+	return h.Store.RemoveDomain(rec.Name)
+}
+
+// Status lists the hook records (of one domain when name is not "").
+func (h *Hook) Status(name string) ([]*state.Domain, []error, error) {
+	if name != "" {
+		d, err := h.Store.LoadDomain(name)
+		if errors.Is(err, state.ErrNotFound) {
+			return nil, nil, nil
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		return []*state.Domain{d}, nil, nil
+	}
+	return h.Store.ListDomains()
+}

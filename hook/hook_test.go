@@ -1,0 +1,272 @@
+package hook
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/netctl/netctl/internal/errs"
+	"github.com/netctl/netctl/state"
+)
+
+// fakeDevices keeps links and vdpa devices in maps and fails the call
+// named in failAt.
+type fakeDevices struct {
+	links  map[string]int
+	vdpas  map[string]string
+	next   int
+	failAt string
+	calls  []string
+	devDir string
+}
+
+func newFake(t *testing.T) *fakeDevices {
+	return &fakeDevices{links: map[string]int{"eth0": 2}, vdpas: map[string]string{}, next: 10, devDir: t.TempDir()}
+}
+
+func (f *fakeDevices) fail(call string) error {
+	f.calls = append(f.calls, call)
+	if f.failAt == call {
+		return fmt.Errorf("injected failure at %s: %w", call, errs.ErrNotAvailable)
+	}
+	return nil
+}
+
+func (f *fakeDevices) LinkIndex(name string) int { return f.links[name] }
+
+func (f *fakeDevices) CreateTap(it Interface, owner int) (int, error) {
+	if err := f.fail("tap " + it.Name); err != nil {
+		return 0, err
+	}
+	if _, ok := f.links[it.Name]; ok {
+		return 0, fmt.Errorf("tap %s exists: %w", it.Name, errs.ErrConflict)
+	}
+	f.next++
+	f.links[it.Name] = f.next
+	return f.next, nil
+}
+
+func (f *fakeDevices) DeleteLink(name string, ifindex int) error {
+	if err := f.fail("del " + name); err != nil {
+		return err
+	}
+	if ix, ok := f.links[name]; ok && (ifindex == 0 || ix == ifindex) {
+		delete(f.links, name)
+	}
+	return nil
+}
+
+func (f *fakeDevices) CreateVDPA(_ context.Context, it Interface) (string, error) {
+	if err := f.fail("vdpa " + it.Name); err != nil {
+		return "", err
+	}
+	p := filepath.Join(f.devDir, "vhost-vdpa-"+it.Name)
+	if err := os.WriteFile(p, nil, 0o600); err != nil {
+		return "", err
+	}
+	f.vdpas[it.Name] = p
+	return p, nil
+}
+
+func (f *fakeDevices) DeleteVDPA(_ context.Context, name string) error {
+	if err := f.fail("delvdpa " + name); err != nil {
+		return err
+	}
+	delete(f.vdpas, name)
+	return nil
+}
+
+func (f *fakeDevices) CheckVhostNet() error { return f.fail("vhost-net") }
+
+func (f *fakeDevices) DirectNotes(it Interface) ([]string, error) {
+	if err := f.fail("direct " + it.Name); err != nil {
+		return nil, err
+	}
+	if _, ok := f.links[it.Name]; !ok {
+		return nil, fmt.Errorf("no lower %s: %w", it.Name, errs.ErrInvalid)
+	}
+	return []string{"direct on " + it.Name + ": rx-gro is off"}, nil
+}
+
+func (f *fakeDevices) snapshot() string {
+	var s []string
+	for n, ix := range f.links {
+		s = append(s, fmt.Sprintf("%s#%d", n, ix))
+	}
+	for n := range f.vdpas {
+		s = append(s, "vdpa:"+n)
+	}
+	sort.Strings(s)
+	return strings.Join(s, " ")
+}
+
+func newTestHook(t *testing.T, dev Devices) (*Hook, *bytes.Buffer, string) {
+	t.Helper()
+	dir := t.TempDir()
+	st, err := state.Open(filepath.Join(dir, "run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vd := filepath.Join(dir, "run", "vdpa")
+	cfg := cfgWith(t, `{"vdpa_dir": "`+vd+`"}`)
+	var log bytes.Buffer
+	return &Hook{Config: cfg, Store: st, Devices: dev, Log: &log}, &log, vd
+}
+
+func allXML(t *testing.T, vdpaDir string) []byte {
+	return bytes.ReplaceAll(sample(t, "netctl-all.xml"), []byte("/run/netctl/vdpa"), []byte(vdpaDir))
+}
+
+func TestPrepareReleaseFake(t *testing.T) {
+	f := newFake(t)
+	h, log, vd := newTestHook(t, f)
+	ctx := context.Background()
+	xml := allXML(t, vd)
+	res, err := h.Run(ctx, "netctl-all", "prepare", "begin", bytes.NewReader(xml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.snapshot(); got != "eth0#2 vdpa:vm1vdpa0 vm1tap0#11" {
+		t.Errorf("after prepare: %s", got)
+	}
+	if len(res.Notes) != 1 || !strings.Contains(res.Notes[0], "rx-gro") {
+		t.Errorf("notes %v", res.Notes)
+	}
+	link := filepath.Join(vd, "vm1vdpa0")
+	if tgt, err := os.Readlink(link); err != nil || tgt != f.vdpas["vm1vdpa0"] {
+		t.Errorf("published %s -> %q, %v", link, tgt, err)
+	}
+	rec, err := h.Store.LoadDomain("netctl-all")
+	if err != nil || rec.Status != state.DomainPrepared || len(rec.Taps) != 1 || rec.Taps[0].Owner != 107 || len(rec.VDPAs) != 1 || rec.VDPAs[0].Link != link {
+		t.Fatalf("record %+v, %v", rec, err)
+	}
+	if _, err := h.Run(ctx, "netctl-all", "started", "begin", bytes.NewReader(xml)); err != nil {
+		t.Fatal(err)
+	}
+	if rec, _ := h.Store.LoadDomain("netctl-all"); rec.Status != state.DomainStarted {
+		t.Errorf("after started: %s", rec.Status)
+	}
+	// reconnect without a record rebuilds it from what exists.
+	h.Store.RemoveDomain("netctl-all")
+	before := f.snapshot()
+	res, err = h.Run(ctx, "netctl-all", "reconnect", "begin", bytes.NewReader(xml))
+	if err != nil || f.snapshot() != before {
+		t.Fatalf("reconnect: %v; devices %s -> %s", err, before, f.snapshot())
+	}
+	rec, err = h.Store.LoadDomain("netctl-all")
+	if err != nil || rec.Status != state.DomainStarted || len(rec.Taps) != 1 || rec.Taps[0].Ifindex != 11 || len(rec.VDPAs) != 1 {
+		t.Fatalf("rebuilt record %+v, %v", rec, err)
+	}
+	// Someone else's link took a name meanwhile: release leaves it.
+	f.links["vm1tap0"] = 99
+	if _, err := h.Run(ctx, "netctl-all", "release", "end", nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.snapshot(); got != "eth0#2 vm1tap0#99" {
+		t.Errorf("after release: %s", got)
+	}
+	if _, err := os.Lstat(link); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("release left %s", link)
+	}
+	if _, err := h.Run(ctx, "netctl-all", "release", "end", nil); err != nil {
+		t.Errorf("second release: %v", err)
+	}
+	if !strings.Contains(log.String(), "nothing recorded") {
+		t.Errorf("log:\n%s", log)
+	}
+}
+
+// TestPrepareUndoesEveryStep injects a failure at each step: the hook
+// fails, and no tap, vdpa device, symlink or record is left.
+func TestPrepareUndoesEveryStep(t *testing.T) {
+	steps := []string{"direct eth0", "vhost-net", "tap vm1tap0", "vdpa vm1vdpa0"}
+	for _, step := range steps {
+		t.Run(step, func(t *testing.T) {
+			f := newFake(t)
+			f.failAt = step
+			h, _, vd := newTestHook(t, f)
+			before := f.snapshot()
+			_, err := h.Run(context.Background(), "netctl-all", "prepare", "begin", bytes.NewReader(allXML(t, vd)))
+			if err == nil || !strings.Contains(err.Error(), "injected failure at "+step) {
+				t.Fatalf("prepare: %v", err)
+			}
+			if strings.ContainsAny(err.Error(), "\n") {
+				t.Errorf("not one line: %q", err)
+			}
+			if got := f.snapshot(); got != before {
+				t.Errorf("devices %s -> %s", before, got)
+			}
+			if es, _ := os.ReadDir(vd); len(es) != 0 {
+				t.Errorf("left in %s: %v", vd, es)
+			}
+			if ds, _, _ := h.Store.ListDomains(); len(ds) != 0 {
+				t.Errorf("left a record: %+v", ds[0])
+			}
+		})
+	}
+	// A symlink in the way (not netctl's) refuses the start, undoing the tap.
+	f := newFake(t)
+	h, _, vd := newTestHook(t, f)
+	os.MkdirAll(vd, 0o755)
+	os.Symlink("/dev/null", filepath.Join(vd, "vm1vdpa0"))
+	before := f.snapshot()
+	_, err := h.Run(context.Background(), "netctl-all", "prepare", "begin", bytes.NewReader(allXML(t, vd)))
+	if !errors.Is(err, errs.ErrConflict) || f.snapshot() != before {
+		t.Errorf("symlink in the way: %v; %s -> %s", err, before, f.snapshot())
+	}
+	if tgt, _ := os.Readlink(filepath.Join(vd, "vm1vdpa0")); tgt != "/dev/null" {
+		t.Errorf("the foreign symlink was changed: %q", tgt)
+	}
+}
+
+// TestReleaseFailureKeepsRecord: what release could not delete stays
+// recorded, and the next release finishes the job.
+func TestReleaseFailureKeepsRecord(t *testing.T) {
+	f := newFake(t)
+	h, _, vd := newTestHook(t, f)
+	ctx := context.Background()
+	if _, err := h.Run(ctx, "netctl-all", "prepare", "begin", bytes.NewReader(allXML(t, vd))); err != nil {
+		t.Fatal(err)
+	}
+	f.failAt = "delvdpa vm1vdpa0"
+	if _, err := h.Run(ctx, "netctl-all", "release", "end", nil); err == nil || !strings.Contains(err.Error(), "run the release again") {
+		t.Fatalf("release: %v", err)
+	}
+	rec, err := h.Store.LoadDomain("netctl-all")
+	if err != nil || len(rec.Taps) != 0 || len(rec.VDPAs) != 1 {
+		t.Fatalf("record after a half release: %+v %v", rec, err)
+	}
+	f.failAt = ""
+	if _, err := h.Run(ctx, "netctl-all", "release", "end", nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.snapshot(); got != "eth0#2" {
+		t.Errorf("left %s", got)
+	}
+}
+
+// TestRunMismatchAndIgnored: the XML must be the named domain; other
+// operations do nothing and do not read stdin.
+func TestRunMismatchAndIgnored(t *testing.T) {
+	f := newFake(t)
+	h, _, vd := newTestHook(t, f)
+	if _, err := h.Run(context.Background(), "other", "prepare", "begin", bytes.NewReader(allXML(t, vd))); !errors.Is(err, errs.ErrInvalid) {
+		t.Errorf("mismatch: %v", err)
+	}
+	for _, op := range []string{"start begin", "stopped end", "migrate begin", "restore begin", "attach begin"} {
+		o, s, _ := strings.Cut(op, " ")
+		if _, err := h.Run(context.Background(), "x", o, s, nil); err != nil {
+			t.Errorf("%s: %v", op, err)
+		}
+	}
+	if !slices.Equal(f.calls, nil) {
+		t.Errorf("calls %v", f.calls)
+	}
+}

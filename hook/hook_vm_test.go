@@ -1,0 +1,190 @@
+package hook
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/netctl/netctl/internal/errs"
+	"github.com/netctl/netctl/internal/testenv"
+	"github.com/netctl/netctl/qmp"
+	"github.com/netctl/netctl/state"
+	"github.com/netctl/netctl/test/l2"
+	"github.com/netctl/netctl/test/vduse"
+)
+
+// vdpaXML is a domain with one vdpa interface that netctl publishes; the
+// path is as the VM's root sees it (the nested QEMU, chrooted in
+// l2.Root, sees it without the prefix).
+func vdpaXML(dir, name string) []byte {
+	return []byte(`<domain type='qemu'>
+  <name>hookvdpa</name>
+  <metadata>
+    <netctl:hook xmlns:netctl="http://netctl.dev/xmlns/hook/1">
+      <netctl:interface mac="52:54:00:95:db:c0" mgmtdev="vduse" backend="vdpa"/>
+    </netctl:hook>
+  </metadata>
+  <memory unit='KiB'>262144</memory>
+  <os><type arch='x86_64' machine='q35'>hvm</type></os>
+  <devices>
+    <interface type='vdpa'>
+      <mac address='52:54:00:95:db:c0'/>
+      <source dev='` + dir + `/` + name + `'/>
+    </interface>
+  </devices>
+</domain>`)
+}
+
+func vmHook(t *testing.T, run string) *Hook {
+	t.Helper()
+	st, err := state.Open(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := cfgWith(t, `{"vdpa_dir": "`+filepath.Join(l2.Root, "run/netctl/vdpa")+`", "timeout": "60s"}`)
+	return &Hook{Config: cfg, Store: st, Devices: RealDevices{}}
+}
+
+// TestVMHookVDPA: prepare for a type='vdpa' interface with management
+// device vduse creates the vdpa device, binds it to vhost_vdpa and
+// publishes /run/netctl/vdpa/NAME; a nested QEMU opens that path with
+// -netdev vhost-vdpa; release deletes the device and the link, a second
+// release is fine, and the VDUSE device is destroyed cleanly. On a
+// kernel without vDPA, prepare fails with the clear "no vdpa" error and
+// leaves nothing.
+func TestVMHookVDPA(t *testing.T) {
+	testenv.Require(t, "vduse", func(m *testenv.Missing) {
+		h := vmHook(m.T, m.TempDir())
+		_, err := h.Run(context.Background(), "hookvdpa", "prepare", "begin", bytes.NewReader(vdpaXML(h.Config.VDPADir, "netctl-h1")))
+		m.Logf("prepare without vDPA: %v", err)
+		m.Err(err, errs.ErrNotAvailable, "vdpa")
+		ds, _, _ := h.Store.ListDomains()
+		m.Check(len(ds) == 0, "a record was left: %v", ds)
+		_, lerr := os.Lstat(filepath.Join(h.Config.VDPADir, "netctl-h1"))
+		m.Check(errors.Is(lerr, os.ErrNotExist), "a published link was left: %v", lerr)
+	})
+	if err := l2.Chroot(); err != nil {
+		t.Fatal(err)
+	}
+	dev, err := vduse.Create(vduse.Config{Name: "netctl-h1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			dev.Close()
+		}
+	}()
+	h := vmHook(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	xml := vdpaXML(h.Config.VDPADir, "netctl-h1")
+	res, err := h.Run(ctx, "hookvdpa", "prepare", "begin", bytes.NewReader(xml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("prepare: %v", res.Done)
+	link := filepath.Join(h.Config.VDPADir, "netctl-h1")
+	target, err := os.Readlink(link)
+	if err != nil || !strings.HasPrefix(target, "/dev/vhost-vdpa-") {
+		t.Fatalf("published %s -> %q, %v", link, target, err)
+	}
+	if st, err := os.Stat(link); err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		t.Fatalf("%s does not lead to a char device: %v", link, err)
+	}
+	if drv, err := os.Readlink("/sys/bus/vdpa/devices/netctl-h1/driver"); err != nil || filepath.Base(drv) != "vhost_vdpa" {
+		t.Errorf("netctl-h1's driver: %q, %v", drv, err)
+	}
+	if _, err := h.Run(ctx, "hookvdpa", "started", "begin", bytes.NewReader(xml)); err != nil {
+		t.Fatal(err)
+	}
+
+	// QEMU (chrooted in l2.Root, shared RAM for VDUSE) opens the path the
+	// XML names, as libvirt would hand it over.
+	inChroot := strings.TrimPrefix(link, l2.Root)
+	pid, stop := startQEMUWith(t, "hookvdpa", "-netdev", "vhost-vdpa,vhostdev="+inChroot+",id=n0",
+		"-device", "virtio-net-pci,netdev=n0,mac=52:54:00:95:db:c0,bus=rp1")
+	fds, err := l2.FDs(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fds[l2.Root+target] != 1 { // QEMU opened it inside the chroot
+		t.Errorf("QEMU's fds %v: want %s once", fds, l2.Root+target)
+	}
+	stop()
+
+	if _, err := h.Run(ctx, "hookvdpa", "release", "end", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat("/sys/bus/vdpa/devices/netctl-h1"); !os.IsNotExist(err) {
+		t.Errorf("vdpa device netctl-h1 after release: %v", err)
+	}
+	if _, err := os.Lstat(link); !os.IsNotExist(err) {
+		t.Errorf("%s after release: %v", link, err)
+	}
+	if _, err := h.Run(ctx, "hookvdpa", "release", "end", nil); err != nil {
+		t.Errorf("second release: %v", err)
+	}
+	closed = true
+	if err := dev.Close(); err != nil {
+		t.Errorf("destroying the VDUSE device after release: %v", err)
+	}
+}
+
+// startQEMUWith starts a paused QEMU chrooted in l2.Root with shared RAM
+// and extra arguments, waits for its QMP socket, and returns its pid and
+// a stop function.
+func startQEMUWith(t *testing.T, name string, extra ...string) (int, func()) {
+	t.Helper()
+	sock := "/run/l2/" + name + ".sock"
+	os.MkdirAll(l2.Root+"/run/l2", 0o755)
+	os.Remove(l2.Root + sock)
+	args := append([]string{"/usr/bin/qemu-system-x86_64", "-S", "-nodefaults", "-display", "none", "-m", "256",
+		"-machine", "q35", "-device", "pcie-root-port,id=rp1,bus=pcie.0,chassis=1", "-name", name,
+		"-qmp", "unix:" + sock + ",server=on,wait=off",
+		"-object", "memory-backend-memfd,id=mem,size=256M,share=on", "-machine", "memory-backend=mem"}, extra...)
+	cmd := exec.Command("chroot", append([]string{l2.Root}, args...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	}
+	t.Cleanup(func() {
+		stop()
+		if t.Failed() {
+			t.Logf("QEMU's stderr: %s", stderr.String())
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for {
+		c, err := qmp.Dial(ctx, l2.Root+sock)
+		if err == nil {
+			pid, err := c.PeerPID()
+			c.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return pid, stop
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("QEMU's QMP socket never answered: %v (stderr %s)", err, stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

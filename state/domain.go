@@ -1,0 +1,249 @@
+package state
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// DomainSchema names the format of a hook record; ParseDomain refuses any
+// other value.
+const DomainSchema = "netctl.hook/v1"
+
+// DomainStatus is where a libvirt domain is in the hook's view.
+type DomainStatus string
+
+const (
+	// DomainPrepared: prepare begin created the host side; QEMU is not up.
+	DomainPrepared DomainStatus = "prepared"
+	// DomainStarted: started begin (or reconnect begin) saw QEMU up.
+	DomainStarted DomainStatus = "started"
+)
+
+// HookVDPA is a vdpa device the hook created and the symlink it published.
+type HookVDPA struct {
+	VDPA
+	MAC  string `json:"mac,omitempty"`
+	Link string `json:"link,omitempty"` // /run/netctl/vdpa/NAME -> Vhost
+}
+
+// HookTap is a persistent tap the hook created.
+type HookTap struct {
+	Link
+	MAC    string `json:"mac,omitempty"`
+	Queues int    `json:"queues,omitempty"`
+	Owner  int    `json:"owner"`
+	MTU    int    `json:"mtu,omitempty"`
+}
+
+// Domain is the record of what the libvirt hook prepared for one domain.
+// Only what has Created set is deleted at release.
+type Domain struct {
+	Schema   string       `json:"schema"`
+	Name     string       `json:"domain"`
+	UUID     string       `json:"uuid,omitempty"`
+	Status   DomainStatus `json:"status"`
+	NetNS    uint64       `json:"netns,omitempty"`
+	Taps     []HookTap    `json:"taps,omitempty"`
+	VDPAs    []HookVDPA   `json:"vdpas,omitempty"`
+	Notes    []string     `json:"notes,omitempty"` // what the guest loses on direct interfaces, and the like
+	Prepared time.Time    `json:"prepared"`
+	Updated  time.Time    `json:"updated"`
+}
+
+// MaxDomainNotes bounds the notes of one record.
+const MaxDomainNotes = 256
+
+// Validate checks a hook record read from disk or about to be written.
+func (d *Domain) Validate() error {
+	if d.Schema != DomainSchema {
+		return fmt.Errorf("schema %.64q, want %q: %w", d.Schema, DomainSchema, ErrInvalid)
+	}
+	if d.Name == "" {
+		return fmt.Errorf("hook record without a domain name: %w", ErrInvalid)
+	}
+	if err := CheckVMName(d.Name); err != nil {
+		return err
+	}
+	switch d.Status {
+	case DomainPrepared, DomainStarted:
+	default:
+		return fmt.Errorf("hook record status %.32q: %w", d.Status, ErrInvalid)
+	}
+	if len(d.Taps) > 4096 || len(d.VDPAs) > 4096 || len(d.Notes) > MaxDomainNotes {
+		return fmt.Errorf("hook record of %s lists too many devices or notes: %w", d.Name, ErrInvalid)
+	}
+	for i := range d.Taps {
+		if err := checkLink("tap", &d.Taps[i].Link); err != nil {
+			return err
+		}
+	}
+	for _, v := range d.VDPAs {
+		if !ifnamePattern.MatchString(v.Name) && !vdpaNamePattern(v.Name) {
+			return fmt.Errorf("vdpa name %.64q: %w", v.Name, ErrInvalid)
+		}
+		if v.Link != "" && !strings.HasPrefix(v.Link, "/") {
+			return fmt.Errorf("vdpa link %.128q is not absolute: %w", v.Link, ErrInvalid)
+		}
+	}
+	return nil
+}
+
+func vdpaNamePattern(s string) bool {
+	if s == "" || len(s) > 64 || s[0] == '.' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// ParseDomain decodes and validates a hook record.
+func ParseDomain(b []byte) (*Domain, error) {
+	if len(b) > MaxRecordSize {
+		return nil, fmt.Errorf("hook record of %d bytes (at most %d): %w", len(b), MaxRecordSize, ErrInvalid)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var d Domain
+	if err := dec.Decode(&d); err != nil {
+		return nil, fmt.Errorf("hook record: %v: %w", err, ErrInvalid)
+	}
+	if err := d.Validate(); err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
+func (s *Store) domainDir() string { return filepath.Join(s.Dir, "hook") }
+
+func (s *Store) domainPath(name string) string {
+	return filepath.Join(s.domainDir(), VMKey(name)+".json")
+}
+
+// DomainLockKey is the lock key of a libvirt domain's hook record.
+func DomainLockKey(name string) string { return "hook-" + VMKey(name) }
+
+// SaveDomain writes the hook record atomically; the caller holds
+// DomainLockKey(d.Name).
+func (s *Store) SaveDomain(d *Domain) error {
+	if err := d.Validate(); err != nil {
+		return fmt.Errorf("state: not saving an invalid hook record: %w", err)
+	}
+	b, err := json.MarshalIndent(d, "", "  ")
+	if err != nil {
+		return fmt.Errorf("state: encode: %w", err)
+	}
+	b = append(b, '\n')
+	dir := s.domainDir()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("state: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, ".tmp-*")
+	if err != nil {
+		return fmt.Errorf("state: %w", err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if _, err := tmp.Write(b); err != nil {
+		return fmt.Errorf("state: write %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fmt.Errorf("state: fsync %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("state: close %s: %w", tmp.Name(), err)
+	}
+	if err := os.Rename(tmp.Name(), s.domainPath(d.Name)); err != nil {
+		return fmt.Errorf("state: %w", err)
+	}
+	ok = true
+	syncDir(dir)
+	return nil
+}
+
+// LoadDomain reads the hook record of domain name; ErrNotFound when there
+// is none.
+func (s *Store) LoadDomain(name string) (*Domain, error) {
+	return readDomain(s.domainPath(name))
+}
+
+func readDomain(p string) (*Domain, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("state: %s: %w", p, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("state: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxRecordSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("state: read %s: %w", p, err)
+	}
+	d, err := ParseDomain(b)
+	if err != nil {
+		return nil, fmt.Errorf("state: %s: %w (remove the file if the domain is not running)", p, err)
+	}
+	return d, nil
+}
+
+// RemoveDomain deletes the hook record of domain name; one that is not
+// there is not an error.
+func (s *Store) RemoveDomain(name string) error {
+	if err := os.Remove(s.domainPath(name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("state: %w", err)
+	}
+	syncDir(s.domainDir())
+	return nil
+}
+
+// ListDomains reads every hook record, sorted by domain key; unreadable
+// files are reported in bad and skipped.
+func (s *Store) ListDomains() (ds []*Domain, bad []error, err error) {
+	es, err := os.ReadDir(s.domainDir())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("state: %w", err)
+	}
+	var names []string
+	for _, e := range es {
+		if n := e.Name(); strings.HasSuffix(n, ".json") && !strings.HasPrefix(n, ".") {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	if len(names) > MaxRecords {
+		bad = append(bad, fmt.Errorf("state: %s holds %d records; reading the first %d", s.domainDir(), len(names), MaxRecords))
+		names = names[:MaxRecords]
+	}
+	for _, n := range names {
+		d, err := readDomain(filepath.Join(s.domainDir(), n))
+		if err != nil {
+			bad = append(bad, err)
+			continue
+		}
+		ds = append(ds, d)
+	}
+	return ds, bad, nil
+}
