@@ -38,7 +38,7 @@ exit 0
 `
 
 const guestScript = `netctl-modprobe virtio_net
-ip link set eth0 up && ip addr add 10.78.0.2/24 dev eth0 && echo GUEST-NET-UP
+ip link set eth0 up && ip addr add 10.78.0.2/24 dev eth0 && ip addr add 10.78.1.2/24 dev eth0 && echo GUEST-NET-UP
 sleep 3600
 `
 
