@@ -132,7 +132,13 @@ func TestHostLibvirtdNetctlHook(t *testing.T) {
 	if err != nil || strings.Contains(string(st), "nctl") {
 		t.Errorf("netctl hook status at the end: %v\n%s", err, st)
 	}
-	t.Logf("netctl's log:\n%s", readFile("/var/log/netctl/hook.log"))
+	log := readFile("/var/log/netctl/hook.log")
+	for _, want := range []string{"nctl prepare: created tap nctllv0", "nctl release: deleted tap nctllv0", "nctl prepare failed, undone"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("netctl's log (/var/log/netctl/hook.log) lacks %q", want)
+		}
+	}
+	t.Logf("netctl's log:\n%s", log)
 }
 
 func readFile(p string) string {
