@@ -105,14 +105,25 @@ func TestHostLibvirtdHookProof(t *testing.T) {
 	if err := os.Truncate(filepath.Join("/var/log/libvirt", "proof-hook.log"), 0); err != nil {
 		t.Fatal(err)
 	}
-	out, err := d.Create(g, g.DomainXML("", tapIface))
+	// A defined domain this time: virsh start, as an operator would.
+	f := filepath.Join(g.Dir, "domain.xml")
+	if err := os.WriteFile(f, []byte(g.DomainXML("", tapIface)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := d.Virsh("define", f); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	out, err := d.Virsh("start", "proof")
 	if err == nil {
-		t.Fatalf("virsh create succeeded with a hook that refuses prepare:\n%s", out)
+		t.Fatalf("virsh start succeeded with a hook that refuses prepare:\n%s", out)
+	}
+	if out, err := d.Virsh("undefine", "proof"); err != nil {
+		t.Errorf("%v\n%s", err, out)
 	}
 	if !strings.Contains(out, "proof-hook: refusing proof: no such backend") {
 		t.Errorf("virsh's error lacks the hook's line:\n%s", out)
 	}
-	t.Logf("virsh create with the hook refusing: %s", strings.TrimSpace(out))
+	t.Logf("virsh start with the hook refusing: %s", strings.TrimSpace(out))
 	if names, err := d.Running(); err != nil || len(names) != 0 {
 		t.Errorf("running domains after the refusal: %v %v", names, err)
 	}
