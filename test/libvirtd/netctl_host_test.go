@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/netctl/netctl/internal/testenv"
 	"github.com/netctl/netctl/test/guest"
 	"github.com/netctl/netctl/test/libvirtd"
@@ -113,6 +115,30 @@ func TestHostLibvirtdNetctlHook(t *testing.T) {
 	t.Logf("virsh create, vhost-net without /dev/vhost-net: %s", strings.TrimSpace(out2))
 	if !strings.Contains(out2, "50-netctl nctl prepare begin") || !strings.Contains(out2, "vhost-net") {
 		t.Errorf("virsh's error lacks netctl's line about vhost-net:\n%s", out2)
+	}
+
+	// A link by the tap's name that netctl did not make: refused, and the
+	// release libvirt runs after the refusal leaves that link alone.
+	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "nctllv0"}, PeerName: "nctllv0p"}); err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := netlink.LinkByName("nctllv0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out3, err := d.Create(g, g.DomainXML(netctlMetadata, netctlIface(`<driver name='qemu' queues='2'/>`)))
+	if err == nil {
+		t.Fatalf("virsh create over a link netctl did not make succeeded:\n%s", out3)
+	}
+	t.Logf("virsh create, nctllv0 already a veth: %s", strings.TrimSpace(out3))
+	if !strings.Contains(out3, "50-netctl nctl prepare begin") || !strings.Contains(out3, "nctllv0") {
+		t.Errorf("virsh's error lacks netctl's line about nctllv0:\n%s", out3)
+	}
+	if l, err := netlink.LinkByName("nctllv0"); err != nil || l.Attrs().Index != theirs.Attrs().Index || l.Type() != "veth" {
+		t.Errorf("the veth nctllv0 after the refusal and release: %v %v (want it untouched)", l, err)
+	}
+	if err := netlink.LinkDel(theirs); err != nil {
+		t.Fatal(err)
 	}
 
 	// Nothing left: no domain, no link but lo, no record.
