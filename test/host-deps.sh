@@ -6,6 +6,10 @@
 #   cpio             only to cross-check the initramfs writer in a unit test
 #   iproute2         ip, used by tests and the demo
 #   gcc, libc6-dev   the C side of make bench's setup comparison (static binary)
+#   libvirt-daemon-system, libvirt-clients  a real libvirtd (libvirtd, virtlogd,
+#                    virsh, the libvirt-qemu user QEMU runs as) for the libvirt
+#                    hook's end-to-end host test (test/libvirtd); installed with
+#                    no daemon started (policy-rc.d says 101 while apt runs)
 # The kernels and busybox themselves are fetched into .cache/vm by
 # "netctl-vm prepare" (apt-get download; the machine's sources stay as they are).
 set -euo pipefail
@@ -16,6 +20,8 @@ command -v cpio >/dev/null || need+=(cpio)
 command -v ip >/dev/null || need+=(iproute2)
 command -v gcc >/dev/null || need+=(gcc)
 [ -f /usr/include/linux/vhost.h ] && [ -f /usr/lib/x86_64-linux-gnu/libc.a ] || need+=(libc6-dev linux-libc-dev)
+command -v libvirtd >/dev/null && command -v virtlogd >/dev/null && command -v virsh >/dev/null &&
+  getent passwd libvirt-qemu >/dev/null || need+=(libvirt-daemon-system libvirt-clients)
 command -v dpkg-deb >/dev/null || { echo "host-deps: dpkg-deb missing: this is not a Debian machine" >&2; exit 1; }
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
@@ -23,5 +29,12 @@ if [ "$(id -u)" != 0 ]; then
   exit 1
 fi
 echo "host-deps: installing ${need[*]}"
+# No service may start from a postinst (libvirtd, virtlogd): where the machine
+# has no policy-rc.d, one that denies every start stands in while apt runs.
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+  printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+  chmod 755 /usr/sbin/policy-rc.d
+  trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+fi
 apt-get update -q >/dev/null
 DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${need[@]}" >/dev/null

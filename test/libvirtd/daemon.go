@@ -1,0 +1,284 @@
+package libvirtd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// URI is the connection URI of a test's daemon (qemu:///system through its
+// private socket).
+const URI = "qemu:///system"
+
+// qemuConf is the daemon's qemu.conf: no cgroups (the test's private /sys
+// has no cgroup mounts, and nothing is left in the machine's cgroup tree),
+// no mount namespace for QEMU (libvirt would carry the test's mounts under
+// /dev, the bind over /dev/kvm, into it and fails to), QEMU as
+// libvirt-qemu as Debian's default.
+const qemuConf = `# netctl test/libvirtd
+user = "libvirt-qemu"
+group = "libvirt-qemu"
+cgroup_controllers = [ ]
+namespaces = [ ]
+`
+
+// Daemon is a running libvirtd and virtlogd of one host test. It is not
+// safe for concurrent use; call its methods from the test goroutine, whose
+// thread is in the test's namespaces.
+type Daemon struct {
+	// Dir is the test's private tree (under os.TempDir(), mode 0755).
+	Dir string
+	// HookDir is where libvirtd looks for hooks, /etc/libvirt/hooks, as the
+	// test sees it (a bind of Dir/hooks).
+	HookDir string
+	// Log is libvirtd's own log file (hook failures are logged there).
+	Log string
+
+	t        testing.TB
+	mounts   []string // mounted by New and Private, in order
+	made     []string // mount points Private made on the machine
+	virtlogd *exec.Cmd
+	libvirtd *exec.Cmd
+}
+
+// binds are the libvirt directories a test gets its own copies of, and
+// the name of each copy under Dir.
+var binds = []struct{ path, name string }{
+	{"/etc/libvirt/hooks", "hooks"},
+	{"/etc/libvirt/qemu", "etc-qemu"},
+	{"/var/lib/libvirt", "lib"},
+	{"/var/log/libvirt", "log"},
+}
+
+// New makes the test's private libvirt tree and mounts it, without
+// starting anything: install hooks into d.HookDir, then call d.Start. Call
+// it from the test goroutine after testenv.Host; it fails the test where
+// libvirt is not installed (make vm-deps installs it).
+func New(t *testing.T) *Daemon {
+	t.Helper()
+	for _, b := range []string{"libvirtd", "virtlogd", "virsh"} {
+		if _, err := exec.LookPath(b); err != nil {
+			t.Fatalf("libvirtd: %s not found: run test/host-deps.sh (make vm-deps) to install libvirt-daemon-system and libvirt-clients", b)
+		}
+	}
+	dir, err := os.MkdirTemp("", "netctl-libvirtd-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &Daemon{Dir: dir, HookDir: "/etc/libvirt/hooks", t: t}
+	t.Cleanup(d.cleanup)
+	if err := os.Chmod(dir, 0o755); err != nil { // QEMU, as libvirt-qemu, reads the guest's files under it
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", "/run", "tmpfs", 0, "mode=0755"); err != nil {
+		t.Fatalf("libvirtd: a private /run (after testenv.Host): %v", err)
+	}
+	d.mounts = append(d.mounts, "/run")
+	for _, b := range binds {
+		src := filepath.Join(dir, b.name)
+		if err := os.Mkdir(src, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(b.path, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Mount(src, b.path, "", unix.MS_BIND, ""); err != nil {
+			t.Fatalf("libvirtd: bind %s on %s: %v", src, b.path, err)
+		}
+		d.mounts = append(d.mounts, b.path)
+	}
+	if err := os.MkdirAll(filepath.Join(d.HookDir, "qemu.d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(dir, "qemu.conf")
+	if err := os.WriteFile(conf, []byte(qemuConf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount(conf, "/etc/libvirt/qemu.conf", "", unix.MS_BIND, ""); err != nil {
+		t.Fatalf("libvirtd: bind qemu.conf: %v", err)
+	}
+	d.mounts = append(d.mounts, "/etc/libvirt/qemu.conf")
+	// Hide /dev/kvm from libvirt-qemu where it exists: on these machines
+	// it is there but QEMU cannot use it, so libvirt 9.0 finds KVM
+	// "usable" (the node opens) while its probe of QEMU says no KVM, judges
+	// its capabilities cache stale at every lookup and probes each QEMU
+	// binary again, twice: 52 s for one virsh create. A root-only file in
+	// its place (in the test's mount namespace only) makes KVM unusable to
+	// libvirt and the cache hold. The domains are type='qemu' (TCG) anyway.
+	if _, err := os.Stat("/dev/kvm"); err == nil {
+		nokvm := filepath.Join(dir, "nokvm")
+		if err := os.WriteFile(nokvm, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Mount(nokvm, "/dev/kvm", "", unix.MS_BIND, ""); err != nil {
+			t.Fatalf("libvirtd: hide /dev/kvm: %v", err)
+		}
+		d.mounts = append(d.mounts, "/dev/kvm")
+	}
+	d.Log = "/var/log/libvirt/libvirtd.log"
+	return d
+}
+
+// Start starts virtlogd and libvirtd in the test's namespaces and waits
+// until virsh answers (up to 90 s: a first start probes QEMU). Hooks must
+// be in HookDir already.
+func (d *Daemon) Start(ctx context.Context) error {
+	env := []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
+		"LIBVIRT_LOG_OUTPUTS=1:file:" + d.Log, "LIBVIRT_LOG_FILTERS=1:util.hook 1:util.command 3:*"}
+	// Their stderr goes to a file: a pipe would stay open in what they spawn.
+	stderr, err := os.Create(filepath.Join(d.Dir, "daemons.stderr"))
+	if err != nil {
+		return err
+	}
+	defer stderr.Close()
+	d.virtlogd = exec.Command("virtlogd", "--pid-file", "/run/virtlogd.pid")
+	d.virtlogd.Env = env
+	d.virtlogd.Stdout, d.virtlogd.Stderr = stderr, stderr
+	if err := d.virtlogd.Start(); err != nil {
+		return fmt.Errorf("libvirtd: start virtlogd: %w", err)
+	}
+	d.libvirtd = exec.Command("libvirtd", "--pid-file", "/run/libvirtd.pid")
+	d.libvirtd.Env = env
+	d.libvirtd.Stdout, d.libvirtd.Stderr = stderr, stderr
+	if err := d.libvirtd.Start(); err != nil {
+		return fmt.Errorf("libvirtd: start libvirtd: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	for {
+		if _, err := d.Virsh("version"); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("libvirtd: no answer from virsh within 90 s (see %s and %s): %w", stderr.Name(), d.Log, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// Virsh runs virsh against the test's daemon and returns its combined
+// output; a non-zero exit is an error that carries the output (virsh's
+// "error: ..." lines).
+func (d *Daemon) Virsh(args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "virsh", append([]string{"-c", URI}, args...)...)
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root"}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("virsh %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return string(out), nil
+}
+
+// Running lists the names of the running domains.
+func (d *Daemon) Running() ([]string, error) {
+	out, err := d.Virsh("list", "--name")
+	if err != nil {
+		return nil, err
+	}
+	return strings.Fields(out), nil
+}
+
+// stop ends one of the daemons: SIGTERM, and SIGKILL after 10 s.
+func stop(cmd *exec.Cmd) error {
+	if cmd == nil || cmd.Process == nil {
+		return nil
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.ExitCode() <= 0 { // ended by the signal
+			return nil
+		}
+		return err
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		return fmt.Errorf("%s ignored SIGTERM for 10 s and was killed", cmd.Path)
+	}
+}
+
+func (d *Daemon) cleanup() {
+	t := d.t
+	if d.libvirtd != nil && d.libvirtd.Process != nil {
+		if names, err := d.Running(); err == nil {
+			for _, n := range names {
+				if _, err := d.Virsh("destroy", n); err != nil {
+					t.Errorf("libvirtd cleanup: %v", err)
+				}
+			}
+		} else {
+			t.Errorf("libvirtd cleanup: %v", err)
+		}
+	}
+	if err := stop(d.libvirtd); err != nil {
+		t.Errorf("libvirtd cleanup: libvirtd: %v", err)
+	}
+	if err := stop(d.virtlogd); err != nil {
+		t.Errorf("libvirtd cleanup: virtlogd: %v", err)
+	}
+	if t.Failed() || os.Getenv("NETCTL_LIBVIRTD_KEEP") == "1" {
+		// Keep the logs past the unmount: libvirtd's, virtlogd's and QEMU's.
+		keep := filepath.Join(os.TempDir(), filepath.Base(d.Dir)+"-logs")
+		if err := exec.Command("cp", "-a", "/var/log/libvirt", keep).Run(); err == nil {
+			t.Logf("libvirt logs kept in %s", keep)
+		}
+		if b, err := os.ReadFile(d.Log); err == nil {
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			if len(lines) > 40 {
+				lines = lines[len(lines)-40:]
+			}
+			t.Logf("libvirtd log (last lines):\n%s", strings.Join(lines, "\n"))
+		}
+	}
+	for i := len(d.mounts) - 1; i >= 0; i-- {
+		if err := unix.Unmount(d.mounts[i], unix.MNT_DETACH); err != nil {
+			t.Errorf("libvirtd cleanup: unmount %s: %v", d.mounts[i], err)
+		}
+	}
+	for i := len(d.made) - 1; i >= 0; i-- {
+		if err := os.Remove(d.made[i]); err != nil {
+			t.Errorf("libvirtd cleanup: %v", err)
+		}
+	}
+	if err := os.RemoveAll(d.Dir); err != nil {
+		t.Errorf("libvirtd cleanup: %v", err)
+	}
+}
+
+// Private gives the test its own empty directory at path (a bind of a
+// directory under Dir, in the test's mount namespace), for files a hook
+// reads or writes at fixed paths (/etc/netctl, /var/log/netctl). Where
+// path does not exist on the machine, the empty mount point is made and
+// removed again at cleanup. Call it before Start.
+func (d *Daemon) Private(path string) error {
+	src := filepath.Join(d.Dir, "private", strings.ReplaceAll(strings.Trim(path, "/"), "/", "_"))
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return err
+	}
+	if _, err := os.Stat(path); os.IsNotExist(err) {
+		if err := os.Mkdir(path, 0o755); err != nil {
+			return fmt.Errorf("libvirtd: mount point %s: %w", path, err)
+		}
+		d.made = append(d.made, path)
+	}
+	if err := unix.Mount(src, path, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("libvirtd: bind %s on %s: %w", src, path, err)
+	}
+	d.mounts = append(d.mounts, path)
+	return nil
+}
