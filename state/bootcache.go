@@ -106,24 +106,5 @@ func (s *Store) SaveBootCache(name string, v any) error {
 	if err != nil || len(b) > MaxBootCache {
 		return fmt.Errorf("state: boot cache %s: %d bytes (at most %d) or %v: %w", name, len(b), MaxBootCache, err, ErrInvalid)
 	}
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("state: %w", err)
-	}
-	tmp, err := os.CreateTemp(dir, ".tmp-*")
-	if err != nil {
-		return fmt.Errorf("state: %w", err)
-	}
-	_, werr := tmp.Write(append(b, '\n'))
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(tmp.Name(), path)
-	}
-	if werr != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("state: write %s: %w", path, werr)
-	}
-	return nil
+	return writeAtomic(filepath.Dir(path), path, append(b, '\n'), false)
 }

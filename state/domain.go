@@ -147,37 +147,7 @@ func (s *Store) SaveDomain(d *Domain) error {
 	if err != nil {
 		return fmt.Errorf("state: encode: %w", err)
 	}
-	b = append(b, '\n')
-	dir := s.domainDir()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("state: %w", err)
-	}
-	tmp, err := os.CreateTemp(dir, ".tmp-*")
-	if err != nil {
-		return fmt.Errorf("state: %w", err)
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err := tmp.Write(b); err != nil {
-		return fmt.Errorf("state: write %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("state: fsync %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("state: close %s: %w", tmp.Name(), err)
-	}
-	if err := os.Rename(tmp.Name(), s.domainPath(d.Name)); err != nil {
-		return fmt.Errorf("state: %w", err)
-	}
-	ok = true
-	syncDir(dir)
-	return nil
+	return writeAtomic(s.domainDir(), s.domainPath(d.Name), append(b, '\n'), true)
 }
 
 // LoadDomain reads the hook record of domain name; ErrNotFound when there

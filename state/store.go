@@ -221,9 +221,17 @@ func (s *Store) Save(n *NIC) error {
 	if err != nil {
 		return fmt.Errorf("state: encode: %w", err)
 	}
-	b = append(b, '\n')
-	dir := filepath.Join(s.Dir, "nics")
-	final := s.recordPath(KeyFor(n.VM, n.QMP), n.ID)
+	return writeAtomic(filepath.Join(s.Dir, "nics"), s.recordPath(KeyFor(n.VM, n.QMP), n.ID), append(b, '\n'), true)
+}
+
+// writeAtomic writes b to final (in dir) through a temporary file and a
+// rename, so a reader sees the old content or the new, never a part;
+// with durable, the file and the directory are synced first (a record
+// must survive a crash; a cache need not).
+func writeAtomic(dir, final string, b []byte, durable bool) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("state: %w", err)
+	}
 	tmp, err := os.CreateTemp(dir, ".tmp-*")
 	if err != nil {
 		return fmt.Errorf("state: %w", err)
@@ -238,8 +246,10 @@ func (s *Store) Save(n *NIC) error {
 	if _, err := tmp.Write(b); err != nil {
 		return fmt.Errorf("state: write %s: %w", tmp.Name(), err)
 	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("state: fsync %s: %w", tmp.Name(), err)
+	if durable {
+		if err := tmp.Sync(); err != nil {
+			return fmt.Errorf("state: fsync %s: %w", tmp.Name(), err)
+		}
 	}
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("state: close %s: %w", tmp.Name(), err)
@@ -248,7 +258,9 @@ func (s *Store) Save(n *NIC) error {
 		return fmt.Errorf("state: rename to %s: %w", final, err)
 	}
 	ok = true
-	syncDir(dir)
+	if durable {
+		syncDir(dir)
+	}
 	return nil
 }
 
