@@ -274,17 +274,7 @@ func (RealHost) OpenVDPA(ctx context.Context, name string) (int, string, error) 
 func (RealHost) VDPAMapMode(fd int) vdpa.MapMode { return vdpa.MapModeOfFD(fd) }
 
 func (RealHost) DeleteLink(name string, ifindex int) error {
-	l, err := netlink.LinkByName(name)
-	if err != nil {
-		return nil
-	}
-	if ifindex != 0 && l.Attrs().Index != ifindex {
-		return nil // another link took the name: not ours
-	}
-	if err := netlink.LinkDel(l); err != nil && !errors.Is(err, unix.ENODEV) {
-		return fmt.Errorf("delete link %s: %w", name, err)
-	}
-	return nil
+	return macvtap.DeleteLinkIfSame(name, ifindex)
 }
 
 func (RealHost) LinkExists(name string, ifindex int) bool {

@@ -90,17 +90,7 @@ func (RealDevices) CheckVhostNet() error {
 }
 
 func (RealDevices) DeleteLink(name string, ifindex int) error {
-	l, err := netlink.LinkByName(name)
-	if err != nil {
-		return nil
-	}
-	if ifindex != 0 && l.Attrs().Index != ifindex {
-		return nil // another link took the name: not ours
-	}
-	if err := netlink.LinkDel(l); err != nil && !errors.Is(err, unix.ENODEV) {
-		return fmt.Errorf("delete link %s: %w", name, err)
-	}
-	return nil
+	return macvtap.DeleteLinkIfSame(name, ifindex)
 }
 
 func (RealDevices) CreateVDPA(ctx context.Context, it Interface) (string, error) {

@@ -64,3 +64,21 @@ func SetLinkMAC(name string, mac net.HardwareAddr) error {
 	}
 	return nil
 }
+
+// DeleteLinkIfSame deletes the link name of the calling thread's network
+// namespace if it still has ifindex (0: any): a link created by netctl
+// whose name another link has taken since is not netctl's to delete. A
+// link that is gone is not an error.
+func DeleteLinkIfSame(name string, ifindex int) error {
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		return nil
+	}
+	if ifindex != 0 && l.Attrs().Index != ifindex {
+		return nil // another link took the name: not ours
+	}
+	if err := netlink.LinkDel(l); err != nil && !errors.Is(err, unix.ENODEV) {
+		return fmt.Errorf("delete link %s: %w", name, err)
+	}
+	return nil
+}
