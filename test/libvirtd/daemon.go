@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -231,6 +232,13 @@ func (d *Daemon) cleanup() {
 	if err := stop(d.virtlogd); err != nil {
 		t.Errorf("libvirtd cleanup: virtlogd: %v", err)
 	}
+	// A domain's QEMU outlives its libvirtd when destroy failed or the
+	// daemon died: find those of this daemon (their command lines name
+	// its directory), kill them and say so.
+	for _, pid := range qemusUnder(d.Dir) {
+		syscall.Kill(pid, syscall.SIGKILL)
+		t.Errorf("libvirtd cleanup: QEMU pid %d of this test's libvirtd was still running: killed", pid)
+	}
 	if t.Failed() || os.Getenv("NETCTL_LIBVIRTD_KEEP") == "1" {
 		// Keep the logs past the unmount: libvirtd's, virtlogd's and QEMU's.
 		keep := filepath.Join(os.TempDir(), filepath.Base(d.Dir)+"-logs")
@@ -281,4 +289,25 @@ func (d *Daemon) Private(path string) error {
 	}
 	d.mounts = append(d.mounts, path)
 	return nil
+}
+
+// qemusUnder lists the QEMU processes whose command line names dir.
+func qemusUnder(dir string) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		argv := strings.Split(string(b), "\x00")
+		if strings.Contains(filepath.Base(argv[0]), "qemu-system") && strings.Contains(string(b), dir+"/") {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
