@@ -3,8 +3,8 @@ package state
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -60,16 +60,14 @@ func (s *Store) LoadBootCache(name string, v any) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	f, err := os.Open(path)
-	if os.IsNotExist(err) {
+	b, err := readFile(path, MaxBootCache)
+	if errors.Is(err, ErrNotFound) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("state: %w", err)
+		return false, err
 	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxBootCache+1))
-	if err != nil || len(b) > MaxBootCache {
+	if len(b) > MaxBootCache {
 		return false, nil
 	}
 	var c bootCache

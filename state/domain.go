@@ -5,14 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // DomainSchema names the format of a hook record; ParseDomain refuses any
@@ -157,17 +154,9 @@ func (s *Store) LoadDomain(name string) (*Domain, error) {
 }
 
 func readDomain(p string) (*Domain, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("state: %s: %w", p, ErrNotFound)
-	}
+	b, err := readFile(p, MaxRecordSize)
 	if err != nil {
-		return nil, fmt.Errorf("state: %w", err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxRecordSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("state: read %s: %w", p, err)
+		return nil, err
 	}
 	d, err := ParseDomain(b)
 	if err != nil {

@@ -296,7 +296,10 @@ func (s *Store) Load(key, id string) (*NIC, error) {
 	return readRecord(s.recordPath(key, id))
 }
 
-func readRecord(p string) (*NIC, error) {
+// readFile reads one of the store's files, which are untrusted: no
+// symlink is followed, and at most max+1 bytes are read (the parsers
+// refuse more). A missing file is ErrNotFound.
+func readFile(p string, max int64) ([]byte, error) {
 	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("state: %s: %w", p, ErrNotFound)
@@ -305,9 +308,17 @@ func readRecord(p string) (*NIC, error) {
 		return nil, fmt.Errorf("state: %w", err)
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxRecordSize+1))
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {
 		return nil, fmt.Errorf("state: read %s: %w", p, err)
+	}
+	return b, nil
+}
+
+func readRecord(p string) (*NIC, error) {
+	b, err := readFile(p, MaxRecordSize)
+	if err != nil {
+		return nil, err
 	}
 	n, err := Parse(b)
 	if err != nil {
