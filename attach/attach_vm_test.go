@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/netctl/netctl/internal/testenv"
-	"github.com/netctl/netctl/qmp"
 	"github.com/netctl/netctl/test/l2"
 	"github.com/netctl/netctl/test/vduse"
 )
@@ -102,47 +100,19 @@ func TestVMAttachVhostNet(t *testing.T) {
 // 256 MiB of RAM are a shared memfd (what a VDUSE device needs).
 func startChrootQEMU(t *testing.T, name string, shared bool) (string, int) {
 	t.Helper()
-	if err := l2.Chroot(); err != nil {
-		t.Fatal(err)
-	}
-	sock := "/run/l2/" + name + ".sock"
-	os.Remove(l2.Root + sock)
-	args := []string{"/usr/bin/qemu-system-x86_64", "-S", "-nodefaults", "-display", "none", "-m", "256",
-		"-machine", "q35", "-global", "ICH9-LPC.acpi-pci-hotplug-with-bridge-support=off",
-		"-device", "pcie-root-port,id=rp1,bus=pcie.0,chassis=1", "-name", name, "-qmp", "unix:" + sock + ",server=on,wait=off"}
-	if shared {
-		args = append(args, "-object", "memory-backend-memfd,id=mem,size=256M,share=on", "-machine", "memory-backend=mem")
-	}
-	cmd := exec.Command("chroot", append([]string{l2.Root}, args...)...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	q, err := l2.StartChrootQEMU(ctx, l2.ChrootQEMU{Name: name, NativeHotplug: true, SharedRAM: shared})
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
+		q.Stop()
 		if t.Failed() {
-			t.Logf("QEMU's stderr: %s", stderr.String())
+			t.Logf("QEMU's stderr: %s", q.Stderr())
 		}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for {
-		c, err := qmp.Dial(ctx, l2.Root+sock)
-		if err == nil {
-			pid, err := c.PeerPID()
-			c.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-			return l2.Root + sock, pid
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("QEMU's QMP socket never answered: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return q.Sock, q.PID
 }
 
 // TestVMAttachVDPAFromMgmtdev: on 6.12, Attach --mgmtdev vduse creates the

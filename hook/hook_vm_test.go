@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/netctl/netctl/internal/errs"
 	"github.com/netctl/netctl/internal/testenv"
-	"github.com/netctl/netctl/qmp"
 	"github.com/netctl/netctl/state"
 	"github.com/netctl/netctl/test/l2"
 	"github.com/netctl/netctl/test/vduse"
@@ -143,48 +141,17 @@ func TestVMHookVDPA(t *testing.T) {
 // a stop function.
 func startQEMUWith(t *testing.T, name string, extra ...string) (int, func()) {
 	t.Helper()
-	sock := "/run/l2/" + name + ".sock"
-	os.MkdirAll(l2.Root+"/run/l2", 0o755)
-	os.Remove(l2.Root + sock)
-	args := append([]string{"/usr/bin/qemu-system-x86_64", "-S", "-nodefaults", "-display", "none", "-m", "256",
-		"-machine", "q35", "-device", "pcie-root-port,id=rp1,bus=pcie.0,chassis=1", "-name", name,
-		"-qmp", "unix:" + sock + ",server=on,wait=off",
-		"-object", "memory-backend-memfd,id=mem,size=256M,share=on", "-machine", "memory-backend=mem"}, extra...)
-	cmd := exec.Command("chroot", append([]string{l2.Root}, args...)...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stopped := false
-	stop := func() {
-		if !stopped {
-			stopped = true
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	}
-	t.Cleanup(func() {
-		stop()
-		if t.Failed() {
-			t.Logf("QEMU's stderr: %s", stderr.String())
-		}
-	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for {
-		c, err := qmp.Dial(ctx, l2.Root+sock)
-		if err == nil {
-			pid, err := c.PeerPID()
-			c.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-			return pid, stop
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("QEMU's QMP socket never answered: %v (stderr %s)", err, stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+	q, err := l2.StartChrootQEMU(ctx, l2.ChrootQEMU{Name: name, SharedRAM: true, Extra: extra})
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		q.Stop()
+		if t.Failed() {
+			t.Logf("QEMU's stderr: %s", q.Stderr())
+		}
+	})
+	return q.PID, q.Stop
 }
