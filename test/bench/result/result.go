@@ -66,6 +66,9 @@ type Line struct {
 	CPU             string   `json:"cpu"`
 	HostLoad        string   `json:"host_load,omitempty"`
 	Details         any      `json:"details,omitempty"`
+	// Unpaired: A's and B's rounds did not run in pairs, so Finish gives
+	// no per-round ratios.
+	Unpaired bool `json:"-"`
 }
 
 // Finish fills in the schema, kernel, time, CPU description, the ratio of
@@ -82,7 +85,7 @@ func Finish(l Line, commit, hostLoad string) Line {
 		l.Ratio = Round(l.A.Value/l.B.Value, 3)
 	}
 	l.Rounds = min(len(l.A.Rounds), len(l.B.Rounds))
-	if len(l.A.Rounds) == len(l.B.Rounds) {
+	if !l.Unpaired && len(l.A.Rounds) == len(l.B.Rounds) {
 		var rs []float64
 		for i, a := range l.A.Rounds {
 			if b := l.B.Rounds[i]; b != 0 {

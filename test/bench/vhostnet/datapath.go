@@ -347,7 +347,7 @@ func memcpyFraction(path []float64) {
 	a, b := side("tx_tso_64k_delivered", path, 1, 1), side("memcpy_64k_blocks", rs, 1, 1)
 	l := Line{Bench: "vhostnet_datapath_vs_memcpy", Unit: "Mbit/s", A: a, B: b,
 		Goal:    "report: the fraction of memory bandwidth the data path reaches",
-		Details: map[string]any{"note": "the copy rounds run after the TX rounds, not interleaved with them"}, unpaired: true}
+		Details: map[string]any{"note": "the copy rounds run after the TX rounds, not interleaved with them"}, Unpaired: true}
 	emit(l)
 }
 

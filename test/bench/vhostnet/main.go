@@ -31,15 +31,12 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"math"
 	"os"
 	"os/exec"
-	"slices"
-	"sort"
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/netctl/netctl/test/bench/result"
 )
 
 var (
@@ -56,124 +53,32 @@ var (
 	hostLoad    = flag.String("host-load", "", "the host's /proc/loadavg, recorded in every line (make bench passes it)")
 )
 
-// schema is the version of the JSON lines' meaning (see the package doc).
-const schema = 2
-
-// Side is one side of a comparison: the median of its rounds, with their
-// minimum and maximum.
-type Side struct {
-	Name   string    `json:"name"`
-	Value  float64   `json:"value"` // median of Rounds
-	Min    float64   `json:"min"`
-	Max    float64   `json:"max"`
-	Rounds []float64 `json:"rounds"` // in the order they ran
-	Note   string    `json:"note,omitempty"`
-}
+// Side and Line are the JSON lines' (schema 2, package result, which
+// attach-bench writes too).
+type (
+	Side = result.Side
+	Line = result.Line
+)
 
 // side summarises the rounds xs, scaled by scale and rounded to digits.
 func side(name string, xs []float64, scale float64, digits int) Side {
 	if len(xs) == 0 {
 		fatal("%s: no rounds measured", name)
 	}
-	s := Side{Name: name, Value: round(median(xs)*scale, digits), Min: math.Inf(1), Max: math.Inf(-1)}
-	for _, x := range xs {
-		v := round(x*scale, digits)
-		s.Rounds = append(s.Rounds, v)
-		s.Min, s.Max = math.Min(s.Min, v), math.Max(s.Max, v)
-	}
-	return s
+	return result.NewSide(name, xs, scale, digits)
 }
 
-// Line is one JSON line of output.
-type Line struct {
-	Schema   int      `json:"schema"`
-	Bench    string   `json:"bench"`
-	Unit     string   `json:"unit"`
-	A        Side     `json:"a"`
-	B        Side     `json:"b"`
-	Ratio    float64  `json:"ratio"`               // median(A) / median(B)
-	RatioMin *float64 `json:"ratio_min,omitempty"` // the lowest A/B of one round's pair
-	RatioMax *float64 `json:"ratio_max,omitempty"` // the highest
-	// RatioPairMedian is the median of the per-pair ratios: steadier than
-	// Ratio when the machine's load drifts between rounds.
-	RatioPairMedian *float64 `json:"ratio_pair_median,omitempty"`
-	Rounds          int      `json:"rounds"` // rounds per side
-	Anchor          *float64 `json:"anchor,omitempty"`
-	Goal            string   `json:"goal"`
-	Meets           *bool    `json:"meets,omitempty"`
-	Kernel          string   `json:"kernel"`
-	Commit          string   `json:"commit,omitempty"`
-	Time            string   `json:"time"`
-	CPU             string   `json:"cpu"`
-	HostLoad        string   `json:"host_load,omitempty"` // the host's /proc/loadavg when make bench started
-	Details         any      `json:"details,omitempty"`
-	// unpaired: A's and B's rounds did not run in pairs, so no ratio per
-	// round.
-	unpaired bool
-}
+func emit(l Line) { result.Print(finish(l)) }
 
-var kernel string
+// finish fills in what every line carries (result.Finish).
+func finish(l Line) Line { return result.Finish(l, *commit, *hostLoad) }
 
-func emit(l Line) {
-	b, _ := json.Marshal(finish(l))
-	fmt.Println(string(b))
-}
-
-// finish fills in what every line carries: schema, kernel, commit, time,
-// the ratio of the medians and the range of the per-round ratios.
-func finish(l Line) Line {
-	l.Schema = schema
-	l.Kernel, l.Commit, l.Time = kernel, *commit, time.Now().UTC().Format(time.RFC3339)
-	l.CPU = cpuDesc()
-	l.HostLoad = *hostLoad
-	if l.B.Value != 0 {
-		l.Ratio = round(l.A.Value/l.B.Value, 3)
-	}
-	l.Rounds = min(len(l.A.Rounds), len(l.B.Rounds))
-	// Rounds ran in pairs (A then B), so each pair's ratio shows how far
-	// one round's noise moves the figure.
-	if !l.unpaired && len(l.A.Rounds) == len(l.B.Rounds) {
-		var rs []float64
-		for i, a := range l.A.Rounds {
-			if b := l.B.Rounds[i]; b != 0 {
-				rs = append(rs, a/b)
-			}
-		}
-		if len(rs) > 0 {
-			l.RatioMin, l.RatioMax = f(round(slices.Min(rs), 3)), f(round(slices.Max(rs), 3))
-			l.RatioPairMedian = f(round(median(rs), 3))
-		}
-	}
-	return l
-}
-
-// cpuDesc says how the VM runs, from what the harness exports:
-// "qemu tcg -cpu max,erms=off, 2 vCPUs" (schema 1 said "qemu -cpu
-// max,erms=off (TCG unless KVM works)" whatever the accelerator).
-func cpuDesc() string {
-	accel, cpu, smp := os.Getenv("NETCTL_VM_ACCEL"), os.Getenv("NETCTL_VM_CPU"), os.Getenv("NETCTL_VM_SMP")
-	if accel == "" {
-		return "unknown: not run by netctl-vm"
-	}
-	return fmt.Sprintf("qemu %s -cpu %s, %s vCPUs", accel, cpu, smp)
-}
-
-func round(v float64, digits int) float64 {
-	p := 1.0
-	for i := 0; i < digits; i++ {
-		p *= 10
-	}
-	return float64(int64(v*p+0.5)) / p
-}
-
-func median(xs []float64) float64 {
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	if n := len(s); n%2 == 0 {
-		return (s[n/2-1] + s[n/2]) / 2
-	}
-	return s[len(s)/2]
-}
+var (
+	round  = result.Round
+	median = result.Median
+	f      = result.F
+	t      = result.T
+)
 
 // cpuBusy returns the busy (non-idle, non-iowait) time of all CPUs from
 // /proc/stat, in clock ticks (USER_HZ, 100 per second).
@@ -204,9 +109,6 @@ func interleave(a, b func() float64) (as, bs []float64) {
 	return as, bs
 }
 
-func f(v float64) *float64 { return &v }
-func t(v bool) *bool       { return &v }
-
 func fatal(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "vhostnet-bench: "+format+"\n", args...)
 	os.Exit(1)
@@ -230,9 +132,6 @@ func main() {
 		fatal("-rounds %d, -setup-rounds %d: every figure is the median of at least 5 rounds (5 to 1000)", *rounds, *setupRounds)
 	}
 	rxBuf = *rxBufF
-	var uts unix.Utsname
-	unix.Uname(&uts)
-	kernel = unix.ByteSliceToString(uts.Release[:])
 	if want("tx") {
 		benchTX()
 	}

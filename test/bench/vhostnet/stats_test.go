@@ -84,7 +84,7 @@ func TestLineCarriesSchemaRoundsAndRange(t *testing.T) {
 		t.Errorf("side a %v", a)
 	}
 	// Rounds that did not run in pairs get no per-round ratio.
-	l = finish(Line{A: side("a", []float64{1, 2, 3, 4, 5}, 1, 1), B: side("b", []float64{1, 2, 3, 4, 5}, 1, 1), unpaired: true})
+	l = finish(Line{A: side("a", []float64{1, 2, 3, 4, 5}, 1, 1), B: side("b", []float64{1, 2, 3, 4, 5}, 1, 1), Unpaired: true})
 	if l.RatioMin != nil || l.RatioMax != nil {
 		t.Errorf("unpaired rounds got a per-round ratio range %v..%v", *l.RatioMin, *l.RatioMax)
 	}
