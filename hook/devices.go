@@ -26,7 +26,8 @@ type Devices interface {
 	LinkIndex(name string) int
 	// CreateTap creates persistent tap it.Name (vnet_hdr, multiqueue
 	// when it.Queues > 1, owner uid, it.MTU) and returns its ifindex.
-	// It fails, changing nothing, if a link called it.Name exists.
+	// It fails with errs.ErrConflict, changing nothing, if a link called
+	// it.Name exists, also one another process creates at the same moment.
 	CreateTap(it Interface, owner int) (ifindex int, err error)
 	// DeleteLink deletes link name if it still has ifindex; a link that
 	// is gone, or has another ifindex, is left alone and is no error.
@@ -63,9 +64,13 @@ func (d RealDevices) CreateTap(it Interface, owner int) (int, error) {
 		return 0, fmt.Errorf("tap %s: a %s link with that name exists (ifindex %d) and netctl did not create it: "+
 			"pick another <target dev>, or delete it (ip link del %s): %w", it.Name, l.Type(), l.Attrs().Index, it.Name, errs.ErrConflict)
 	}
+	// The check above gives the clear line for a link that was there
+	// before; Exclusive (IFF_TUN_EXCL) is what settles a race with another
+	// domain's prepare making the same name now: the loser gets
+	// ErrConflict and holds no fd of the winner's tap.
 	o := owner
 	t, err := macvtap.CreateTap(macvtap.TapConfig{Name: it.Name, VnetHdr: true, Queues: max(it.Queues, 1),
-		MTU: it.MTU, Persistent: true, Owner: &o})
+		MTU: it.MTU, Persistent: true, Owner: &o, Exclusive: true})
 	if err != nil {
 		return 0, err
 	}

@@ -16,7 +16,8 @@ var (
 	ErrInvalid = errs.ErrInvalid
 	// ErrConflict: a macvtap's /dev/tapN belongs to another device (a
 	// macvtap with the same ifindex in another network namespace) and no
-	// private node could be made instead; netctl leaves it alone.
+	// private node could be made instead; netctl leaves it alone. Also:
+	// CreateTap with Exclusive found the name taken.
 	ErrConflict = errs.ErrConflict
 	// ErrClosed: the backend was used after Close.
 	ErrClosed = errs.ErrClosed

@@ -49,6 +49,15 @@ type TapConfig struct {
 	// TunDevice is the clone device to open (default /dev/net/tun), for a
 	// process that has its own node (a jailed VMM, a test).
 	TunDevice string
+	// Exclusive creates a new tap and never attaches to an existing one:
+	// queue 0 is opened with IFF_TUN_EXCL, so the kernel (tun_set_iff)
+	// refuses with EBUSY if an interface called Name exists, and CreateTap
+	// returns ErrConflict. Two processes racing to create the same name
+	// thus get one winner; the loser holds no fd of the winner's tap (and
+	// so can never make it persistent, or delete it, in its undo). Without
+	// it, a named tap that exists is opened (attached to), as libvirt and
+	// QEMU do.
+	Exclusive bool
 }
 
 // Tap is an open tap device with one fd per queue. Safe for concurrent use.
@@ -58,7 +67,9 @@ type Tap struct {
 }
 
 // CreateTap creates (or attaches to) a tap with IFF_TAP|IFF_NO_PI and, if
-// asked, IFF_VNET_HDR with the given header size, opening Queues queues. On
+// asked, IFF_VNET_HDR with the given header size, opening Queues queues.
+// With Exclusive it only creates (IFF_TUN_EXCL): an existing Name gives
+// ErrConflict and is left alone. On
 // any failure every fd it opened is closed, so a new tap goes away again.
 // The Tap owns the queue fds (QueueFD lends them) and closes them in Close.
 // Equivalent: ip tuntap add mode tap vnet_hdr [multi_queue].
@@ -85,8 +96,10 @@ func CreateTap(cfg TapConfig) (*Tap, error) {
 	if queues > 1 {
 		flags |= linux.IFF_MULTI_QUEUE
 	}
-	if err := checkExisting(cfg.Name, queues, cfg.VnetHdr); err != nil {
-		return nil, err
+	if !cfg.Exclusive {
+		if err := checkExisting(cfg.Name, queues, cfg.VnetHdr); err != nil {
+			return nil, err
+		}
 	}
 	t := &Tap{queueSet: queueSet{kind: KindTap, name: cfg.Name}}
 	ok := false
@@ -117,7 +130,14 @@ func CreateTap(cfg TapConfig) (*Tap, error) {
 		var ifr linux.Ifreq
 		copy(ifr.Name[:], t.name)
 		ifr.Flags = flags
+		if q == 0 && cfg.Exclusive {
+			ifr.Flags |= linux.IFF_TUN_EXCL // queues 1.. attach to the tap queue 0 made
+		}
 		if err := linux.Ioctl(fd, linux.TUNSETIFF, unsafe.Pointer(&ifr)); err != nil {
+			if q == 0 && cfg.Exclusive && errors.Is(err, unix.EBUSY) {
+				return nil, fmt.Errorf("tap: %s exists (made by someone else, perhaps at this very moment), and netctl "+
+					"was asked to create it: pick another name, or delete it (ip link del %s): %w (%w)", cfg.Name, cfg.Name, ErrConflict, err)
+			}
 			if errors.Is(err, unix.EPERM) {
 				return nil, fmt.Errorf("tap: creating %q needs CAP_NET_ADMIN (run as root), or an existing "+
 					"persistent tap owned by this user or group: %w", cfg.Name, err)
