@@ -13,8 +13,9 @@ import (
 
 	"github.com/netctl/netctl/internal/errs"
 	"github.com/netctl/netctl/macvtap"
+	"github.com/netctl/netctl/policy/host"
+	"github.com/netctl/netctl/policy/probe"
 	"github.com/netctl/netctl/vdpa"
-	"github.com/netctl/netctl/vhostnet"
 	"github.com/netctl/netctl/zerocopy"
 )
 
@@ -38,9 +39,14 @@ type Devices interface {
 	CreateVDPA(ctx context.Context, it Interface) (vhost string, err error)
 	// DeleteVDPA deletes vdpa device name; a missing one is no error.
 	DeleteVDPA(ctx context.Context, name string) error
-	// CheckVhostNet says whether /dev/vhost-net can be opened (for
-	// <driver name='vhost'>); the error says what to do.
-	CheckVhostNet() error
+	// Probe describes this host for policy.Decide (vhost-net, the
+	// offloads a tap takes, zero-copy, the installed QEMU's version; with
+	// macvtap also a macvtap's offloads). It changes nothing on the host
+	// and gives up when ctx ends.
+	Probe(ctx context.Context, macvtap bool) (*host.Description, error)
+	// DescribeVDPA reads vdpa device name's bus driver and the features
+	// the device offers (vdpa dev config show).
+	DescribeVDPA(ctx context.Context, name string) (host.VDPADevice, error)
 	// DirectNotes reads direct interface it's lower device and says what
 	// the guest loses on it (empty when nothing).
 	DirectNotes(it Interface) ([]string, error)
@@ -86,12 +92,51 @@ func (d RealDevices) CreateTap(it Interface, owner int) (int, error) {
 	return ifindex, nil
 }
 
-func (RealDevices) CheckVhostNet() error {
-	d, err := vhostnet.Open() // its error says what to do when the device is missing
-	if err != nil {
-		return err
+// Probe runs policy/probe.ProbeFor with the installed QEMU and, when
+// asked, a scratch macvtap: the scratch devices are made in a throwaway
+// network namespace. The probe has no context of its own (each of its
+// parts is bounded: the vdpa family by 10 s, QEMU --version by 10 s), so
+// it runs on its own goroutine and Probe stops waiting when ctx ends; the
+// hook's process exits soon after and the goroutine with it.
+func (RealDevices) Probe(ctx context.Context, withMacvtap bool) (*host.Description, error) {
+	type result struct {
+		d   *host.Description
+		err error
 	}
-	return d.Close()
+	ch := make(chan result, 1)
+	go func() {
+		d, err := probe.ProbeFor(probe.Parts{QEMU: true, Macvtap: withMacvtap})
+		ch <- result{d, err}
+	}()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			return nil, fmt.Errorf("probing the host: %w", r.err)
+		}
+		return r.d, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("probing the host (vhost-net, tap offloads, vdpa, QEMU) did not finish within the hook's timeout: %w", ctx.Err())
+	}
+}
+
+func (RealDevices) DescribeVDPA(ctx context.Context, name string) (host.VDPADevice, error) {
+	d := host.VDPADevice{Name: name}
+	drv, err := vdpa.BoundDriver(name)
+	if err != nil {
+		return d, err
+	}
+	d.Driver = drv
+	c, err := vdpa.Dial(ctx)
+	if err != nil {
+		return d, err
+	}
+	defer c.Close()
+	cfg, err := c.Config(ctx, name)
+	if err != nil {
+		return d, err
+	}
+	d.Features, d.FeaturesHex = cfg.Features.Names(), fmt.Sprintf("%#x", uint64(cfg.Features))
+	return d, nil
 }
 
 func (RealDevices) DeleteLink(name string, ifindex int) error {

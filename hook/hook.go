@@ -7,9 +7,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/netctl/netctl/internal/errs"
+	"github.com/netctl/netctl/policy"
 	"github.com/netctl/netctl/state"
 )
 
@@ -150,15 +152,29 @@ func (h *Hook) Prepare(ctx context.Context, p *Plan) (res *Result, err error) {
 	if len(rec.Notes) > state.MaxDomainNotes {
 		rec.Notes = rec.Notes[:state.MaxDomainNotes]
 	}
-	for _, it := range p.Interfaces {
-		if it.Kind == KindTap && (it.Vhost || it.Backend == "vhost-net") {
-			if err := h.Devices.CheckVhostNet(); err != nil {
-				return nil, fmt.Errorf("domain %s: interface %s asks for vhost-net (<driver name='vhost'> or backend vhost-net): %w", p.Domain, ifaceName(it.MAC, 0), err)
-			}
-			break
-		}
+	// Decide for every interface before anything is made; a vdpa
+	// interface is decided once its device exists (its features are the
+	// device's), and a refusal then deletes it again.
+	desc, err := h.Devices.Probe(ctx, slices.ContainsFunc(p.Interfaces, func(it Interface) bool { return it.Kind == KindDirect }))
+	if err != nil {
+		return nil, fmt.Errorf("domain %s: %w", p.Domain, err)
 	}
-	for _, it := range p.Interfaces {
+	decided := func(i int, it Interface, d policy.Decision) {
+		h.logf("%s prepare: %s", p.Domain, summary(it, ifaceName(it.MAC, i), d))
+		res.Notes = append(res.Notes, fmt.Sprintf("interface %s: backend %s, profile %s", ifaceName(it.MAC, i), d.Backend, firstNonEmpty(it.Profile, policy.Throughput)))
+		rec.Interfaces = append(rec.Interfaces, record(it, d))
+	}
+	for i, it := range p.Interfaces {
+		if it.Kind == KindVDPA {
+			continue
+		}
+		d, err := decide(desc, it, nil, ifaceName(it.MAC, i))
+		if err != nil {
+			return nil, fmt.Errorf("domain %s: %w", p.Domain, err)
+		}
+		decided(i, it, d)
+	}
+	for i, it := range p.Interfaces {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("domain %s: the hook's timeout ran out: %w", p.Domain, err)
 		}
@@ -199,6 +215,15 @@ func (h *Hook) Prepare(ctx context.Context, p *Plan) (res *Result, err error) {
 					h.logf("%s prepare: undo: %v", p.Domain, err)
 				}
 			})
+			dev, err := h.Devices.DescribeVDPA(ctx, it.Name)
+			if err != nil {
+				return nil, fmt.Errorf("domain %s: interface %s: %w", p.Domain, ifaceName(it.MAC, i), err)
+			}
+			dec, err := decide(desc, it, &dev, ifaceName(it.MAC, i))
+			if err != nil {
+				return nil, fmt.Errorf("domain %s: %w", p.Domain, err)
+			}
+			decided(i, it, dec)
 			hv := state.HookVDPA{VDPA: state.VDPA{Name: it.Name, Mgmtdev: it.Mgmtdev, Vhost: vhost, Created: true}, MAC: macString(it)}
 			rec.VDPAs = append(rec.VDPAs, hv)
 			if err := save(); err != nil {
@@ -218,7 +243,7 @@ func (h *Hook) Prepare(ctx context.Context, p *Plan) (res *Result, err error) {
 		}
 	}
 	if len(rec.Taps) == 0 && len(rec.VDPAs) == 0 {
-		// Only direct interfaces: keep the notes for hook status.
+		// Only direct interfaces: keep the notes and decisions for hook status.
 		if err := save(); err != nil {
 			return nil, fmt.Errorf("domain %s: %w", p.Domain, err)
 		}

@@ -13,7 +13,9 @@ import (
 	"testing"
 
 	"github.com/netctl/netctl/internal/errs"
+	"github.com/netctl/netctl/policy/host"
 	"github.com/netctl/netctl/state"
+	"github.com/netctl/netctl/virtio"
 )
 
 // fakeDevices keeps links and vdpa devices in maps and fails the call
@@ -25,10 +27,25 @@ type fakeDevices struct {
 	failAt string
 	calls  []string
 	devDir string
+	// desc is what Probe returns; vdpaFeatures what a created vdpa
+	// device offers.
+	desc         *host.Description
+	vdpaFeatures virtio.Features
 }
 
+// fakeRing is what a 6.1 vhost-net offers of the ring features.
+const fakeRing = virtio.Version1 | virtio.NetMrgRxbuf | virtio.EventIdx | virtio.IndirectDesc
+
 func newFake(t *testing.T) *fakeDevices {
-	return &fakeDevices{links: map[string]int{"eth0": 2}, vdpas: map[string]string{}, next: 10, devDir: t.TempDir()}
+	tapOffloads := []string{"csum", "tso4", "tso6", "tso_ecn", "ufo"} // tun on 6.1
+	return &fakeDevices{links: map[string]int{"eth0": 2}, vdpas: map[string]string{}, next: 10, devDir: t.TempDir(),
+		desc: &host.Description{Schema: host.Schema, Hostname: "fake", Kernel: "6.1.0-fake",
+			VhostNet: host.VhostNet{Available: true, Features: fakeRing.Names()},
+			Tap:      host.Tap{Available: true, Offloads: tapOffloads},
+			Macvtap:  host.Macvtap{Available: true, Offloads: tapOffloads},
+			QEMU:     host.QEMU{Version: "7.2.22"}},
+		vdpaFeatures: fakeRing | virtio.AccessPlatform | virtio.NetCsum | virtio.NetGuestCsum | virtio.NetHostTSO4 |
+			virtio.NetGuestTSO4 | virtio.NetMQ | virtio.NetCtrlVQ | virtio.NetMAC}
 }
 
 func (f *fakeDevices) fail(call string) error {
@@ -83,7 +100,23 @@ func (f *fakeDevices) DeleteVDPA(_ context.Context, name string) error {
 	return nil
 }
 
-func (f *fakeDevices) CheckVhostNet() error { return f.fail("vhost-net") }
+func (f *fakeDevices) Probe(_ context.Context, _ bool) (*host.Description, error) {
+	if err := f.fail("probe"); err != nil {
+		return nil, err
+	}
+	d := *f.desc
+	return &d, nil
+}
+
+func (f *fakeDevices) DescribeVDPA(_ context.Context, name string) (host.VDPADevice, error) {
+	if err := f.fail("describe " + name); err != nil {
+		return host.VDPADevice{}, err
+	}
+	if _, ok := f.vdpas[name]; !ok {
+		return host.VDPADevice{}, fmt.Errorf("no vdpa %s: %w", name, os.ErrNotExist)
+	}
+	return host.VDPADevice{Name: name, Driver: "vhost_vdpa", Features: f.vdpaFeatures.Names(), FeaturesHex: fmt.Sprintf("%#x", uint64(f.vdpaFeatures))}, nil
+}
 
 func (f *fakeDevices) DirectNotes(it Interface) ([]string, error) {
 	if err := f.fail("direct " + it.Name); err != nil {
@@ -136,8 +169,13 @@ func TestPrepareReleaseFake(t *testing.T) {
 	if got := f.snapshot(); got != "eth0#2 vdpa:vm1vdpa0 vm1tap0#11" {
 		t.Errorf("after prepare: %s", got)
 	}
-	if len(res.Notes) != 1 || !strings.Contains(res.Notes[0], "rx-gro") {
-		t.Errorf("notes %v", res.Notes)
+	if len(res.Notes) != 4 || !strings.Contains(res.Notes[0], "rx-gro") ||
+		res.Notes[1] != "interface 52:54:00:aa:00:01: backend vhost-net, profile throughput" ||
+		res.Notes[3] != "interface 52:54:00:aa:00:02: backend vdpa, profile throughput" {
+		t.Errorf("notes %q", res.Notes)
+	}
+	if !strings.Contains(log.String(), "interface 52:54:00:aa:00:01 (tap vm1tap0): backend vhost-net (vhost-net with a tap") {
+		t.Errorf("the decision is not in the log:\n%s", log)
 	}
 	link := filepath.Join(vd, "vm1vdpa0")
 	if tgt, err := os.Readlink(link); err != nil || tgt != f.vdpas["vm1vdpa0"] {
@@ -146,6 +184,10 @@ func TestPrepareReleaseFake(t *testing.T) {
 	rec, err := h.Store.LoadDomain("netctl-all")
 	if err != nil || rec.Status != state.DomainPrepared || len(rec.Taps) != 1 || rec.Taps[0].Owner != 107 || len(rec.VDPAs) != 1 || rec.VDPAs[0].Link != link {
 		t.Fatalf("record %+v, %v", rec, err)
+	}
+	if len(rec.Interfaces) != 3 || rec.Interfaces[0].Backend != "vhost-net" || rec.Interfaces[0].Profile != "throughput" ||
+		rec.Interfaces[2].Kind != "vdpa" || rec.Interfaces[2].Backend != "vdpa" || !slices.Contains(rec.Interfaces[0].Offer, "GUEST_TSO4") {
+		t.Errorf("decisions in the record: %+v", rec.Interfaces)
 	}
 	if _, err := h.Run(ctx, "netctl-all", "started", "begin", bytes.NewReader(xml)); err != nil {
 		t.Fatal(err)
@@ -189,7 +231,7 @@ func TestPrepareReleaseFake(t *testing.T) {
 // TestPrepareUndoesEveryStep injects a failure at each step: the hook
 // fails, and no tap, vdpa device, symlink or record is left.
 func TestPrepareUndoesEveryStep(t *testing.T) {
-	steps := []string{"direct eth0", "vhost-net", "tap vm1tap0", "vdpa vm1vdpa0"}
+	steps := []string{"direct eth0", "probe", "tap vm1tap0", "vdpa vm1vdpa0", "describe vm1vdpa0"}
 	for _, step := range steps {
 		t.Run(step, func(t *testing.T) {
 			f := newFake(t)

@@ -47,6 +47,8 @@ type Interface struct {
 	Queues  int              // <driver queues>; 0 means one
 	MTU     int              // <mtu size>; 0 keeps the default
 	Vhost   bool             // <driver name='vhost'>
+	Driver  string           // <driver name>: "vhost", "qemu" or ""
+	Force   Forced           // what <driver><host/><guest/> forces on and off
 	Mgmtdev string           // vdpa: the management device
 	Link    string           // vdpa: the path the XML names (VDPADir/NAME)
 	Backend string           // metadata: backend preference (vdpa, vhost-net, userspace)
@@ -139,6 +141,9 @@ func ParsePlan(domainXML []byte, cfg *Config) (*Plan, error) {
 		}
 		if it == nil {
 			continue
+		}
+		if it.Force, err = parseForced(ifaces[i].Driver, ifaceName(it.MAC, i)); err != nil {
+			return nil, fmt.Errorf("domain %s: %w", d.Name, err)
 		}
 		if it.Kind != KindDirect {
 			key := string(it.Kind) + ":" + it.Name
@@ -268,6 +273,13 @@ func planInterface(x *libvirtxml.DomainInterface, i int, meta map[string]*metaEn
 		}
 		it.Queues = int(x.Driver.Queues)
 		it.Vhost = x.Driver.Name == "vhost"
+		switch x.Driver.Name {
+		case "", "vhost", "qemu":
+			it.Driver = x.Driver.Name
+		default:
+			// libvirt knows only these two for a virtio NIC.
+			return nil, fmt.Errorf("interface %s: <driver name=%q>: use 'vhost' or 'qemu': %w", ifaceName(mac, i), clip(x.Driver.Name), errs.ErrInvalid)
+		}
 	}
 	if x.MTU != nil {
 		if x.MTU.Size > 65521 || (x.MTU.Size != 0 && x.MTU.Size < 68) {
@@ -293,12 +305,10 @@ func planInterface(x *libvirtxml.DomainInterface, i int, meta map[string]*metaEn
 		if !ifnameOK(x.Target.Dev) {
 			return nil, fmt.Errorf("interface %s: <target dev=%q>: use an interface name of 1 to 15 characters without '/', ':', '%%' or spaces: %w", ifaceName(mac, i), clip(x.Target.Dev), errs.ErrInvalid)
 		}
-		if it.Backend == "userspace" && it.Vhost {
-			return nil, fmt.Errorf("interface %s: netctl metadata asks for backend userspace but <driver name='vhost'> asks for vhost-net: drop one: %w", ifaceName(mac, i), errs.ErrInvalid)
+		if err := checkDriverBackend(it, ifaceName(mac, i)); err != nil {
+			return nil, err
 		}
-		if it.Backend == "vdpa" {
-			return nil, fmt.Errorf("interface %s: backend vdpa needs <interface type='vdpa'>, not ethernet: %w", ifaceName(mac, i), errs.ErrInvalid)
-		}
+		// backend vdpa on a tap: policy.Decide refuses it with its reason.
 		it.Kind, it.Name = KindTap, x.Target.Dev
 		return it, nil
 	case src != nil && src.VDPA != nil:
@@ -312,6 +322,9 @@ func planInterface(x *libvirtxml.DomainInterface, i int, meta map[string]*metaEn
 		name := filepath.Base(src.VDPA.Device)
 		if !vdpaNameOK(name) {
 			return nil, fmt.Errorf("interface %s: <source dev=%q>: the vdpa device name must be 1 to 32 letters, digits, '-' or '_': %w", ifaceName(mac, i), clip(src.VDPA.Device), errs.ErrInvalid)
+		}
+		if it.Backend != "" && it.Backend != "vdpa" {
+			return nil, fmt.Errorf("interface %s: netctl metadata asks for backend %s, but a type='vdpa' interface is a vdpa device: drop backend or use backend vdpa: %w", ifaceName(mac, i), it.Backend, errs.ErrInvalid)
 		}
 		if it.Mgmtdev == "" {
 			it.Mgmtdev = cfg.Mgmtdev
@@ -328,6 +341,9 @@ func planInterface(x *libvirtxml.DomainInterface, i int, meta map[string]*metaEn
 		if !ifnameOK(src.Direct.Dev) {
 			return nil, fmt.Errorf("interface %s: <source dev=%q>: not an interface name: %w", ifaceName(mac, i), clip(src.Direct.Dev), errs.ErrInvalid)
 		}
+		if err := checkDriverBackend(it, ifaceName(mac, i)); err != nil {
+			return nil, err
+		}
 		it.Kind, it.Name = KindDirect, src.Direct.Dev
 		return it, nil
 	}
@@ -335,6 +351,18 @@ func planInterface(x *libvirtxml.DomainInterface, i int, meta map[string]*metaEn
 		return nil, fmt.Errorf("interface %s: netctl manages type ethernet (managed='no'), vdpa and direct interfaces only: drop it from netctl's metadata: %w", ifaceName(mac, i), errs.ErrInvalid)
 	}
 	return nil, nil
+}
+
+// checkDriverBackend refuses a metadata backend that <driver name>
+// contradicts.
+func checkDriverBackend(it *Interface, iface string) error {
+	switch {
+	case it.Backend == "userspace" && it.Driver == "vhost":
+		return fmt.Errorf("interface %s: netctl metadata asks for backend userspace but <driver name='vhost'> asks for vhost-net: drop one: %w", iface, errs.ErrInvalid)
+	case it.Backend == "vhost-net" && it.Driver == "qemu":
+		return fmt.Errorf("interface %s: netctl metadata asks for backend vhost-net but <driver name='qemu'> asks for QEMU's userspace virtio-net: drop one: %w", iface, errs.ErrInvalid)
+	}
+	return nil
 }
 
 func ownerOf(d *libvirtxml.Domain, cfg *Config) (int, error) {

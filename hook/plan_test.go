@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/netctl/netctl/internal/errs"
+	"github.com/netctl/netctl/policy"
 )
 
 func sample(t testing.TB, name string) []byte {
@@ -136,9 +137,11 @@ func TestParseConfig(t *testing.T) {
 // FuzzParsePlan: any input gives a plan or one line wrapping ErrInvalid,
 // never a panic.
 func FuzzParsePlan(f *testing.F) {
-	for _, n := range []string{"net-vdpa.xml", "kubevirt-ethernet.xml", "netctl-all.xml"} {
+	for _, n := range []string{"net-vdpa.xml", "kubevirt-ethernet.xml", "netctl-all.xml", "netctl-offloads.xml"} {
 		f.Add(sample(f, n))
 	}
+	f.Add(asTap(sample(f, "libvirt-disable-offloads.xml")))
+	f.Add([]byte(strings.Replace(string(sample(f, "netctl-offloads.xml")), "<guest csum='on'", "<guest csum='off'", 1)))
 	f.Add([]byte("<domain><name>x</name><metadata><netctl:hook xmlns:netctl='http://netctl.dev/xmlns/hook/1'><netctl:interface mac='zz'/></netctl:hook></metadata></domain>"))
 	f.Add([]byte("<domain"))
 	cfg := DefaultConfig()
@@ -151,8 +154,13 @@ func FuzzParsePlan(f *testing.F) {
 			return
 		}
 		for _, it := range p.Interfaces {
-			if it.Name == "" || it.Queues > 256 || it.MTU > 65521 {
+			if it.Name == "" || it.Queues > 256 || it.MTU > 65521 || it.Force.On&it.Force.Off != 0 {
 				t.Fatalf("plan %+v", it)
+			}
+			for _, r := range policy.Requirements {
+				if it.Force.On.Has(r.F) && r.AnyOf&^it.Force.Off == 0 {
+					t.Fatalf("%v forced on with its prerequisites %v forced off, accepted", r.F, r.AnyOf)
+				}
 			}
 		}
 	})

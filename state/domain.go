@@ -42,19 +42,35 @@ type HookTap struct {
 	MTU    int    `json:"mtu,omitempty"`
 }
 
+// HookInterface is what the hook decided for one interface it manages
+// (policy.Decide on this host): the backend, the profile, the features
+// offered and why each other one is dropped, and what the domain forces.
+type HookInterface struct {
+	MAC     string            `json:"mac,omitempty"`
+	Kind    string            `json:"kind"` // tap, vdpa or direct
+	Name    string            `json:"name"`
+	Backend string            `json:"backend"`
+	Profile string            `json:"profile"`
+	Offer   []string          `json:"offer,omitempty"`
+	Forced  []string          `json:"forced,omitempty"`  // "<guest tso4='on'/>", as the domain XML has it
+	Dropped map[string]string `json:"dropped,omitempty"` // feature -> why it is not offered
+}
+
 // Domain is the record of what the libvirt hook prepared for one domain.
 // Only what has Created set is deleted at release.
 type Domain struct {
-	Schema   string       `json:"schema"`
-	Name     string       `json:"domain"`
-	UUID     string       `json:"uuid,omitempty"`
-	Status   DomainStatus `json:"status"`
-	NetNS    uint64       `json:"netns,omitempty"`
-	Taps     []HookTap    `json:"taps,omitempty"`
-	VDPAs    []HookVDPA   `json:"vdpas,omitempty"`
-	Notes    []string     `json:"notes,omitempty"` // what the guest loses on direct interfaces, and the like
-	Prepared time.Time    `json:"prepared"`
-	Updated  time.Time    `json:"updated"`
+	Schema string       `json:"schema"`
+	Name   string       `json:"domain"`
+	UUID   string       `json:"uuid,omitempty"`
+	Status DomainStatus `json:"status"`
+	NetNS  uint64       `json:"netns,omitempty"`
+	Taps   []HookTap    `json:"taps,omitempty"`
+	VDPAs  []HookVDPA   `json:"vdpas,omitempty"`
+	Notes  []string     `json:"notes,omitempty"` // what the guest loses on direct interfaces, and the like
+	// Interfaces are the decisions, one per interface the hook manages.
+	Interfaces []HookInterface `json:"interfaces,omitempty"`
+	Prepared   time.Time       `json:"prepared"`
+	Updated    time.Time       `json:"updated"`
 }
 
 // MaxDomainNotes bounds the notes of one record.
@@ -76,8 +92,13 @@ func (d *Domain) Validate() error {
 	default:
 		return fmt.Errorf("hook record status %.32q: %w", d.Status, ErrInvalid)
 	}
-	if len(d.Taps) > 4096 || len(d.VDPAs) > 4096 || len(d.Notes) > MaxDomainNotes {
+	if len(d.Taps) > 4096 || len(d.VDPAs) > 4096 || len(d.Notes) > MaxDomainNotes || len(d.Interfaces) > 4096 {
 		return fmt.Errorf("hook record of %s lists too many devices or notes: %w", d.Name, ErrInvalid)
+	}
+	for _, it := range d.Interfaces {
+		if len(it.Offer) > 64 || len(it.Dropped) > 64 || len(it.Forced) > 64 {
+			return fmt.Errorf("hook record of %s: interface %.64q lists over 64 features: %w", d.Name, it.Name, ErrInvalid)
+		}
 	}
 	for i := range d.Taps {
 		if err := checkLink("tap", &d.Taps[i].Link); err != nil {

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -245,6 +247,16 @@ func hookStatusCommand() *cli.Command {
 				}
 				for _, v := range d.VDPAs {
 					fmt.Fprintf(c.App.Writer, "  vdpa %s from %s: %s -> %s, mac %s\n", v.Name, v.Mgmtdev, v.Link, v.Vhost, v.MAC)
+				}
+				for _, it := range d.Interfaces {
+					fmt.Fprintf(c.App.Writer, "  interface %s (%s %s): backend %s, profile %s\n", it.MAC, it.Kind, it.Name, it.Backend, it.Profile)
+					if len(it.Forced) > 0 {
+						fmt.Fprintf(c.App.Writer, "    forced: %s\n", strings.Join(it.Forced, " "))
+					}
+					fmt.Fprintf(c.App.Writer, "    offers: %s\n", strings.Join(append(it.Offer, "nothing")[:max(len(it.Offer), 1)], "|"))
+					if len(it.Dropped) > 0 {
+						fmt.Fprintf(c.App.Writer, "    drops: %s\n", strings.Join(slices.Sorted(maps.Keys(it.Dropped)), "|"))
+					}
 				}
 				for _, n := range d.Notes {
 					fmt.Fprintf(c.App.Writer, "  note: %s\n", n)
