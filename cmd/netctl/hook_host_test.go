@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -312,4 +313,112 @@ func TestHostHookDirect(t *testing.T) {
 	if r.code == 0 || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 || !strings.Contains(r.stderr, "nosuchlower") {
 		t.Errorf("prepare on a missing lower device: %+v", r)
 	}
+}
+
+// raceXML is domain dom with its own tap own and the tap shared, which
+// another domain names too.
+func raceXML(dom, own, shared string, mac byte) []byte {
+	return []byte(fmt.Sprintf(`<domain type='qemu'><name>%s</name>
+  <metadata><netctl:hook xmlns:netctl="http://netctl.dev/xmlns/hook/1">
+    <netctl:interface mac="52:54:00:9a:00:%02x"/><netctl:interface mac="52:54:00:9a:01:%02x"/>
+  </netctl:hook></metadata>
+  <devices>
+    <interface type='ethernet'><mac address='52:54:00:9a:00:%02x'/><target dev='%s' managed='no'/><model type='virtio'/><driver queues='2'/></interface>
+    <interface type='ethernet'><mac address='52:54:00:9a:01:%02x'/><target dev='%s' managed='no'/><model type='virtio'/><driver queues='2'/></interface>
+  </devices>
+</domain>`, dom, mac, mac, mac, own, mac, shared))
+}
+
+// TestHostHookTapRace: two domains that name the same new tap are
+// prepared at once, by two netctl processes, round after round. Exactly
+// one wins; the other exits 1 with one line naming the tap, undoes its
+// own tap, and leaves the winner's alone: after the loser exits, the
+// shared tap is there with the ifindex the winner recorded, and the
+// winner's release deletes it. Two processes seldom reach the tap in the
+// same microseconds, so here the name check usually decides; hook's
+// TestHostHookTapRace races goroutines that do, where only the kernel's
+// IFF_TUN_EXCL settles it.
+func TestHostHookTapRace(t *testing.T) {
+	bin := netctlBinary(t)
+	testenv.Host(t)
+	e := newHookEnv(t, bin)
+	doms := []struct {
+		name, own string
+		xml       []byte
+	}{{"racea", "nctlra0", raceXML("racea", "nctlra0", "nctlrs0", 0xa)}, {"raceb", "nctlrb0", raceXML("raceb", "nctlrb0", "nctlrs0", 0xb)}}
+	const rounds = 8
+	wins := map[string]int{}
+	for round := 0; round < rounds; round++ {
+		var cmds []*exec.Cmd
+		var errs []*bytes.Buffer
+		for _, d := range doms {
+			cmd := exec.Command(e.bin, "hook", "qemu", d.name, "prepare", "begin", "-")
+			cmd.Env = append(os.Environ(), "NETCTL_RUN_DIR="+e.run, "NETCTL_HOOK_CONFIG="+e.cfg)
+			cmd.Stdin = bytes.NewReader(d.xml)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			cmds, errs = append(cmds, cmd), append(errs, &stderr)
+		}
+		for _, c := range cmds { // from the test goroutine: in its namespace
+			if err := c.Start(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		winner, loser := -1, -1
+		for i, c := range cmds {
+			err := c.Wait()
+			switch code := c.ProcessState.ExitCode(); {
+			case err == nil:
+				if winner >= 0 {
+					t.Fatalf("round %d: both domains prepared tap nctlrs0: %s and %s", round, doms[winner].name, doms[i].name)
+				}
+				winner = i
+			case code == 1:
+				loser = i
+			default:
+				t.Fatalf("round %d: %s: %v, stderr %q", round, doms[i].name, err, errs[i])
+			}
+		}
+		if winner < 0 || loser < 0 {
+			t.Fatalf("round %d: winner %d, loser %d; stderr %q %q", round, winner, loser, errs[0], errs[1])
+		}
+		wins[doms[winner].name]++
+		if line := strings.TrimSpace(errs[loser].String()); strings.Contains(line, "\n") || !strings.Contains(line, "nctlrs0") || !strings.Contains(line, "ip link del nctlrs0") {
+			t.Errorf("round %d: the loser's stderr is not one line about nctlrs0: %q", round, line)
+		}
+		rec, err := readDomainRecord(e, doms[winner].name)
+		if err != nil || len(rec.Taps) != 2 {
+			t.Fatalf("round %d: the winner's record: %+v, %v", round, rec, err)
+		}
+		l, err := netlink.LinkByName("nctlrs0")
+		if err != nil || l.Attrs().Index != rec.Taps[1].Ifindex {
+			t.Fatalf("round %d: nctlrs0 after the loser's undo: %v, %v; the winner recorded ifindex %d", round, l, err, rec.Taps[1].Ifindex)
+		}
+		if _, err := netlink.LinkByName(doms[loser].own); err == nil {
+			t.Errorf("round %d: the loser's own tap %s was not undone", round, doms[loser].own)
+		}
+		if _, err := netlink.LinkByName(doms[winner].own); err != nil {
+			t.Errorf("round %d: the winner's own tap %s: %v", round, doms[winner].own, err)
+		}
+		if st := execStatus(t, e, doms[loser].name); !strings.Contains(st, "prepared nothing") {
+			t.Errorf("round %d: the loser left a record:\n%s", round, st)
+		}
+		for _, d := range doms {
+			if r := e.hook(t, nil, d.name, "release", "end", "-"); r.code != 0 {
+				t.Fatalf("round %d: release %s: %+v", round, d.name, r)
+			}
+		}
+		if names := linkNames(t); names != "lo#1" {
+			t.Fatalf("round %d: links after both releases: %v", round, names)
+		}
+	}
+	t.Logf("wins over %d rounds: %v", rounds, wins)
+}
+
+func readDomainRecord(e *hookEnv, name string) (*state.Domain, error) {
+	st, err := state.Open(e.run)
+	if err != nil {
+		return nil, err
+	}
+	return st.LoadDomain(name)
 }

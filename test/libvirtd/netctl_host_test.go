@@ -2,9 +2,11 @@ package libvirtd_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,6 +16,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/netctl/netctl/internal/testenv"
+	"github.com/netctl/netctl/state"
 	"github.com/netctl/netctl/test/guest"
 	"github.com/netctl/netctl/test/libvirtd"
 )
@@ -21,6 +24,12 @@ import (
 const netctlMetadata = `    <netctl:hook xmlns:netctl="http://netctl.dev/xmlns/hook/1">
       <netctl:interface mac="52:54:00:78:01:02"/>
     </netctl:hook>`
+
+// netctlMetadataWith is netctlMetadata with more attributes on the
+// interface (backend="vhost-net").
+func netctlMetadataWith(attrs string) string {
+	return strings.Replace(netctlMetadata, `"/>`, `" `+attrs+`/>`, 1)
+}
 
 // netctlIface is an interface netctl is asked to manage (by its MAC in
 // the metadata); driver is the <driver> element.
@@ -38,7 +47,11 @@ func netctlIface(driver string) string {
 // a domain whose managed='no' tap netctl prepares boots and answers pings
 // across it, destroy releases the tap, a domain asking for vhost-net on
 // this host (which has none) is refused with netctl's line in virsh's
-// error, and nothing is left: no tap, no record, no domain.
+// error, and so are a domain forcing an offload on whose prerequisite it
+// forces off and one whose netctl metadata asks for backend vhost-net;
+// the booted domain's forced offloads that the tap carries pass, and
+// hook status shows the backend and profile policy chose. Nothing is
+// left: no tap, no record, no domain.
 func TestHostLibvirtdNetctlHook(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "netctl")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/netctl/netctl/cmd/netctl").CombinedOutput(); err != nil {
@@ -72,7 +85,9 @@ func TestHostLibvirtdNetctlHook(t *testing.T) {
 		t.Fatal(err)
 	}
 	start = time.Now()
-	if out, err := d.Create(g, g.DomainXML(netctlMetadata, netctlIface(`<driver name='qemu' queues='2'/>`))); err != nil {
+	// Forced on: what the tap here carries (checksum and TSO both ways).
+	forced := `<driver name='qemu' queues='2'><host csum='on' tso4='on'/><guest csum='on' tso4='on'/></driver>`
+	if out, err := d.Create(g, g.DomainXML(netctlMetadata, netctlIface(forced))); err != nil {
 		t.Fatalf("%v\n%s\nnetctl's log:\n%s", err, out, readFile("/var/log/netctl/hook.log"))
 	}
 	t.Logf("virsh create: %v", time.Since(start).Round(time.Millisecond))
@@ -93,6 +108,17 @@ func TestHostLibvirtdNetctlHook(t *testing.T) {
 		t.Errorf("netctl hook status nctl: %v\n%s", err, st)
 	}
 	t.Logf("netctl hook status nctl:\n%s", st)
+	for _, want := range []string{"backend userspace, profile throughput", "forced: <host csum='on'/> <host tso4='on'/> <guest csum='on'/> <guest tso4='on'/>"} {
+		if !strings.Contains(string(st), want) {
+			t.Errorf("netctl hook status nctl lacks %q", want)
+		}
+	}
+	js, err := exec.Command(bin, "hook", "status", "--json").CombinedOutput()
+	var recs []state.Domain
+	if err != nil || json.Unmarshal(js, &recs) != nil || len(recs) != 1 || len(recs[0].Interfaces) != 1 ||
+		recs[0].Interfaces[0].Backend != "userspace" || recs[0].Interfaces[0].Profile != "throughput" || !slices.Contains(recs[0].Interfaces[0].Offer, "GUEST_TSO4") {
+		t.Errorf("netctl hook status --json: %v\n%s", err, js)
+	}
 	if _, err := g.WaitConsole(ctx, "GUEST-NET-UP"); err != nil {
 		t.Fatal(err)
 	}
@@ -115,6 +141,27 @@ func TestHostLibvirtdNetctlHook(t *testing.T) {
 	t.Logf("virsh create, vhost-net without /dev/vhost-net: %s", strings.TrimSpace(out2))
 	if !strings.Contains(out2, "50-netctl nctl prepare begin") || !strings.Contains(out2, "vhost-net") {
 		t.Errorf("virsh's error lacks netctl's line about vhost-net:\n%s", out2)
+	}
+
+	// A forced-on bit whose prerequisite the domain forces off: refused
+	// before anything is made.
+	out4, err := d.Create(g, g.DomainXML(netctlMetadata, netctlIface(`<driver name='qemu'><guest csum='off' tso4='on'/></driver>`)))
+	if err == nil {
+		t.Fatalf("virsh create with <guest tso4='on'/> and <guest csum='off'/> succeeded:\n%s", out4)
+	}
+	t.Logf("virsh create, tso4='on' with csum='off': %s", strings.TrimSpace(out4))
+	if !strings.Contains(out4, "50-netctl nctl prepare begin") || !strings.Contains(out4, "<guest tso4='on'/> needs <guest csum='on'/>") {
+		t.Errorf("virsh's error lacks netctl's line about tso4 and csum:\n%s", out4)
+	}
+	// Backend vhost-net from the metadata, on a host without it: policy's
+	// reason.
+	out5, err := d.Create(g, g.DomainXML(netctlMetadataWith(`backend="vhost-net"`), netctlIface(`<driver queues='2'/>`)))
+	if err == nil {
+		t.Fatalf("virsh create with backend vhost-net on a host without vhost-net succeeded:\n%s", out5)
+	}
+	t.Logf("virsh create, backend vhost-net: %s", strings.TrimSpace(out5))
+	if !strings.Contains(out5, "50-netctl nctl prepare begin") || !strings.Contains(out5, "policy: backend vhost-net is not available here") || !strings.Contains(out5, "modprobe vhost_net") {
+		t.Errorf("virsh's error lacks policy's reason:\n%s", out5)
 	}
 
 	// A link by the tap's name that netctl did not make: refused, and the
