@@ -8,10 +8,15 @@
 //
 //   - prepare begin: Plan reads the XML (bounded by MaxXML) and netctl's
 //     metadata (namespace Namespace, one <netctl:interface mac=...> per
-//     interface to manage) and the host Config; Prepare creates what the
-//     plan asks, each step with its undo next to it, and saves a
-//     state.Domain record. A failure undoes every step and returns one
-//     error line for libvirt to show.
+//     interface to manage) and the host Config, and what each interface's
+//     <driver><host/><guest/> forces (Forced; a forced-on bit whose
+//     prerequisite is forced off is refused here). Prepare probes the
+//     host (Devices.Probe) and asks policy.Decide about each interface
+//     (backend, profile, forced bits; a vdpa interface once its device
+//     exists), then creates what the plan asks, each step with its undo
+//     next to it, and saves a state.Domain record with the decisions. A
+//     refusal or failure undoes every step and returns one error line for
+//     libvirt to show.
 //   - started begin: the record is marked started.
 //   - reconnect begin: the record is rebuilt from the XML and what exists,
 //     touching no device.

@@ -20,7 +20,10 @@ import (
 // vdpaXML is a domain with one vdpa interface that netctl publishes; the
 // path is as the VM's root sees it (the nested QEMU, chrooted in
 // l2.Root, sees it without the prefix).
-func vdpaXML(dir, name string) []byte {
+func vdpaXML(dir, name string) []byte { return vdpaXMLWith(dir, name, "") }
+
+// vdpaXMLWith is vdpaXML with a <driver> element in the interface.
+func vdpaXMLWith(dir, name, driver string) []byte {
 	return []byte(`<domain type='qemu'>
   <name>hookvdpa</name>
   <metadata>
@@ -34,6 +37,7 @@ func vdpaXML(dir, name string) []byte {
     <interface type='vdpa'>
       <mac address='52:54:00:95:db:c0'/>
       <source dev='` + dir + `/` + name + `'/>
+      ` + driver + `
     </interface>
   </devices>
 </domain>`)
@@ -55,7 +59,10 @@ func vmHook(t *testing.T, run string) *Hook {
 // -netdev vhost-vdpa; release deletes the device and the link, a second
 // release is fine, and the VDUSE device is destroyed cleanly. On a
 // kernel without vDPA, prepare fails with the clear "no vdpa" error and
-// leaves nothing.
+// leaves nothing. A domain forcing an offload the VDUSE device does not
+// offer (<host csum='on'/>: the test device has no CSUM) is refused with
+// the attribute and the device's reason, and the vdpa device the prepare
+// created is deleted again, nothing published or recorded.
 func TestVMHookVDPA(t *testing.T) {
 	testenv.Require(t, "vduse", func(m *testenv.Missing) {
 		h := vmHook(m.T, m.TempDir())
@@ -83,12 +90,34 @@ func TestVMHookVDPA(t *testing.T) {
 	h := vmHook(t, t.TempDir())
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+
+	// Forced on, not offered by the device: refused after the device
+	// was made (its features are read from it), and the device is gone.
+	forced := vdpaXMLWith(h.Config.VDPADir, "netctl-h1", "<driver><host csum='on'/><guest csum='off'/></driver>")
+	_, err = h.Run(ctx, "hookvdpa", "prepare", "begin", bytes.NewReader(forced))
+	t.Logf("prepare forcing <host csum='on'/>: %v", err)
+	if !errors.Is(err, errs.ErrNotSupported) || !strings.Contains(err.Error(), "<driver><host csum='on'/> (CSUM) cannot be honoured: vdpa device netctl-h1 does not offer it (backend vdpa)") {
+		t.Errorf("prepare forcing <host csum='on'/> on the VDUSE device: %v", err)
+	}
+	if _, err := os.Stat("/sys/bus/vdpa/devices/netctl-h1"); !os.IsNotExist(err) {
+		t.Errorf("vdpa device netctl-h1 after the refused prepare: %v (want deleted)", err)
+	}
+	if _, err := os.Lstat(filepath.Join(h.Config.VDPADir, "netctl-h1")); !os.IsNotExist(err) {
+		t.Errorf("published link after the refused prepare: %v", err)
+	}
+	if ds, _, _ := h.Store.ListDomains(); len(ds) != 0 {
+		t.Errorf("a refused prepare left a record: %+v", ds[0])
+	}
+
 	xml := vdpaXML(h.Config.VDPADir, "netctl-h1")
 	res, err := h.Run(ctx, "hookvdpa", "prepare", "begin", bytes.NewReader(xml))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("prepare: %v", res.Done)
+	t.Logf("prepare: %v %v", res.Done, res.Notes)
+	if rec, err := h.Store.LoadDomain("hookvdpa"); err != nil || len(rec.Interfaces) != 1 || rec.Interfaces[0].Backend != "vdpa" || rec.Interfaces[0].Kind != "vdpa" {
+		t.Errorf("the record's decision: %+v, %v", rec, err)
+	}
 	link := filepath.Join(h.Config.VDPADir, "netctl-h1")
 	target, err := os.Readlink(link)
 	if err != nil || !strings.HasPrefix(target, "/dev/vhost-vdpa-") {

@@ -144,7 +144,9 @@ func hookQemuCommand() *cli.Command {
 		Description: "prepare begin: create the taps (<interface type='ethernet'> with <target dev managed='no'/>) and vdpa devices\n" +
 			"(<interface type='vdpa'> with <source dev='/run/netctl/vdpa/NAME'/>) that netctl manages, and check direct\n" +
 			"interfaces' lower devices. started begin: record. release end: delete exactly what netctl created.\n" +
-			"reconnect begin: rebuild the record. Other operations do nothing. Which interfaces: the domain's\n" +
+			"reconnect begin: rebuild the record. Other operations do nothing. Each interface is decided by policy first\n" +
+			"(backend, profile, the offloads <driver><host/><guest/> forces on and off): a forced-on offload the backend\n" +
+			"cannot carry refuses the start. Which interfaces: the domain's\n" +
 			"<metadata><netctl:hook xmlns:netctl='" + hook.Namespace + "'><netctl:interface mac=... mgmtdev=.../>,\n" +
 			"and the host config " + hook.DefaultConfigPath + " (NETCTL_HOOK_CONFIG). Log: " + hook.DefaultLogPath + ".",
 		Action: func(c *cli.Context) error {
