@@ -135,13 +135,13 @@ func (h *Hook) Prepare(ctx context.Context, p *Plan) (res *Result, err error) {
 	}
 	// Direct interfaces first: they create nothing, and a missing lower
 	// device should stop the start before anything is made.
-	for _, it := range p.Interfaces {
+	for i, it := range p.Interfaces {
 		if it.Kind != KindDirect {
 			continue
 		}
 		notes, err := h.Devices.DirectNotes(it)
 		if err != nil {
-			return nil, fmt.Errorf("domain %s: interface %s: %w", p.Domain, ifaceName(it.MAC, 0), err)
+			return nil, fmt.Errorf("domain %s: interface %s: %w", p.Domain, ifaceName(it.MAC, i), err)
 		}
 		for _, n := range notes {
 			h.logf("%s prepare: %s", p.Domain, n)
@@ -182,7 +182,7 @@ func (h *Hook) Prepare(ctx context.Context, p *Plan) (res *Result, err error) {
 		case KindTap:
 			ifindex, err := h.Devices.CreateTap(it, p.Owner)
 			if err != nil {
-				return nil, fmt.Errorf("domain %s: interface %s: %w", p.Domain, ifaceName(it.MAC, 0), err)
+				return nil, fmt.Errorf("domain %s: interface %s: %w", p.Domain, ifaceName(it.MAC, i), err)
 			}
 			undo = append(undo, func() {
 				if err := h.Devices.DeleteLink(it.Name, ifindex); err != nil {
@@ -202,11 +202,11 @@ func (h *Hook) Prepare(ctx context.Context, p *Plan) (res *Result, err error) {
 			h.logf("%s prepare: %s", p.Domain, d+")")
 		case KindVDPA:
 			if err := h.checkLinkFree(it.Link); err != nil {
-				return nil, fmt.Errorf("domain %s: interface %s: %w", p.Domain, ifaceName(it.MAC, 0), err)
+				return nil, fmt.Errorf("domain %s: interface %s: %w", p.Domain, ifaceName(it.MAC, i), err)
 			}
 			vhost, err := h.Devices.CreateVDPA(ctx, it)
 			if err != nil {
-				return nil, fmt.Errorf("domain %s: interface %s: %w", p.Domain, ifaceName(it.MAC, 0), err)
+				return nil, fmt.Errorf("domain %s: interface %s: %w", p.Domain, ifaceName(it.MAC, i), err)
 			}
 			undo = append(undo, func() {
 				dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -215,6 +215,13 @@ func (h *Hook) Prepare(ctx context.Context, p *Plan) (res *Result, err error) {
 					h.logf("%s prepare: undo: %v", p.Domain, err)
 				}
 			})
+			hv := state.HookVDPA{VDPA: state.VDPA{Name: it.Name, Mgmtdev: it.Mgmtdev, Vhost: vhost, Created: true}, MAC: macString(it)}
+			rec.VDPAs = append(rec.VDPAs, hv)
+			if err := save(); err != nil {
+				return nil, fmt.Errorf("domain %s: %w", p.Domain, err)
+			}
+			// Recorded first (a crash from here on leaves a record the
+			// next release finds), then decided by its own features.
 			dev, err := h.Devices.DescribeVDPA(ctx, it.Name)
 			if err != nil {
 				return nil, fmt.Errorf("domain %s: interface %s: %w", p.Domain, ifaceName(it.MAC, i), err)
@@ -224,13 +231,8 @@ func (h *Hook) Prepare(ctx context.Context, p *Plan) (res *Result, err error) {
 				return nil, fmt.Errorf("domain %s: %w", p.Domain, err)
 			}
 			decided(i, it, dec)
-			hv := state.HookVDPA{VDPA: state.VDPA{Name: it.Name, Mgmtdev: it.Mgmtdev, Vhost: vhost, Created: true}, MAC: macString(it)}
-			rec.VDPAs = append(rec.VDPAs, hv)
-			if err := save(); err != nil {
-				return nil, fmt.Errorf("domain %s: %w", p.Domain, err)
-			}
 			if err := publish(it.Link, vhost); err != nil {
-				return nil, fmt.Errorf("domain %s: interface %s: %w", p.Domain, ifaceName(it.MAC, 0), err)
+				return nil, fmt.Errorf("domain %s: interface %s: %w", p.Domain, ifaceName(it.MAC, i), err)
 			}
 			undo = append(undo, func() { unpublish(it.Link, vhost) })
 			rec.VDPAs[len(rec.VDPAs)-1].Link = it.Link
