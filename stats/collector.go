@@ -74,6 +74,13 @@ func (c *Collector) Collect(ctx context.Context, ts []Target) []NICStats {
 	// network namespace of the thread that opens the socket, and the
 	// goroutines below may run on any thread.
 	c.readLinks(ts, out)
+	if len(order) == 1 {
+		// One VM: no goroutine, so its monitor is dialed from the calling
+		// thread too (qemuproc names a busy monitor's holder through
+		// sock_diag, which answers per network namespace).
+		c.collectVM(ctx, ts, groups[order[0]], out)
+		return out
+	}
 	var wg sync.WaitGroup
 	for _, k := range order {
 		idx := groups[k]
