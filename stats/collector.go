@@ -108,9 +108,15 @@ func (c *Collector) collectVM(ctx context.Context, ts []Target, idx []int, out [
 	defer cancel()
 	sess := c.openSession(vctx, ts[idx[0]])
 	defer sess.close()
+	vhostNICs := 0
+	for _, i := range idx {
+		if ts[i].Backend == policy.BackendVhostNet {
+			vhostNICs++
+		}
+	}
 	for _, i := range idx {
 		nctx, ncancel := context.WithTimeout(vctx, c.o.Deadline)
-		c.readNIC(nctx, sess, &out[i])
+		c.readNIC(nctx, sess, &out[i], vhostNICs)
 		ncancel()
 		out[i].Time = c.o.Now()
 	}
@@ -143,8 +149,8 @@ func (c *Collector) readLinks(ts []Target, out []NICStats) {
 }
 
 // readNIC fills s from every source.
-func (c *Collector) readNIC(ctx context.Context, sess *session, s *NICStats) {
+func (c *Collector) readNIC(ctx context.Context, sess *session, s *NICStats, vhostNICs int) {
 	c.readRings(ctx, sess, s)
-	c.readWorkers(s)
+	c.readWorkers(s, vhostNICs)
 	c.readVDPA(ctx, s)
 }
