@@ -97,7 +97,8 @@ func testWorkers(t *testing.T, k *testenv.Kernel) {
 			t.Errorf("worker %+v is not named vhost-<tid>", w)
 		}
 	}
-	t.Logf("kernel %s workers: %+v", k.Name, before.Workers)
+	raw, _ := os.ReadFile("/proc/" + strconv.Itoa(before.Workers[0].TID) + "/stat")
+	t.Logf("kernel %s workers: %+v; stat of the first: %s", k.Name, before.Workers, raw)
 
 	frame := guest.IPv4Frame(17, guest.GuestIP, guest.HostIP, 4001, 5000, guest.Pattern(1400, 1), false)
 	pkt := append(guest.NetHdr{}.Append(nil, 12), frame...)
