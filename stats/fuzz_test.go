@@ -79,3 +79,12 @@ func FuzzParseVirtio(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseIff(f *testing.F) {
+	seeds(f, "fdinfo-*.txt")
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if name := parseIff(b); len(name) >= 16 || strings.ContainsAny(name, "/ \t\n") {
+			t.Errorf("parseIff(%q) = %q", b, name)
+		}
+	})
+}
