@@ -23,7 +23,7 @@ const greeting72 = `{"QMP": {"version": {"qemu": {"micro": 22, "minor": 2, "majo
 // an anonymous mapping of this process, so that process_vm_readv on this
 // process reads the indices the test writes there.
 type fakeVM struct {
-	t    *testing.T
+	t    testing.TB
 	sock string
 	mem  []byte // guest-physical 0 is mem[0]
 
@@ -41,7 +41,7 @@ const (
 	ringBase   = 0x10000 // GPA 0 is no ring address (QEMU's "not set up")
 )
 
-func newFakeVM(t *testing.T, pairs int, vhost bool) *fakeVM {
+func newFakeVM(t testing.TB, pairs int, vhost bool) *fakeVM {
 	mem, err := unix.Mmap(-1, 0, ringBase+64*ringStride, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/netctl/netctl/qemuproc"
 	"github.com/netctl/netctl/qmp"
@@ -281,13 +282,11 @@ func resolveRings(ctx context.Context, c *qmp.Client, path string, t Target, st 
 		r.pidStart, _ = qemuproc.StartTime(pid)
 	}
 	vhost := st.VhostStarted
-	var unset []string
 	for q := 0; q < 2*pairs; q++ {
 		a, err := queueAddresses(ctx, c, path, q, vhost)
 		if errors.Is(err, errNoRing) {
 			// A queue the driver did not set up (iPXE uses one pair;
 			// Linux sets up every pair it may use): left out.
-			unset = append(unset, fmt.Sprint(q))
 			continue
 		}
 		if err != nil {
@@ -358,5 +357,21 @@ func (c *Collector) Sample() {
 	c.mu.Unlock()
 	for _, r := range rs {
 		_ = r.sample()
+	}
+}
+
+// SampleEvery calls Sample every d until ctx ends; run it in its own
+// goroutine next to periodic Collect calls (go c.SampleEvery(ctx,
+// 100*time.Millisecond)). See Sample for the rate d lets it follow.
+func (c *Collector) SampleEvery(ctx context.Context, d time.Duration) {
+	tk := time.NewTicker(d)
+	defer tk.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tk.C:
+			c.Sample()
+		}
 	}
 }
