@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -138,10 +140,11 @@ func (c *Collector) openSession(ctx context.Context, t Target) *session {
 	return &session{c: cl}
 }
 
-// alive says the target's QEMU still runs (same pid and start time).
+// alive says the target's QEMU still runs: same pid and start time, and
+// not a zombie (exited, its parent has not reaped it yet).
 func alive(t Target) bool {
-	st, err := qemuproc.StartTime(t.PID)
-	return err == nil && (t.PIDStart == 0 || st == t.PIDStart)
+	st, err := readStat(filepath.Join(ProcRoot, strconv.Itoa(t.PID), "stat"))
+	return err == nil && st.State != 'Z' && st.State != 'X' && (t.PIDStart == 0 || st.StartTime == t.PIDStart)
 }
 
 // socketGone says the monitor's socket is gone or nobody listens: the
