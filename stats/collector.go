@@ -108,15 +108,10 @@ func (c *Collector) collectVM(ctx context.Context, ts []Target, idx []int, out [
 	defer cancel()
 	sess := c.openSession(vctx, ts[idx[0]])
 	defer sess.close()
-	vhostNICs := 0
-	for _, i := range idx {
-		if ts[i].Backend == policy.BackendVhostNet {
-			vhostNICs++
-		}
-	}
+	workers := assignWorkers(ts, idx)
 	for _, i := range idx {
 		nctx, ncancel := context.WithTimeout(vctx, c.o.Deadline)
-		c.readNIC(nctx, sess, &out[i], vhostNICs)
+		c.readNIC(nctx, sess, &out[i], workers[i])
 		ncancel()
 		out[i].Time = c.o.Now()
 	}
@@ -149,8 +144,13 @@ func (c *Collector) readLinks(ts []Target, out []NICStats) {
 }
 
 // readNIC fills s from every source.
-func (c *Collector) readNIC(ctx context.Context, sess *session, s *NICStats, vhostNICs int) {
+func (c *Collector) readNIC(ctx context.Context, sess *session, s *NICStats, w workerResult) {
 	c.readRings(ctx, sess, s)
-	c.readWorkers(s, vhostNICs)
+	if s.Target.Backend == policy.BackendVhostNet {
+		if w.why != "" {
+			s.missing(SourceVhost, w.why)
+		}
+		s.Workers = w.workers
+	}
 	c.readVDPA(ctx, s)
 }
