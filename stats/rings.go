@@ -141,11 +141,25 @@ func (s *session) close() {
 // (qemuproc.Dial): a monitor another client holds is reported busy with
 // the holder's name.
 func (c *Collector) openSession(ctx context.Context, t Target) *session {
-	if t.QMP == "" {
-		return &session{why: "no QMP monitor is known for this VM: name it with --qmp SOCKET"}
-	}
 	vm := qemuproc.VM{PID: t.PID, StartTime: t.PIDStart, Name: t.VM,
 		Monitors: []qemuproc.Monitor{{Option: "--qmp", Path: t.QMP, Socket: t.QMP, Server: true}}}
+	if t.QMP == "" {
+		// The monitors QEMU's command line names (libvirt's among them:
+		// qemuproc.Dial then says to go through libvirt).
+		found := false
+		if t.PID > 0 {
+			if vms, err := qemuproc.List(); err == nil {
+				for _, v := range vms {
+					if v.PID == t.PID {
+						vm, found = v, true
+					}
+				}
+			}
+		}
+		if !found {
+			return &session{why: "no QMP monitor is known for this VM: name it with --qmp SOCKET"}
+		}
+	}
 	cl, err := qemuproc.Dial(ctx, vm)
 	if err != nil {
 		why := err.Error()
