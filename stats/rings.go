@@ -175,8 +175,12 @@ func (c *Collector) openSession(ctx context.Context, t Target) *session {
 }
 
 // alive says the target's QEMU still runs: same pid and start time, and
-// not a zombie (exited, its parent has not reaped it yet).
+// not a zombie (exited, its parent has not reaped it yet). A target
+// without a pid is taken as alive.
 func alive(t Target) bool {
+	if t.PID <= 0 {
+		return true // unknown: nothing says it is gone
+	}
 	st, err := readStat(filepath.Join(ProcRoot, strconv.Itoa(t.PID), "stat"))
 	return err == nil && st.State != 'Z' && st.State != 'X' && (t.PIDStart == 0 || st.StartTime == t.PIDStart)
 }
