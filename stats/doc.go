@@ -5,8 +5,9 @@
 // Sources, per NIC (NICStats.Missing says why one gave nothing):
 //
 //   - "link": the host tap or macvtap's rtnetlink stats64 (packets, bytes,
-//     errors, drops), named from the GUEST's side: the tap's tx is the
-//     guest's rx. Like `ip -s link show TAP`, directions swapped. A tap
+//     errors, drops), named from the GUEST's side: a tap's tx is the
+//     guest's rx (like `ip -s link show TAP`, directions swapped); a
+//     macvtap's tx is already the guest's tx (not swapped). A tap
 //     QEMU got as an fd is named from QEMU's fdinfo (tun's "iff:" line).
 //   - "rings": each data virtqueue's avail and used indices, read where
 //     they live, in QEMU's memory, without stopping anything: the rings'

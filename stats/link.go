@@ -9,8 +9,8 @@ import (
 )
 
 // readLink reads the host link's rtnetlink stats64 (like `ip -s link show
-// NAME`) and names them from the guest's side: the tap's tx is the guest's
-// rx. With an ifindex the link must still have that index and name (a tap
+// NAME`) and names them from the guest's side (see linkStats: a tap's tx
+// is the guest's rx, a macvtap's rx is). With an ifindex the link must still have that index and name (a tap
 // deleted and another made under the same name is not this NIC's).
 func readLink(h *netlink.Handle, name string, ifindex int) (*LinkStats, error) {
 	var l netlink.Link
@@ -34,13 +34,25 @@ func readLink(h *netlink.Handle, name string, ifindex int) (*LinkStats, error) {
 	if st == nil {
 		return nil, fmt.Errorf("link %s: the kernel sent no statistics", name)
 	}
-	return linkStats(st), nil
+	_, mv := l.(*netlink.Macvtap)
+	return linkStats(st, mv), nil
 }
 
-// linkStats flips the host link's directions to the guest's side.
-func linkStats(st *netlink.LinkStatistics) *LinkStats {
-	return &LinkStats{
-		RX: Counters{Packets: st.TxPackets, Bytes: st.TxBytes, Errors: st.TxErrors, Drops: st.TxDropped},
-		TX: Counters{Packets: st.RxPackets, Bytes: st.RxBytes, Errors: st.RxErrors, Drops: st.RxDropped},
+// linkStats names the host link's counters from the guest's side.
+//
+// A tap is the guest's wire seen from the host: what the guest writes
+// into the tap's fd enters the host (tun_get_user, the tap's rx), what
+// the host sends out the tap reaches the guest (the tap's tx): flipped.
+// A macvtap is not: what the guest writes into its queue leaves through
+// the macvlan device's transmit path (the macvtap's tx), and what comes
+// from the lower device is counted as the macvtap's rx before it is
+// queued to the guest (macvlan_handle_frame). TestHostLink and
+// TestHostLinkMacvtap measure both.
+func linkStats(st *netlink.LinkStatistics, macvtap bool) *LinkStats {
+	rx := Counters{Packets: st.RxPackets, Bytes: st.RxBytes, Errors: st.RxErrors, Drops: st.RxDropped}
+	tx := Counters{Packets: st.TxPackets, Bytes: st.TxBytes, Errors: st.TxErrors, Drops: st.TxDropped}
+	if macvtap {
+		return &LinkStats{RX: rx, TX: tx}
 	}
+	return &LinkStats{RX: tx, TX: rx}
 }

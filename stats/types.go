@@ -53,8 +53,9 @@ func (t Target) Key() string {
 type Counters struct{ Packets, Bytes, Errors, Drops uint64 }
 
 // LinkStats are the host link's counters, named from the GUEST's side:
-// RX is what the guest received (the tap's tx), TX what it sent (the
-// tap's rx).
+// RX is what the guest received, TX what it sent. For a tap that is the
+// tap's tx and rx, flipped; a macvtap counts from the guest's side
+// already (its tx is what the guest sent), so its counters are not.
 type LinkStats struct{ RX, TX Counters }
 
 // QueueStats are one virtqueue's indices.
