@@ -32,7 +32,7 @@ func passedFDs(opts map[string]string) []int {
 // "iff:\tNAME" (Linux 3.14+), a macvtap by its character device
 // /dev/tapIFINDEX (the name is then "", the ifindex set).
 func fdLink(pid, fd int) (name string, ifindex int, err error) {
-	dir := filepath.Join(ProcRoot, strconv.Itoa(pid))
+	dir := filepath.Join(procRoot, strconv.Itoa(pid))
 	target, err := os.Readlink(filepath.Join(dir, "fd", strconv.Itoa(fd)))
 	if err != nil {
 		return "", 0, fmt.Errorf("QEMU's fd %d: %w", fd, err)

@@ -181,7 +181,7 @@ func alive(t Target) bool {
 	if t.PID <= 0 {
 		return true // unknown: nothing says it is gone
 	}
-	st, err := readStat(filepath.Join(ProcRoot, strconv.Itoa(t.PID), "stat"))
+	st, err := readStat(filepath.Join(procRoot, strconv.Itoa(t.PID), "stat"))
 	return err == nil && st.State != 'Z' && st.State != 'X' && (t.PIDStart == 0 || st.StartTime == t.PIDStart)
 }
 

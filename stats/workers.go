@@ -12,8 +12,8 @@ import (
 	"github.com/netctl/netctl/policy"
 )
 
-// ProcRoot is where procfs is mounted (tests point it elsewhere).
-var ProcRoot = "/proc"
+// procRoot is where procfs is mounted (tests point it at a fake tree).
+var procRoot = "/proc"
 
 // maxTasks bounds the directory entries read from one /proc listing.
 const maxTasks = 1 << 16
@@ -39,7 +39,7 @@ type worker struct {
 // queue pair order: QEMU (and vhostnet.NewNIC) opens and owns the
 // devices pair by pair.
 func findWorkers(pid int) ([]worker, error) {
-	tids, err := listPIDs(filepath.Join(ProcRoot, strconv.Itoa(pid), "task"))
+	tids, err := listPIDs(filepath.Join(procRoot, strconv.Itoa(pid), "task"))
 	if err != nil {
 		if os.IsNotExist(err) {
 			return nil, fmt.Errorf("VM gone: QEMU (pid %d) has exited: %w", pid, ErrNotAvailable)
@@ -52,19 +52,19 @@ func findWorkers(pid int) ([]worker, error) {
 	}
 	var ws []worker
 	for _, tid := range tids {
-		st, err := readStat(filepath.Join(ProcRoot, strconv.Itoa(pid), "task", strconv.Itoa(tid), "stat"))
+		st, err := readStat(filepath.Join(procRoot, strconv.Itoa(pid), "task", strconv.Itoa(tid), "stat"))
 		if err == nil && strings.HasPrefix(st.Comm, "vhost-") {
 			ws = append(ws, worker{tid: tid, stat: st})
 		}
 	}
 	if len(ws) == 0 {
 		// Before 6.4: kernel threads named after one of the owner's threads.
-		all, err := listPIDs(ProcRoot)
+		all, err := listPIDs(procRoot)
 		if err != nil {
-			return nil, fmt.Errorf("scan %s: %w", ProcRoot, err)
+			return nil, fmt.Errorf("scan %s: %w", procRoot, err)
 		}
 		for _, p := range all {
-			st, err := readStat(filepath.Join(ProcRoot, strconv.Itoa(p), "stat"))
+			st, err := readStat(filepath.Join(procRoot, strconv.Itoa(p), "stat"))
 			if err == nil && st.PPID == 2 && names[st.Comm] {
 				ws = append(ws, worker{tid: p, stat: st})
 			}

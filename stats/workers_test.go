@@ -11,7 +11,7 @@ import (
 	"github.com/netctl/netctl/policy"
 )
 
-// fakeProc writes stat files under a temporary ProcRoot: path (relative)
+// fakeProc writes stat files under a temporary procRoot: path (relative)
 // -> comm, ppid, utime, stime, starttime.
 func fakeProc(t *testing.T, files map[string][5]any) {
 	t.Helper()
@@ -27,9 +27,9 @@ func fakeProc(t *testing.T, files map[string][5]any) {
 			t.Fatal(err)
 		}
 	}
-	old := ProcRoot
-	ProcRoot = root
-	t.Cleanup(func() { ProcRoot = old })
+	old := procRoot
+	procRoot = root
+	t.Cleanup(func() { procRoot = old })
 }
 
 // TestAssignWorkers: vhost workers (6.4+ threads of QEMU, older kernel
