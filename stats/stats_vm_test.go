@@ -1,0 +1,390 @@
+package stats
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/netctl/netctl/attach"
+	"github.com/netctl/netctl/internal/testenv"
+	"github.com/netctl/netctl/macvtap"
+	"github.com/netctl/netctl/policy"
+	"github.com/netctl/netctl/qmp"
+	"github.com/netctl/netctl/test/l2"
+	"github.com/netctl/netctl/test/vduse"
+	"github.com/netctl/netctl/vdpa"
+	"github.com/netctl/netctl/vhostnet"
+	"github.com/netctl/netctl/vhostnet/guest"
+	"github.com/netctl/netctl/virtio"
+)
+
+// TestVM runs in the 6.12 and 6.1 VMs, one boot each.
+func TestVM(t *testing.T) {
+	k := testenv.Require(t, "vhost_net", nil)
+	t.Run("workers", func(t *testing.T) { testWorkers(t, k) })
+	t.Run("vdpa", func(t *testing.T) { testVDPA(t, k) })
+	t.Run("rings_vhost", func(t *testing.T) { testRingsVhost(t, k) })
+	t.Run("rings_vhost_linux", func(t *testing.T) { testRingsVhostLinux(t, k) })
+}
+
+// testRingsVhostLinux: a nested Linux guest (test/l2, the VM's own
+// kernel, one vCPU) on a 2-pair NIC whose tap QEMU opened itself with
+// vhost=on, found over QMP alone. The Linux driver sets up every queue
+// (it turns on one pair per vCPU), so the stats read all four rings:
+// pair 0's from x-query-virtio-vhost-queue-status, pair 1's, which that
+// command refuses on QEMU 7.2 ("Invalid vhost virtqueue number"), from
+// x-query-virtio-queue-status; pair 0's RX ring holds the buffers the
+// driver posted, and its TX used index matches the packets the tap got
+// from the guest (its IPv6 neighbour traffic).
+func testRingsVhostLinux(t *testing.T, k *testenv.Kernel) {
+	vmlinuz := os.Getenv("NETCTL_VM_VMLINUZ")
+	if vmlinuz == "" {
+		t.Fatal("NETCTL_VM_VMLINUZ is not set: run this test through netctl-vm exec (make test-vm)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	mac := "52:54:00:94:00:02"
+	g, err := l2.Start(ctx, l2.Config{Vmlinuz: vmlinuz, NICs: []l2.NIC{{ID: "nic0", MAC: mac, Tap: "l2st0", Netdev: "queues=2", Device: "mq=on,vectors=6"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if t.Failed() {
+			t.Logf("L2 stderr:\n%s\nconsole:\n%s", g.Stderr(), g.Console())
+		}
+		g.Close()
+	}()
+	if _, err := g.WaitNICs(ctx, 1, 5*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	ts, err := Targets(ctx, t.TempDir(), "", g.QMP)
+	if err != nil || len(ts) != 1 {
+		t.Fatalf("targets %+v: %v", ts, err)
+	}
+	tg := ts[0]
+	if tg.Backend != policy.BackendVhostNet || tg.Link != "l2st0" || tg.QueuePairs != 2 || tg.PID != g.PID {
+		t.Errorf("target from QMP: %+v", tg)
+	}
+	c := NewCollector(Options{Deadline: 30 * time.Second})
+	var s NICStats
+	// The guest's driver may still be starting: wait for DRIVER_OK.
+	for ctx.Err() == nil {
+		s = c.Collect(ctx, ts)[0]
+		if !strings.Contains(s.Missing[SourceRings], "has not started the device") {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	t.Logf("kernel %s: queues %+v link %+v workers %+v missing %v", k.Name, s.Queues, s.Link, s.Workers, s.Missing)
+	if len(s.Queues) != 4 {
+		t.Fatalf("queues %+v, missing %v: want all four", s.Queues, s.Missing)
+	}
+	if rx := queue(s, 0, "rx"); rx.Offered == 0 {
+		t.Errorf("pair 0 rx %+v: the driver posts receive buffers when the link comes up", rx)
+	}
+	if tx := queue(s, 0, "tx"); s.Link == nil || diff(tx.Completed, s.Link.TX.Packets) > 2 {
+		t.Errorf("pair 0 tx %+v, tap %+v: want its used index to match the packets from the guest (within 2)", tx, s.Link)
+	}
+	if len(s.Workers) != 2 || s.Workers[0].Comm != "vhost-"+strconv.Itoa(g.PID) {
+		t.Errorf("workers %+v", s.Workers)
+	}
+}
+
+// testRingsVhost: the host's QEMU 7.2 (chrooted, firmware only) gets a
+// 2-pair vhost-net NIC from netctl attach; after cont, iPXE does DHCP
+// over it. QEMU never sees those rings itself (its own used-idx stays 0),
+// yet the stats read them in QEMU's memory: pair 0's TX used index equals
+// the packets the tap received from the guest (every TX chain is one
+// packet), its RX used index counts at least the DHCP offer and ack; the
+// queues iPXE never set up (pair 1) are left out; x-query-virtio-queue-
+// status is never asked for the vhost device's own queues. The workers:
+// one per pair, named vhost-<QEMU's pid>.
+func testRingsVhost(t *testing.T, k *testenv.Kernel) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	g, err := l2.StartFirmware(ctx, l2.Firmware{Name: "stats"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	dir := t.TempDir()
+	mac := net.HardwareAddr{0x52, 0x54, 0, 0x93, 0, 2}
+	nic, err := attach.Attach(ctx, attach.Request{QMP: g.QMP, ID: "net1", Backend: policy.BackendVhostNet, Queues: 2, MAC: mac.String(), StateDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.LinkUp(t, nic.Tap.Name)
+	srv, err := l2.ServeDHCP(nic.Tap.Name, mac)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	ts, err := Targets(ctx, dir, "", "")
+	if err != nil || len(ts) != 1 || ts[0].Backend != policy.BackendVhostNet || ts[0].PID != g.PID {
+		t.Fatalf("targets %+v, %v", ts, err)
+	}
+	c := NewCollector(Options{Deadline: 30 * time.Second})
+	paused := c.Collect(ctx, ts)[0]
+	if len(paused.Queues) != 0 || !strings.Contains(paused.Missing[SourceRings], "has not started the device") {
+		t.Errorf("paused: queues %v missing %v", paused.Queues, paused.Missing)
+	}
+	if len(paused.Workers) != 2 || paused.Workers[0].Comm != "vhost-"+strconv.Itoa(g.PID) {
+		t.Errorf("workers %+v (missing %v): want 2 named vhost-%d", paused.Workers, paused.Missing, g.PID)
+	}
+	qc, err := qmp.Dial(ctx, g.QMP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := qc.Execute(ctx, "cont", nil); err != nil {
+		t.Fatal(err)
+	}
+	qc.Close()
+	dctx, dcancel := context.WithTimeout(ctx, 90*time.Second)
+	if _, err := srv.Wait(dctx, l2.DHCPRequest); err != nil {
+		t.Fatalf("DHCP: %v (log %v)", err, srv.Log())
+	}
+	dcancel()
+	s := c.Collect(ctx, ts)[0]
+	t.Logf("kernel %s: queues %+v link %+v workers %+v missing %v", k.Name, s.Queues, s.Link, s.Workers, s.Missing)
+	if len(s.Queues) != 2 || s.Queues[0].Pair != 0 || s.Queues[1].Direction != "tx" {
+		t.Fatalf("queues %+v missing %v: want pair 0's two (iPXE sets up no other)", s.Queues, s.Missing)
+	}
+	rx, tx := s.Queues[0], s.Queues[1]
+	if rx.Completed < 2 || tx.Completed < 2 {
+		t.Errorf("rx %+v tx %+v: want at least DISCOVER and REQUEST out, OFFER and ACK in", rx, tx)
+	}
+	// The tap counts every frame the guest sent; read once more around
+	// the ring read for frames iPXE sends meanwhile.
+	if s.Link == nil || diff(tx.Completed, s.Link.TX.Packets) > 2 {
+		t.Errorf("TX used index %d, the tap's received packets %+v: want equal (within 2 sent in between)", tx.Completed, s.Link)
+	}
+	// QEMU's own view of a vhost ring: used-idx 0 (the measurement).
+	qc, err = qmp.Dial(ctx, g.QMP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer qc.Close()
+	raw, err := qc.Execute(ctx, "x-query-virtio-vhost-queue-status", map[string]any{"path": "/machine/peripheral/net1/virtio-backend", "queue": 1})
+	t.Logf("x-query-virtio-vhost-queue-status queue 1: %s (%v)", raw, err)
+	raw, err = qc.Execute(ctx, "x-query-virtio-vhost-queue-status", map[string]any{"path": "/machine/peripheral/net1/virtio-backend", "queue": 2})
+	t.Logf("x-query-virtio-vhost-queue-status queue 2: %s (%v)", raw, err)
+	raw, err = qc.Execute(ctx, "x-query-virtio-queue-status", map[string]any{"path": "/machine/peripheral/net1/virtio-backend", "queue": 3})
+	t.Logf("x-query-virtio-queue-status queue 3: %s (%v)", raw, err)
+}
+
+// testWorkers: a 2-pair vhost-net NIC owned by this process (the
+// userspace driver is the guest): the stats find one vhost worker per
+// pair, in this process's threads on 6.4+ (6.12) and as kernel threads
+// before (6.1); frames pushed through pair 1's TX ring raise pair 1's
+// worker CPU time, and pair 0's worker, which carried nothing, less.
+func testWorkers(t *testing.T, k *testenv.Kernel) {
+	testenv.Host(t)
+	tap, err := macvtap.CreateTap(macvtap.TapConfig{Name: "stw%d", VnetHdr: true, VnetHdrSize: 12, Queues: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tap.Close()
+	testenv.LinkUp(t, tap.Name())
+	mem, err := guest.NewMemory(64 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	cfg := vhostnet.NICConfig{Features: virtio.Version1,
+		Memory: []vhostnet.MemoryRegion{{GuestPhysAddr: 0, Size: uint64(len(mem.Buf)), UserAddr: mem.VA(0)}}}
+	var tx []*guest.Queue
+	for i := 0; i < 2; i++ {
+		rxq, err := guest.NewQueue(mem, guest.QueueConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rxq.Close()
+		txq, err := guest.NewQueue(mem, guest.QueueConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer txq.Close()
+		tx = append(tx, txq)
+		cfg.Queues = append(cfg.Queues, vhostnet.NewQueuePair(rxq, txq, tap.QueueFD(i)))
+	}
+	nic, err := vhostnet.NewNIC(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nic.Close()
+
+	target := Target{VM: "self", NIC: "vh0", PID: os.Getpid(), Backend: policy.BackendVhostNet, Link: tap.Name(), QueuePairs: 2}
+	if ifi, err := net.InterfaceByName(tap.Name()); err == nil {
+		target.Ifindex = ifi.Index
+	}
+	c := NewCollector(Options{})
+	ctx := context.Background()
+	before := c.Collect(ctx, []Target{target})[0]
+	if len(before.Workers) != 2 {
+		t.Fatalf("workers %+v, missing %v; want one per queue pair", before.Workers, before.Missing)
+	}
+	// The rings and the monitor: there is no QEMU, and the stats say so.
+	if !strings.Contains(before.Missing[SourceQMP], "no QMP monitor") || before.Missing[SourceRings] == "" {
+		t.Errorf("missing %v: want qmp and rings explained", before.Missing)
+	}
+	self, _ := os.ReadDir("/proc/self/task")
+	inProcess := false
+	for _, e := range self {
+		if e.Name() == strconv.Itoa(before.Workers[0].TID) {
+			inProcess = true
+		}
+	}
+	if want := k.Name != "6.1"; inProcess != want {
+		t.Errorf("kernel %s: workers %+v are threads of this process: %v, want %v (vhost_task came in 6.4)", k.Name, before.Workers, inProcess, want)
+	}
+	for _, w := range before.Workers {
+		if !strings.HasPrefix(w.Comm, "vhost-") {
+			t.Errorf("worker %+v is not named vhost-<tid>", w)
+		}
+	}
+	raw, _ := os.ReadFile("/proc/" + strconv.Itoa(before.Workers[0].TID) + "/stat")
+	t.Logf("kernel %s workers: %+v; stat of the first: %s", k.Name, before.Workers, raw)
+
+	frame := guest.IPv4Frame(17, guest.GuestIP, guest.HostIP, 4001, 5000, guest.Pattern(1400, 1), false)
+	pkt := append(guest.NetHdr{}.Append(nil, 12), frame...)
+	const frames = 20000
+	for sent := 0; sent < frames; sent++ {
+		for tx[1].Free() == 0 {
+			if _, err := tx[1].Used(5 * time.Second); err != nil {
+				t.Fatalf("after %d frames: %v", sent, err)
+			}
+		}
+		if err := tx[1].AddOut(pkt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for tx[1].Pending() > 0 {
+		if _, err := tx[1].Used(5 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := c.Collect(ctx, []Target{target})[0]
+	if len(after.Workers) != 2 || after.Workers[1].TID != before.Workers[1].TID {
+		t.Fatalf("workers after: %+v", after.Workers)
+	}
+	busy := after.Workers[1].CPUSeconds - before.Workers[1].CPUSeconds
+	idle := after.Workers[0].CPUSeconds - before.Workers[0].CPUSeconds
+	t.Logf("%d frames on pair 1: worker CPU pair 1 +%.2fs, pair 0 +%.2fs; guest TX packets on the link +%d",
+		frames, busy, idle, after.Link.TX.Packets-before.Link.TX.Packets)
+	if busy <= 0 || idle >= busy {
+		t.Errorf("pair 1's worker used %.2fs, pair 0's %.2fs: want pair 1's to rise, and more than pair 0's", busy, idle)
+	}
+	if after.Link == nil || after.Link.TX.Packets-before.Link.TX.Packets < frames {
+		t.Errorf("link %+v: want the %d frames as guest TX", after.Link, frames)
+	}
+	r := Rate(before, after)
+	if len(r.Workers) != 2 || r.Workers[1].CPUFraction <= 0 {
+		t.Errorf("rates %+v", r.Workers)
+	}
+}
+
+// testVDPA: a VDUSE device's parent has no vendor statistics: the stats
+// say "not provided by this driver (vduse)". The 6.1 VM has no vDPA: the
+// stats say so instead.
+func testVDPA(t *testing.T, k *testenv.Kernel) {
+	target := Target{VM: "none", NIC: "vd0", Backend: policy.BackendVDPA, VDPA: "statsvd0", QueuePairs: 1}
+	c := NewCollector(Options{})
+	if !k.Has("vduse") {
+		s := c.Collect(context.Background(), []Target{target})[0]
+		if len(s.VDPA) != 0 || !strings.Contains(s.Missing[SourceVDPA], "vdpa") {
+			t.Errorf("kernel %s without vdpa: %v %v", k.Name, s.VDPA, s.Missing)
+		}
+		t.Logf("kernel %s: %s", k.Name, s.Missing[SourceVDPA])
+		return
+	}
+	dev, err := vduse.Create(vduse.Config{Name: "statsvd0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	cl, err := vdpa.Dial(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.AddDevice(context.Background(), vdpa.AddOptions{Name: "statsvd0", MgmtDev: "vduse"}); err != nil {
+		t.Fatal(err)
+	}
+	defer cl.DeleteDevice(context.Background(), "statsvd0")
+	s := c.Collect(context.Background(), []Target{target})[0]
+	if len(s.VDPA) != 0 || s.Missing[SourceVDPA] != "not provided by this driver (vduse)" {
+		t.Errorf("VDUSE: vdpa %v, missing %q", s.VDPA, s.Missing[SourceVDPA])
+	}
+	if s.Missing[SourceLink] != "a vdpa NIC has no host link" {
+		t.Errorf("link: %q", s.Missing[SourceLink])
+	}
+	_, _, err = cl.VStats(context.Background(), "statsvd0", 0)
+	if !errors.Is(err, vdpa.ErrNotSupported) {
+		t.Errorf("the kernel's own answer: %v", err)
+	}
+	testRingsVDPA(t, k)
+}
+
+// testRingsVDPA: a firmware-only QEMU (shared memory) gets a vdpa NIC
+// from netctl attach on a VDUSE device served by this process, which
+// loops every frame the guest sends back into its receive ring. The
+// rings are read through the vhost-vdpa device's own queue status: what
+// iPXE sent is used on TX, what came back on RX; the vdpa source says
+// the driver has no statistics.
+func testRingsVDPA(t *testing.T, k *testenv.Kernel) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	mac := net.HardwareAddr{0x52, 0x54, 0, 0x95, 0, 2}
+	dev, err := vduse.Create(vduse.Config{Name: "netctl-v1", MAC: mac})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	g, err := l2.StartFirmware(ctx, l2.Firmware{Name: "statsvdpa", SharedMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close() // before the vdpa device goes: QEMU's fd would hold it
+	dir := t.TempDir()
+	nic, err := attach.Attach(ctx, attach.Request{QMP: g.QMP, ID: "v1", Mgmtdev: "vduse", StateDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer attach.Detach(context.Background(), attach.DetachRequest{QMP: g.QMP, ID: "v1", StateDir: dir, Timeout: 10 * time.Second})
+	if nic.Backend != policy.BackendVDPA {
+		t.Fatalf("backend %s", nic.Backend)
+	}
+	ts, err := Targets(ctx, dir, "", "")
+	if err != nil || len(ts) != 1 || ts[0].VDPA != "netctl-v1" {
+		t.Fatalf("targets %+v: %v", ts, err)
+	}
+	qc, err := qmp.Dial(ctx, g.QMP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = qc.Execute(ctx, "cont", nil)
+	qc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for dev.Looped() < 2 && ctx.Err() == nil {
+		time.Sleep(100 * time.Millisecond)
+	}
+	c := NewCollector(Options{Deadline: 30 * time.Second})
+	s := c.Collect(ctx, ts)[0]
+	t.Logf("kernel %s: looped %d; queues %+v missing %v", k.Name, dev.Looped(), s.Queues, s.Missing)
+	if len(s.Queues) != 2 {
+		t.Fatalf("queues %+v, missing %v", s.Queues, s.Missing)
+	}
+	if rx, tx := queue(s, 0, "rx"), queue(s, 0, "tx"); tx.Completed < 2 || rx.Completed < 2 {
+		t.Errorf("rx %+v tx %+v: want the looped frames used on both", rx, tx)
+	}
+	if s.Missing[SourceVDPA] != "not provided by this driver (vduse)" || s.Missing[SourceLink] != "a vdpa NIC has no host link" {
+		t.Errorf("missing %v", s.Missing)
+	}
+}
