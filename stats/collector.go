@@ -1,0 +1,143 @@
+package stats
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/netctl/netctl/policy"
+)
+
+// DefaultDeadline is Options.Deadline's default.
+const DefaultDeadline = 5 * time.Second
+
+// Options configure a Collector.
+type Options struct {
+	// Deadline bounds the reading of one NIC in one collection (QMP,
+	// netlink, /proc); 0 is DefaultDeadline. A NIC that takes longer gets
+	// Missing entries saying so; the others are not held up.
+	Deadline time.Duration
+	// Now is the clock (tests); nil is time.Now.
+	Now func() time.Time
+}
+
+// Collector reads NICs' counters. It is safe for concurrent use. It holds
+// no fd and no QMP connection between calls: only each target's ring
+// state (cached host addresses of its rings, last 16-bit indices and the
+// accumulated counts), guarded by mu.
+type Collector struct {
+	o Options
+
+	mu    sync.Mutex            // guards rings
+	rings map[string]*ringState // by Target.Key()
+}
+
+// NewCollector makes a Collector.
+func NewCollector(o Options) *Collector {
+	if o.Deadline <= 0 {
+		o.Deadline = DefaultDeadline
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Collector{o: o, rings: map[string]*ringState{}}
+}
+
+// Forget drops what the Collector keeps about a NIC that is gone.
+func (c *Collector) Forget(t Target) {
+	c.mu.Lock()
+	delete(c.rings, t.Key())
+	c.mu.Unlock()
+}
+
+// Collect reads every target; it never fails as a whole: a VM gone or a
+// monitor busy is that NIC's Missing entry. The result is in the order of
+// ts. Targets of one VM share one QMP connection, dialed and closed
+// within the call; VMs are read in parallel. It keeps the last ring
+// indices per target to accumulate 16-bit wraps.
+func (c *Collector) Collect(ctx context.Context, ts []Target) []NICStats {
+	out := make([]NICStats, len(ts))
+	groups := map[string][]int{}
+	var order []string
+	for i, t := range ts {
+		k := vmKey(t)
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], i)
+	}
+	// Links first, from the calling goroutine: netlink answers in the
+	// network namespace of the thread that opens the socket, and the
+	// goroutines below may run on any thread.
+	c.readLinks(ts, out)
+	var wg sync.WaitGroup
+	for _, k := range order {
+		idx := groups[k]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.collectVM(ctx, ts, idx, out)
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// vmKey groups targets that share a QEMU (and so a QMP connection).
+func vmKey(t Target) string {
+	if t.QMP != "" {
+		return "qmp:" + t.QMP
+	}
+	return "vm:" + t.VM
+}
+
+// collectVM reads the targets idx of one VM into out.
+func (c *Collector) collectVM(ctx context.Context, ts []Target, idx []int, out []NICStats) {
+	vctx, cancel := context.WithTimeout(ctx, c.o.Deadline*time.Duration(len(idx)))
+	defer cancel()
+	sess := c.openSession(vctx, ts[idx[0]])
+	defer sess.close()
+	for _, i := range idx {
+		nctx, ncancel := context.WithTimeout(vctx, c.o.Deadline)
+		c.readNIC(nctx, sess, &out[i])
+		ncancel()
+		out[i].Time = c.o.Now()
+	}
+}
+
+// readLinks reads each target's host link into out (and sets Target).
+func (c *Collector) readLinks(ts []Target, out []NICStats) {
+	h, herr := netlink.NewHandle(unix.NETLINK_ROUTE)
+	if herr == nil {
+		defer h.Close()
+	}
+	for i, t := range ts {
+		s := &out[i]
+		s.Target = t
+		switch {
+		case t.Link == "" && t.Backend == policy.BackendVDPA:
+			s.missing(SourceLink, "a vdpa NIC has no host link")
+		case t.Link == "":
+			s.missing(SourceLink, "the NIC's host link is not known (a tap QEMU got as an fd): attach it with netctl to have it recorded")
+		case herr != nil:
+			s.missing(SourceLink, fmt.Sprintf("rtnetlink: %v", herr))
+		default:
+			if l, err := readLink(h, t.Link, t.Ifindex); err != nil {
+				s.missing(SourceLink, err.Error())
+			} else {
+				s.Link = l
+			}
+		}
+	}
+}
+
+// readNIC fills s from every source.
+func (c *Collector) readNIC(ctx context.Context, sess *session, s *NICStats) {
+	c.readRings(ctx, sess, s)
+	c.readWorkers(s)
+	c.readVDPA(ctx, s)
+}

@@ -1,0 +1,127 @@
+package stats
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/netctl/netctl/qmp"
+)
+
+// Bounds on what QEMU's replies may hold: more is a malformed reply.
+const (
+	maxDevices = 1024 // virtio devices in one QEMU
+	maxVQs     = 1024 // virtqueues of one device (virtio's VIRTIO_QUEUE_MAX)
+	maxStrings = 64   // status names in one reply
+)
+
+// devicePath is the QOM path of a NIC's virtio device, for the
+// x-query-virtio* commands: nic is the id (-device ...,id=ID) or already
+// a QOM path.
+func devicePath(nic string) string {
+	if strings.HasPrefix(nic, "/") {
+		if strings.HasSuffix(nic, "/virtio-backend") {
+			return nic
+		}
+		return nic + "/virtio-backend"
+	}
+	return "/machine/peripheral/" + nic + "/virtio-backend"
+}
+
+// nicID turns a virtio device's QOM path back into the id users gave, or
+// the device's QOM path when it has none.
+func nicID(path string) string {
+	p := strings.TrimSuffix(path, "/virtio-backend")
+	if id, ok := strings.CutPrefix(p, "/machine/peripheral/"); ok && id != "" && !strings.Contains(id, "/") {
+		return id
+	}
+	return p
+}
+
+// virtioStatus is the part of x-query-virtio-status (QEMU 7.2+) stats
+// reads.
+type virtioStatus struct {
+	Name         string `json:"name"`
+	NumVQs       int    `json:"num-vqs"`
+	VhostStarted bool   `json:"vhost-started"`
+	Started      bool   `json:"started"`
+	Broken       bool   `json:"broken"`
+	Status       struct {
+		Statuses []string `json:"statuses"`
+	} `json:"status"`
+	VhostDev *struct {
+		NVQs int `json:"nvqs"`
+	} `json:"vhost-dev"`
+}
+
+// parseVirtioStatus decodes an x-query-virtio-status reply (untrusted).
+func parseVirtioStatus(b []byte) (*virtioStatus, error) {
+	var s virtioStatus
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("x-query-virtio-status reply: %v: %w", err, ErrInvalid)
+	}
+	if s.NumVQs < 0 || s.NumVQs > maxVQs {
+		return nil, fmt.Errorf("x-query-virtio-status: num-vqs %d out of range 0-%d: %w", s.NumVQs, maxVQs, ErrInvalid)
+	}
+	if len(s.Status.Statuses) > maxStrings {
+		return nil, fmt.Errorf("x-query-virtio-status: %d statuses: %w", len(s.Status.Statuses), ErrInvalid)
+	}
+	return &s, nil
+}
+
+// driverOK says the guest's driver has the device running.
+func (s *virtioStatus) driverOK() bool {
+	for _, st := range s.Status.Statuses {
+		if strings.Contains(st, "DRIVER_OK") {
+			return true
+		}
+	}
+	return false
+}
+
+// fingerprint changes when the device is reset or restarted: ring
+// addresses resolved before then are stale.
+func (s *virtioStatus) fingerprint() string {
+	return fmt.Sprintf("%v/%v/%v/%v/%d", s.Status.Statuses, s.Started, s.VhostStarted, s.Broken, s.NumVQs)
+}
+
+func queryVirtioStatus(ctx context.Context, c *qmp.Client, path string) (*virtioStatus, error) {
+	raw, err := c.Execute(ctx, "x-query-virtio-status", map[string]string{"path": path})
+	if err != nil {
+		return nil, qmpErr("x-query-virtio-status", err)
+	}
+	return parseVirtioStatus(raw)
+}
+
+// parseVirtioList decodes an x-query-virtio reply and returns the QOM
+// paths of the virtio-net devices.
+func parseVirtioList(b []byte) ([]string, error) {
+	var devs []struct {
+		Path string `json:"path"`
+		Name string `json:"name"`
+	}
+	if err := json.Unmarshal(b, &devs); err != nil {
+		return nil, fmt.Errorf("x-query-virtio reply: %v: %w", err, ErrInvalid)
+	}
+	if len(devs) > maxDevices {
+		return nil, fmt.Errorf("x-query-virtio lists %d devices, more than %d: %w", len(devs), maxDevices, ErrInvalid)
+	}
+	var nets []string
+	for _, d := range devs {
+		if d.Name == "virtio-net" && strings.HasPrefix(d.Path, "/") {
+			nets = append(nets, d.Path)
+		}
+	}
+	return nets, nil
+}
+
+// qmpErr wraps a QMP error; a missing command says which QEMU it needs.
+func qmpErr(cmd string, err error) error {
+	var qe *qmp.Error
+	if errors.As(err, &qe) && qe.Class == "CommandNotFound" {
+		return fmt.Errorf("QEMU has no %s: it needs QEMU 7.2 or newer: %w", cmd, ErrNotSupported)
+	}
+	return fmt.Errorf("%s: %w", cmd, err)
+}

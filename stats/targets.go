@@ -1,0 +1,189 @@
+package stats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/netctl/netctl/policy"
+	"github.com/netctl/netctl/policy/diagnose"
+	"github.com/netctl/netctl/qemuproc"
+	"github.com/netctl/netctl/qmp"
+	"github.com/netctl/netctl/state"
+)
+
+// Targets lists every NIC in netctl's state (stateDir, "" = default),
+// plus, for vm/qmpSock != "", every virtio-net device of that QEMU (found
+// over QMP: x-query-virtio, the device's netdev, its type from "info
+// network", vhost from x-query-virtio-status). A NIC both in the state
+// and in QEMU is listed once, from the state (which knows its tap).
+//
+// A state directory that does not exist is no NICs; unreadable records
+// are skipped (netctl list reports them). The QMP connection, if any, is
+// closed before Targets returns. Errors: the VM cannot be found or its
+// monitor cannot be used (qemuproc's error: busy names the holder).
+func Targets(ctx context.Context, stateDir, vm, qmpSock string) ([]Target, error) {
+	if stateDir == "" {
+		stateDir = state.DefaultDir
+	}
+	ts, err := stateTargets(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	if vm == "" && qmpSock == "" {
+		return ts, nil
+	}
+	found, err := qemuTargets(ctx, vm, qmpSock)
+	if err != nil {
+		return nil, err
+	}
+	return mergeTargets(ts, found), nil
+}
+
+// stateTargets turns netctl's NIC records into targets.
+func stateTargets(dir string) ([]Target, error) {
+	if _, err := os.Stat(filepath.Join(dir, "nics")); errors.Is(err, os.ErrNotExist) {
+		return nil, nil // nothing attached yet; reading creates nothing
+	}
+	st, err := state.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("stats: state %s: %w", dir, err)
+	}
+	nics, _, err := st.List("")
+	if err != nil {
+		return nil, fmt.Errorf("stats: state %s: %w", dir, err)
+	}
+	var ts []Target
+	for _, n := range nics {
+		ts = append(ts, fromRecord(n))
+	}
+	return ts, nil
+}
+
+// fromRecord is the target of one NIC record.
+func fromRecord(n *state.NIC) Target {
+	t := Target{VM: n.VM, NIC: n.ID, Netdev: n.Netdev, QMP: n.QMP, PID: n.QEMUPID, PIDStart: n.QEMUStart,
+		Backend: n.Backend, QueuePairs: n.Queues}
+	switch {
+	case n.Tap != nil:
+		t.Link, t.Ifindex = n.Tap.Name, n.Tap.Ifindex
+	case n.Macvtap != nil:
+		t.Link, t.Ifindex = n.Macvtap.Name, n.Macvtap.Ifindex
+	}
+	if n.VDPA != nil {
+		t.VDPA = n.VDPA.Name
+	}
+	if t.QueuePairs < 1 {
+		t.QueuePairs = 1
+	}
+	return t
+}
+
+// qemuTargets asks a QEMU for its virtio-net NICs.
+func qemuTargets(ctx context.Context, name, sock string) ([]Target, error) {
+	vm, err := qemuproc.Resolve(ctx, name, sock)
+	if err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
+	c, err := qemuproc.Dial(ctx, vm)
+	if err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
+	defer c.Close()
+	pid, err := c.PeerPID()
+	if err != nil {
+		return nil, fmt.Errorf("stats: QEMU's pid: %w", err)
+	}
+	start, _ := qemuproc.StartTime(pid)
+	monitor := usedMonitor(vm, sock)
+	raw, err := c.Execute(ctx, "x-query-virtio", nil)
+	if err != nil {
+		return nil, fmt.Errorf("stats: VM %s: %w", vm.Name, qmpErr("x-query-virtio", err))
+	}
+	paths, err := parseVirtioList(raw)
+	if err != nil {
+		return nil, fmt.Errorf("stats: VM %s: %w", vm.Name, err)
+	}
+	var info string
+	if err := c.Run(ctx, "human-monitor-command", map[string]string{"command-line": "info network"}, &info); err != nil {
+		return nil, fmt.Errorf("stats: VM %s: info network: %w", vm.Name, err)
+	}
+	var ts []Target
+	for _, p := range paths {
+		t := Target{VM: vm.Name, NIC: nicID(p), QMP: monitor, PID: pid, PIDStart: start, QueuePairs: 1}
+		if err := describeNIC(ctx, c, p, info, &t); err != nil {
+			return nil, fmt.Errorf("stats: VM %s NIC %s: %w", vm.Name, t.NIC, err)
+		}
+		ts = append(ts, t)
+	}
+	return ts, nil
+}
+
+// usedMonitor is the socket later collections dial: the one given, or
+// the first the VM's command line names that netctl can use.
+func usedMonitor(vm qemuproc.VM, sock string) string {
+	if sock != "" {
+		return sock
+	}
+	for _, m := range vm.Monitors {
+		if m.Socket != "" && m.Unusable == "" && !m.Libvirt {
+			return m.Socket
+		}
+	}
+	return ""
+}
+
+// describeNIC fills a target's netdev, backend, link and queue pairs.
+func describeNIC(ctx context.Context, c *qmp.Client, path, info string, t *Target) error {
+	dev := path[:len(path)-len("/virtio-backend")]
+	if err := c.Run(ctx, "qom-get", map[string]string{"path": dev, "property": "netdev"}, &t.Netdev); err != nil {
+		return fmt.Errorf("its netdev: %w", err)
+	}
+	st, err := queryVirtioStatus(ctx, c, path)
+	if err != nil {
+		return err
+	}
+	if st.NumVQs >= 2 {
+		t.QueuePairs = st.NumVQs / 2
+	}
+	nd, err := diagnose.ParseInfoNetwork(info, t.Netdev)
+	if err != nil {
+		if errors.Is(err, ErrInvalid) {
+			return err
+		}
+		nd = diagnose.Netdev{}
+	}
+	switch nd.Type {
+	case "vhost-vdpa":
+		t.Backend = policy.BackendVDPA
+	case "tap":
+		t.Backend = policy.BackendUserspace
+		if st.VhostStarted || st.VhostDev != nil {
+			t.Backend = policy.BackendVhostNet
+		}
+		t.Link = nd.Options["ifname"]
+	default:
+		t.Backend = policy.BackendUserspace
+		if st.VhostStarted || st.VhostDev != nil {
+			t.Backend = policy.BackendVhostNet
+		}
+	}
+	return nil
+}
+
+// mergeTargets adds found to ts, leaving out NICs ts already has (same
+// QEMU pid and NIC id).
+func mergeTargets(ts, found []Target) []Target {
+	have := map[string]bool{}
+	for _, t := range ts {
+		have[fmt.Sprint(t.PID, "\x00", t.NIC)] = true
+	}
+	for _, t := range found {
+		if !have[fmt.Sprint(t.PID, "\x00", t.NIC)] {
+			ts = append(ts, t)
+		}
+	}
+	return ts
+}

@@ -1,0 +1,99 @@
+package stats
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/netctl/netctl/internal/errs"
+)
+
+// The shared sentinel errors (internal/errs), re-exported.
+var (
+	ErrInvalid      = errs.ErrInvalid
+	ErrNotAvailable = errs.ErrNotAvailable
+	ErrNotSupported = errs.ErrNotSupported
+	ErrBusy         = errs.ErrBusy
+)
+
+// Source names: the keys of NICStats.Missing.
+const (
+	SourceLink  = "link"  // host tap/macvtap counters (rtnetlink)
+	SourceRings = "rings" // virtqueue avail/used indices in QEMU's memory
+	SourceVhost = "vhost" // vhost-net worker threads' CPU time
+	SourceVDPA  = "vdpa"  // vdpa vendor statistics
+	SourceQMP   = "qmp"   // the VM's QMP monitor
+)
+
+// Target is one NIC to read.
+type Target struct {
+	VM, NIC string // VM name, QOM device id
+	Netdev  string
+	QMP     string // monitor socket path ("" if none can be reached: ring and worker sources then say why)
+	PID     int    // QEMU's pid
+	// PIDStart is field 22 of /proc/PID/stat of QEMU (0 = unknown): with
+	// PID it tells a reused pid from QEMU. (Extension of the agreed API.)
+	PIDStart   uint64
+	Backend    string // policy.BackendVhostNet, BackendVDPA, BackendUserspace
+	Link       string // host tap/macvtap ("" for vdpa)
+	Ifindex    int
+	VDPA       string // vdpa device name
+	QueuePairs int
+}
+
+// Key identifies a target across collections (VM, pid and NIC).
+func (t Target) Key() string {
+	return t.VM + "\x00" + t.QMP + "\x00" + strconv.Itoa(t.PID) + "\x00" + t.NIC
+}
+
+// Counters are one direction's counters.
+type Counters struct{ Packets, Bytes, Errors, Drops uint64 }
+
+// LinkStats are the host link's counters, named from the GUEST's side:
+// RX is what the guest received (the tap's tx), TX what it sent (the
+// tap's rx).
+type LinkStats struct{ RX, TX Counters }
+
+// QueueStats are one virtqueue's indices.
+type QueueStats struct {
+	Pair      int
+	Direction string // "rx" or "tx", guest side (vq 2*Pair is rx, 2*Pair+1 tx)
+	Offered   uint64 // descriptors the driver made available (avail idx), accumulated across 16-bit wraps
+	Completed uint64 // descriptors the device used (used idx), accumulated
+}
+
+// WorkerStats is a vhost-net worker thread (one per queue pair, one per
+// /dev/vhost-net fd) and the CPU time it has used.
+type WorkerStats struct {
+	Pair       int
+	TID        int
+	Comm       string
+	CPUSeconds float64
+}
+
+// VDPAQueueStats are one vdpa queue's vendor statistics.
+type VDPAQueueStats struct {
+	Queue                       int
+	Type                        string // "rx", "tx" or "control_vq"
+	ReceivedDesc, CompletedDesc uint64
+}
+
+// NICStats is one sample of one NIC.
+type NICStats struct {
+	Target  Target
+	Time    time.Time
+	Link    *LinkStats
+	Queues  []QueueStats
+	Workers []WorkerStats
+	VDPA    []VDPAQueueStats
+	// Missing: source ("link", "rings", "vhost", "vdpa", "qmp") -> why that
+	// source gave nothing ("not provided by this driver", "monitor busy:
+	// held by pid N (libvirtd)", "VM gone").
+	Missing map[string]string
+}
+
+func (s *NICStats) missing(source, why string) {
+	if s.Missing == nil {
+		s.Missing = map[string]string{}
+	}
+	s.Missing[source] = why
+}
