@@ -125,6 +125,11 @@ func (e *Exporter) scrape(ctx context.Context, emit func(prometheus.Metric)) {
 			e.gone[k] = goneNIC{t: t, since: now}
 		}
 	}
+	for _, t := range uniq { // the same NIC of a restarted QEMU: drop the old one's ring state
+		if old, ok := e.last[keyOf(t)]; ok && old.Key() != t.Key() {
+			e.src.Forget(old)
+		}
+	}
 	e.last = map[nicKey]stats.Target{}
 	for _, t := range uniq {
 		e.last[keyOf(t)] = t
@@ -214,8 +219,11 @@ func nicLabelValues(t stats.Target) [3]string {
 	return [3]string{vm, t.NIC, t.Backend}
 }
 
-// nicUp: the NIC's VM answered and the NIC is there. A sample with no
-// figure from any source is down.
+// nicUp: the NIC's VM answered (no "qmp" entry in Missing: the monitor
+// was reached) and some source gave figures.
 func nicUp(s stats.NICStats) bool {
+	if _, ok := s.Missing[stats.SourceQMP]; ok {
+		return false
+	}
 	return s.Link != nil || len(s.Queues) > 0 || len(s.Workers) > 0 || len(s.VDPA) > 0
 }

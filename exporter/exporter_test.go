@@ -44,7 +44,7 @@ func (f *fakeSource) Collect(ctx context.Context, ts []stats.Target) []stats.NIC
 	var out []stats.NICStats
 	for i, t := range ts {
 		if why, ok := f.fail[t.NIC]; ok {
-			out = append(out, stats.NICStats{Target: t, Missing: map[string]string{"queues": why, "link": why}})
+			out = append(out, stats.NICStats{Target: t, Missing: map[string]string{"rings": why, "link": why, "qmp": why}})
 			continue
 		}
 		n := uint64(100 * (i + 1))
@@ -59,7 +59,7 @@ func (f *fakeSource) Collect(ctx context.Context, ts []stats.Target) []stats.NIC
 				s.Workers = append(s.Workers, stats.WorkerStats{Pair: p, TID: 1000 + p, Comm: "vhost-1", CPUSeconds: 0.25})
 			}
 		} else {
-			s.Missing = map[string]string{"workers": "no vhost worker: QEMU's userspace virtio-net"}
+			s.Missing = map[string]string{"vhost": "no vhost worker: QEMU's userspace virtio-net"}
 		}
 		out = append(out, s)
 	}
@@ -100,14 +100,14 @@ netctl_link_transmit_drop_total{backend="vhost-net",device="nctl0",nic="net1",vm
 # TYPE netctl_nic_up gauge
 netctl_nic_up{backend="userspace",nic="net1",vm="db1"} 1
 netctl_nic_up{backend="vhost-net",nic="net1",vm="web1"} 1
-# HELP netctl_source_up 1 if the source (link, queues, workers, vdpa, ...) gave figures for the NIC in this scrape, 0 if not; netctl_source_missing_info says why.
+# HELP netctl_source_up 1 if the source (link, rings, vhost, vdpa, qmp) gave figures for the NIC in this scrape, 0 if not; netctl_source_missing_info says why.
 # TYPE netctl_source_up gauge
 netctl_source_up{backend="userspace",nic="net1",source="link",vm="db1"} 1
-netctl_source_up{backend="userspace",nic="net1",source="queues",vm="db1"} 1
-netctl_source_up{backend="userspace",nic="net1",source="workers",vm="db1"} 0
+netctl_source_up{backend="userspace",nic="net1",source="rings",vm="db1"} 1
+netctl_source_up{backend="userspace",nic="net1",source="vhost",vm="db1"} 0
 netctl_source_up{backend="vhost-net",nic="net1",source="link",vm="web1"} 1
-netctl_source_up{backend="vhost-net",nic="net1",source="queues",vm="web1"} 1
-netctl_source_up{backend="vhost-net",nic="net1",source="workers",vm="web1"} 1
+netctl_source_up{backend="vhost-net",nic="net1",source="rings",vm="web1"} 1
+netctl_source_up{backend="vhost-net",nic="net1",source="vhost",vm="web1"} 1
 # HELP netctl_vhost_worker_cpu_seconds_total CPU time of the vhost-net worker thread of a queue pair (one per /dev/vhost-net fd).
 # TYPE netctl_vhost_worker_cpu_seconds_total counter
 netctl_vhost_worker_cpu_seconds_total{backend="vhost-net",nic="net1",queue="0",vm="web1"} 0.25
@@ -161,7 +161,8 @@ netctl_nic_up{backend="vhost-net",nic="net1",vm="web1"} 1
 # HELP netctl_source_missing_info Why a source gave nothing for the NIC in this scrape; always 1.
 # TYPE netctl_source_missing_info gauge
 netctl_source_missing_info{backend="userspace",nic="net2",reason="QMP monitor busy: another client holds /run/db1.qmp",source="link",vm="db1"} 1
-netctl_source_missing_info{backend="userspace",nic="net2",reason="QMP monitor busy: another client holds /run/db1.qmp",source="queues",vm="db1"} 1
+netctl_source_missing_info{backend="userspace",nic="net2",reason="QMP monitor busy: another client holds /run/db1.qmp",source="qmp",vm="db1"} 1
+netctl_source_missing_info{backend="userspace",nic="net2",reason="QMP monitor busy: another client holds /run/db1.qmp",source="rings",vm="db1"} 1
 `
 	if err := testutil.CollectAndCompare(e, strings.NewReader(want), "netctl_nic_up", "netctl_source_missing_info"); err != nil {
 		t.Error(err)

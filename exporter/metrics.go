@@ -29,7 +29,7 @@ var (
 	descQueuePairs = prometheus.NewDesc("netctl_nic_queue_pairs",
 		"Queue pairs of the NIC.", nicLabels, nil)
 	descSourceUp = prometheus.NewDesc("netctl_source_up",
-		"1 if the source (link, queues, workers, vdpa, ...) gave figures for the NIC in this scrape, 0 if not; netctl_source_missing_info says why.",
+		"1 if the source (link, rings, vhost, vdpa, qmp) gave figures for the NIC in this scrape, 0 if not; netctl_source_missing_info says why.",
 		withNIC("source"), nil)
 	descSourceMissing = prometheus.NewDesc("netctl_source_missing_info",
 		"Why a source gave nothing for the NIC in this scrape; always 1.",
@@ -115,7 +115,7 @@ func nicMetrics(s stats.NICStats, up bool, labels []string, emit func(prometheus
 	}
 	sources := map[string]bool{}
 	if l := s.Link; l != nil {
-		sources["link"] = true
+		sources[stats.SourceLink] = true
 		for d, c := range []stats.Counters{l.RX, l.TX} {
 			for i, v := range []uint64{c.Bytes, c.Packets, c.Errors, c.Drops} {
 				counter(linkDescs[d][i], float64(v), t.Link)
@@ -123,7 +123,7 @@ func nicMetrics(s stats.NICStats, up bool, labels []string, emit func(prometheus
 		}
 	}
 	if len(s.Queues) > 0 {
-		sources["queues"] = true
+		sources[stats.SourceRings] = true
 	}
 	seenQ := map[[2]string]bool{}
 	for _, q := range s.Queues {
@@ -136,7 +136,7 @@ func nicMetrics(s stats.NICStats, up bool, labels []string, emit func(prometheus
 		counter(descQueueDesc, float64(q.Completed), k[0], k[1], "completed")
 	}
 	if len(s.Workers) > 0 {
-		sources["workers"] = true
+		sources[stats.SourceVhost] = true
 	}
 	seenW := map[int]bool{}
 	for _, w := range s.Workers {
@@ -147,7 +147,7 @@ func nicMetrics(s stats.NICStats, up bool, labels []string, emit func(prometheus
 		counter(descWorkerCPU, w.CPUSeconds, strconv.Itoa(w.Pair))
 	}
 	if len(s.VDPA) > 0 {
-		sources["vdpa"] = true
+		sources[stats.SourceVDPA] = true
 	}
 	seenV := map[int]bool{}
 	for _, v := range s.VDPA {

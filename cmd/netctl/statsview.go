@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/netctl/netctl/stats"
 )
 
 // What netctl stats prints: one sample (statsSample) per interval, as a
@@ -317,3 +319,72 @@ func wrap(s string, width int) []string {
 	}
 	return lines
 }
+
+// nicView is one NIC's rates between two of its samples (prev earlier).
+// A rate whose counter reset in the interval (stats.Rate's Reset) is nil:
+// there is no honest figure for it.
+func nicView(prev, cur stats.NICStats) nicRates {
+	t := cur.Target
+	n := nicRates{VM: t.VM, NIC: t.NIC, QMP: t.QMP, Backend: t.Backend, Link: t.Link, State: stateUp}
+	if len(cur.Missing) > 0 {
+		n.Missing = make(map[string]string, len(cur.Missing))
+		for k, v := range cur.Missing {
+			n.Missing[k] = v
+		}
+	}
+	r := stats.Rate(prev, cur)
+	if l := r.Link; l != nil {
+		dir := func(d stats.DirRates) *dirRates {
+			if d.Reset {
+				return nil
+			}
+			return &dirRates{Packets: d.Packets, Bytes: d.Bytes, Errors: d.Errors, Drops: d.Drops}
+		}
+		n.RX, n.TX = dir(l.RX), dir(l.TX)
+	}
+	pairs := max(t.QueuePairs, 1)
+	for _, q := range r.Queues {
+		pairs = max(pairs, q.Pair+1)
+	}
+	for _, w := range r.Workers {
+		pairs = max(pairs, w.Pair+1)
+	}
+	pairs = min(pairs, 1024) // bounded: the pair numbers come from outside
+	n.Queues = make([]queueRates, pairs)
+	for i := range n.Queues {
+		n.Queues[i].Queue = i
+	}
+	for _, q := range r.Queues {
+		if q.Pair < 0 || q.Pair >= pairs || q.Reset {
+			continue
+		}
+		qr := &n.Queues[q.Pair]
+		switch q.Direction {
+		case "rx":
+			qr.RXDescriptors, qr.RXOffered = fp64(q.Completed), fp64(q.Offered)
+		case "tx":
+			qr.TXDescriptors, qr.TXOffered = fp64(q.Completed), fp64(q.Offered)
+		}
+	}
+	for _, w := range r.Workers {
+		if w.Pair < 0 || w.Pair >= pairs || w.Reset {
+			continue
+		}
+		qr := &n.Queues[w.Pair]
+		if qr.VhostCPUPercent == nil {
+			qr.VhostCPUPercent = new(float64)
+		}
+		*qr.VhostCPUPercent += w.CPUFraction * 100
+	}
+	for _, v := range r.VDPA {
+		if !v.Reset {
+			n.VDPA = append(n.VDPA, vdpaRates{Queue: v.Queue, Type: v.Type, Received: v.ReceivedDesc, Completed: v.CompletedDesc})
+		}
+	}
+	if cur.Link == nil && len(cur.Queues) == 0 && len(cur.Workers) == 0 && len(cur.VDPA) == 0 {
+		n.State = stateError
+	}
+	return n
+}
+
+func fp64(v float64) *float64 { return &v }
