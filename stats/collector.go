@@ -74,6 +74,13 @@ func (c *Collector) Collect(ctx context.Context, ts []Target) []NICStats {
 	// network namespace of the thread that opens the socket, and the
 	// goroutines below may run on any thread.
 	c.readLinks(ts, out)
+	if len(order) == 1 {
+		// One VM: no goroutine, so its monitor is dialed from the calling
+		// thread too (qemuproc names a busy monitor's holder through
+		// sock_diag, which answers per network namespace).
+		c.collectVM(ctx, ts, groups[order[0]], out)
+		return out
+	}
 	var wg sync.WaitGroup
 	for _, k := range order {
 		idx := groups[k]
@@ -101,9 +108,15 @@ func (c *Collector) collectVM(ctx context.Context, ts []Target, idx []int, out [
 	defer cancel()
 	sess := c.openSession(vctx, ts[idx[0]])
 	defer sess.close()
+	vhostNICs := 0
+	for _, i := range idx {
+		if ts[i].Backend == policy.BackendVhostNet {
+			vhostNICs++
+		}
+	}
 	for _, i := range idx {
 		nctx, ncancel := context.WithTimeout(vctx, c.o.Deadline)
-		c.readNIC(nctx, sess, &out[i])
+		c.readNIC(nctx, sess, &out[i], vhostNICs)
 		ncancel()
 		out[i].Time = c.o.Now()
 	}
@@ -136,8 +149,8 @@ func (c *Collector) readLinks(ts []Target, out []NICStats) {
 }
 
 // readNIC fills s from every source.
-func (c *Collector) readNIC(ctx context.Context, sess *session, s *NICStats) {
+func (c *Collector) readNIC(ctx context.Context, sess *session, s *NICStats, vhostNICs int) {
 	c.readRings(ctx, sess, s)
-	c.readWorkers(s)
+	c.readWorkers(s, vhostNICs)
 	c.readVDPA(ctx, s)
 }

@@ -1,0 +1,179 @@
+package stats
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/netctl/netctl/internal/testenv"
+	"github.com/netctl/netctl/macvtap"
+	"github.com/netctl/netctl/policy"
+	"github.com/netctl/netctl/test/vduse"
+	"github.com/netctl/netctl/vdpa"
+	"github.com/netctl/netctl/vhostnet"
+	"github.com/netctl/netctl/vhostnet/guest"
+	"github.com/netctl/netctl/virtio"
+)
+
+// TestVM runs in the 6.12 and 6.1 VMs, one boot each.
+func TestVM(t *testing.T) {
+	k := testenv.Require(t, "vhost_net", nil)
+	t.Run("workers", func(t *testing.T) { testWorkers(t, k) })
+	t.Run("vdpa", func(t *testing.T) { testVDPA(t, k) })
+}
+
+// testWorkers: a 2-pair vhost-net NIC owned by this process (the
+// userspace driver is the guest): the stats find one vhost worker per
+// pair, in this process's threads on 6.4+ (6.12) and as kernel threads
+// before (6.1); frames pushed through pair 1's TX ring raise pair 1's
+// worker CPU time, and pair 0's worker, which carried nothing, less.
+func testWorkers(t *testing.T, k *testenv.Kernel) {
+	testenv.Host(t)
+	tap, err := macvtap.CreateTap(macvtap.TapConfig{Name: "stw%d", VnetHdr: true, VnetHdrSize: 12, Queues: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tap.Close()
+	testenv.LinkUp(t, tap.Name())
+	mem, err := guest.NewMemory(64 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	cfg := vhostnet.NICConfig{Features: virtio.Version1,
+		Memory: []vhostnet.MemoryRegion{{GuestPhysAddr: 0, Size: uint64(len(mem.Buf)), UserAddr: mem.VA(0)}}}
+	var tx []*guest.Queue
+	for i := 0; i < 2; i++ {
+		rxq, err := guest.NewQueue(mem, guest.QueueConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rxq.Close()
+		txq, err := guest.NewQueue(mem, guest.QueueConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer txq.Close()
+		tx = append(tx, txq)
+		cfg.Queues = append(cfg.Queues, vhostnet.NewQueuePair(rxq, txq, tap.QueueFD(i)))
+	}
+	nic, err := vhostnet.NewNIC(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nic.Close()
+
+	target := Target{VM: "self", NIC: "vh0", PID: os.Getpid(), Backend: policy.BackendVhostNet, Link: tap.Name(), QueuePairs: 2}
+	if ifi, err := net.InterfaceByName(tap.Name()); err == nil {
+		target.Ifindex = ifi.Index
+	}
+	c := NewCollector(Options{})
+	ctx := context.Background()
+	before := c.Collect(ctx, []Target{target})[0]
+	if len(before.Workers) != 2 {
+		t.Fatalf("workers %+v, missing %v; want one per queue pair", before.Workers, before.Missing)
+	}
+	// The rings and the monitor: there is no QEMU, and the stats say so.
+	if !strings.Contains(before.Missing[SourceQMP], "no QMP monitor") || before.Missing[SourceRings] == "" {
+		t.Errorf("missing %v: want qmp and rings explained", before.Missing)
+	}
+	self, _ := os.ReadDir("/proc/self/task")
+	inProcess := false
+	for _, e := range self {
+		if e.Name() == strconv.Itoa(before.Workers[0].TID) {
+			inProcess = true
+		}
+	}
+	if want := k.Name != "6.1"; inProcess != want {
+		t.Errorf("kernel %s: workers %+v are threads of this process: %v, want %v (vhost_task came in 6.4)", k.Name, before.Workers, inProcess, want)
+	}
+	for _, w := range before.Workers {
+		if !strings.HasPrefix(w.Comm, "vhost-") {
+			t.Errorf("worker %+v is not named vhost-<tid>", w)
+		}
+	}
+	t.Logf("kernel %s workers: %+v", k.Name, before.Workers)
+
+	frame := guest.IPv4Frame(17, guest.GuestIP, guest.HostIP, 4001, 5000, guest.Pattern(1400, 1), false)
+	pkt := append(guest.NetHdr{}.Append(nil, 12), frame...)
+	const frames = 20000
+	for sent := 0; sent < frames; sent++ {
+		for tx[1].Free() == 0 {
+			if _, err := tx[1].Used(5 * time.Second); err != nil {
+				t.Fatalf("after %d frames: %v", sent, err)
+			}
+		}
+		if err := tx[1].AddOut(pkt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for tx[1].Pending() > 0 {
+		if _, err := tx[1].Used(5 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := c.Collect(ctx, []Target{target})[0]
+	if len(after.Workers) != 2 || after.Workers[1].TID != before.Workers[1].TID {
+		t.Fatalf("workers after: %+v", after.Workers)
+	}
+	busy := after.Workers[1].CPUSeconds - before.Workers[1].CPUSeconds
+	idle := after.Workers[0].CPUSeconds - before.Workers[0].CPUSeconds
+	t.Logf("%d frames on pair 1: worker CPU pair 1 +%.2fs, pair 0 +%.2fs; guest TX packets on the link +%d",
+		frames, busy, idle, after.Link.TX.Packets-before.Link.TX.Packets)
+	if busy <= 0 || idle >= busy {
+		t.Errorf("pair 1's worker used %.2fs, pair 0's %.2fs: want pair 1's to rise, and more than pair 0's", busy, idle)
+	}
+	if after.Link == nil || after.Link.TX.Packets-before.Link.TX.Packets < frames {
+		t.Errorf("link %+v: want the %d frames as guest TX", after.Link, frames)
+	}
+	r := Rate(before, after)
+	if len(r.Workers) != 2 || r.Workers[1].CPUFraction <= 0 {
+		t.Errorf("rates %+v", r.Workers)
+	}
+}
+
+// testVDPA: a VDUSE device's parent has no vendor statistics: the stats
+// say "not provided by this driver (vduse)". The 6.1 VM has no vDPA: the
+// stats say so instead.
+func testVDPA(t *testing.T, k *testenv.Kernel) {
+	target := Target{VM: "none", NIC: "vd0", Backend: policy.BackendVDPA, VDPA: "statsvd0", QueuePairs: 1}
+	c := NewCollector(Options{})
+	if !k.Has("vduse") {
+		s := c.Collect(context.Background(), []Target{target})[0]
+		if len(s.VDPA) != 0 || !strings.Contains(s.Missing[SourceVDPA], "vdpa") {
+			t.Errorf("kernel %s without vdpa: %v %v", k.Name, s.VDPA, s.Missing)
+		}
+		t.Logf("kernel %s: %s", k.Name, s.Missing[SourceVDPA])
+		return
+	}
+	dev, err := vduse.Create(vduse.Config{Name: "statsvd0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	cl, err := vdpa.Dial(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.AddDevice(context.Background(), vdpa.AddOptions{Name: "statsvd0", MgmtDev: "vduse"}); err != nil {
+		t.Fatal(err)
+	}
+	defer cl.DeleteDevice(context.Background(), "statsvd0")
+	s := c.Collect(context.Background(), []Target{target})[0]
+	if len(s.VDPA) != 0 || s.Missing[SourceVDPA] != "not provided by this driver (vduse)" {
+		t.Errorf("VDUSE: vdpa %v, missing %q", s.VDPA, s.Missing[SourceVDPA])
+	}
+	if s.Missing[SourceLink] != "a vdpa NIC has no host link" {
+		t.Errorf("link: %q", s.Missing[SourceLink])
+	}
+	_, _, err = cl.VStats(context.Background(), "statsvd0", 0)
+	if !errors.Is(err, vdpa.ErrNotSupported) {
+		t.Errorf("the kernel's own answer: %v", err)
+	}
+}
