@@ -24,6 +24,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/netctl/netctl/state"
 	"github.com/netctl/netctl/stats"
 )
 
@@ -219,10 +220,12 @@ func nicLabelValues(t stats.Target) [3]string {
 	return [3]string{vm, t.NIC, t.Backend}
 }
 
-// nicUp: the NIC's VM answered (no "qmp" entry in Missing: the monitor
-// was reached) and some source gave figures.
+// nicUp: the NIC's QEMU still runs (same pid and start time, when the
+// target names them) and some source gave figures for it. A busy monitor
+// alone does not make a NIC down: its link and cached rings still count;
+// netctl_source_up{source="qmp"} says the monitor was busy.
 func nicUp(s stats.NICStats) bool {
-	if _, ok := s.Missing[stats.SourceQMP]; ok {
+	if t := s.Target; t.PID > 0 && t.PIDStart != 0 && !state.SameProcess(t.PID, t.PIDStart) {
 		return false
 	}
 	return s.Link != nil || len(s.Queues) > 0 || len(s.Workers) > 0 || len(s.VDPA) > 0

@@ -103,9 +103,11 @@ netctl_nic_up{backend="vhost-net",nic="net1",vm="web1"} 1
 # HELP netctl_source_up 1 if the source (link, rings, vhost, vdpa, qmp) gave figures for the NIC in this scrape, 0 if not; netctl_source_missing_info says why.
 # TYPE netctl_source_up gauge
 netctl_source_up{backend="userspace",nic="net1",source="link",vm="db1"} 1
+netctl_source_up{backend="userspace",nic="net1",source="qmp",vm="db1"} 1
 netctl_source_up{backend="userspace",nic="net1",source="rings",vm="db1"} 1
 netctl_source_up{backend="userspace",nic="net1",source="vhost",vm="db1"} 0
 netctl_source_up{backend="vhost-net",nic="net1",source="link",vm="web1"} 1
+netctl_source_up{backend="vhost-net",nic="net1",source="qmp",vm="web1"} 1
 netctl_source_up{backend="vhost-net",nic="net1",source="rings",vm="web1"} 1
 netctl_source_up{backend="vhost-net",nic="net1",source="vhost",vm="web1"} 1
 # HELP netctl_vhost_worker_cpu_seconds_total CPU time of the vhost-net worker thread of a queue pair (one per /dev/vhost-net fd).

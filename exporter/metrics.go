@@ -158,6 +158,9 @@ func nicMetrics(s stats.NICStats, up bool, labels []string, emit func(prometheus
 		counter(descVDPAReceived, float64(v.ReceivedDesc), strconv.Itoa(v.Queue), v.Type)
 		counter(descVDPACompleted, float64(v.CompletedDesc), strconv.Itoa(v.Queue), v.Type)
 	}
+	if _, busy := s.Missing[stats.SourceQMP]; t.QMP != "" && !busy && up {
+		sources[stats.SourceQMP] = true
+	}
 	for src, why := range s.Missing {
 		if sources[src] {
 			continue // figures and a note both: the figures count
