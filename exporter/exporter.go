@@ -57,7 +57,10 @@ type Options struct {
 }
 
 // Exporter is a prometheus.Collector that samples on every scrape. It is
-// safe for concurrent use; scrapes run one at a time.
+// safe for concurrent use; scrapes run one at a time. Links are read in
+// the network namespace of the thread a scrape runs on (a registry runs
+// Collect on goroutines of its own): run it in a process that is wholly in
+// the namespace of the taps, as netctl exporter is.
 type Exporter struct {
 	src  Source
 	opts Options
