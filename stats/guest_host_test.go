@@ -141,6 +141,12 @@ func TestHostGuestQueues(t *testing.T) {
 	if len(ts) != 2 || ts[0].NIC != "net1" || ts[1].NIC != "net2" || ts[0].QueuePairs != 2 || ts[0].Link != nic.Tap.Name || ts[0].Backend != "userspace" {
 		t.Fatalf("targets (state + QMP, deduplicated): %+v", ts)
 	}
+	// The same NICs found over QMP alone: the taps QEMU got as fds are
+	// named from its fdinfo.
+	qts, err := Targets(ctx, t.TempDir(), "", g.QMP())
+	if err != nil || len(qts) != 2 || qts[0].Link != nic.Tap.Name || qts[1].Link != nic2.Tap.Name || qts[0].QueuePairs != 2 || qts[0].PID != nic.QEMUPID {
+		t.Errorf("targets from QMP alone: %+v, %v", qts, err)
+	}
 	c := NewCollector(Options{Deadline: 30 * time.Second})
 	before := c.Collect(ctx, ts)
 	for _, s := range before {
@@ -226,7 +232,6 @@ func TestHostGuestQueues(t *testing.T) {
 	// or says why not; then VM gone. A tap-only target outside the VM
 	// still comes back.
 	other := Target{VM: "other", NIC: "lo", Link: "lo", Ifindex: 1, Backend: "userspace"}
-	_ = nic2
 	done := make(chan []NICStats)
 	go func() { done <- c.Collect(ctx, []Target{ts[1], other}) }()
 	if err := killQEMU(ts[1].PID); err != nil {

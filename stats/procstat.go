@@ -19,6 +19,7 @@ const maxStat = 4096
 // taskStat is the part of /proc/PID/task/TID/stat stats reads.
 type taskStat struct {
 	Comm         string
+	State        byte // R, S, D, Z (exited, not yet reaped), ...
 	PPID         int
 	UTime, STime uint64 // clock ticks
 	StartTime    uint64 // clock ticks after boot
@@ -46,6 +47,7 @@ func parseStat(b []byte) (taskStat, error) {
 	if len(f) < 22-3+1 {
 		return s, fmt.Errorf("stat: %d fields after comm, want at least 20: %w", len(f), ErrInvalid)
 	}
+	s.State = f[0][0]
 	num := func(n int) (uint64, error) {
 		v, err := strconv.ParseUint(string(f[n-3]), 10, 64)
 		if err != nil {

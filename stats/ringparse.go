@@ -7,6 +7,9 @@ import (
 	"strings"
 )
 
+// errNoRing: the guest's driver has not given the queue a ring.
+var errNoRing = fmt.Errorf("the ring has no address yet (the guest's driver has not set it up): %w", ErrNotAvailable)
+
 // queueAddrs are one virtqueue's ring addresses, guest-physical.
 type queueAddrs struct {
 	Avail, Used uint64
@@ -55,7 +58,7 @@ func checkAddrs(a queueAddrs, cmd string) (queueAddrs, error) {
 	case a.Num < 0 || a.Num > 32768:
 		return a, fmt.Errorf("%s: ring size %d out of range 0-32768: %w", cmd, a.Num, ErrInvalid)
 	case a.Avail == 0 || a.Used == 0:
-		return a, fmt.Errorf("%s: the ring has no address yet (the guest's driver has not set it up): %w", cmd, ErrNotAvailable)
+		return a, fmt.Errorf("%s: %w", cmd, errNoRing)
 	case a.Avail%2 != 0 || a.Used%4 != 0 || a.Avail > 1<<62 || a.Used > 1<<62:
 		return a, fmt.Errorf("%s: ring addresses avail %#x used %#x are misaligned or out of range: %w", cmd, a.Avail, a.Used, ErrInvalid)
 	}

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/netctl/netctl/qemuproc"
 	"github.com/netctl/netctl/qmp"
@@ -26,6 +29,7 @@ type ringState struct {
 }
 
 type ringQueue struct {
+	vq                  int    // the virtqueue's index: 2*pair is rx, 2*pair+1 tx
 	availIdx, usedIdx   uint64 // HVAs of avail->idx and used->idx in QEMU
 	lastAvail, lastUsed uint16
 	offered, completed  uint64
@@ -62,12 +66,12 @@ func (r *ringState) locked() *ringState {
 // stats are the queues' accumulated counts.
 func (r *ringState) stats() []QueueStats {
 	out := make([]QueueStats, 0, len(r.queues))
-	for i, q := range r.queues {
+	for _, q := range r.queues {
 		dir := "rx"
-		if i%2 == 1 {
+		if q.vq%2 == 1 {
 			dir = "tx"
 		}
-		out = append(out, QueueStats{Pair: i / 2, Direction: dir, Offered: q.offered, Completed: q.completed})
+		out = append(out, QueueStats{Pair: q.vq / 2, Direction: dir, Offered: q.offered, Completed: q.completed})
 	}
 	return out
 }
@@ -136,10 +140,11 @@ func (c *Collector) openSession(ctx context.Context, t Target) *session {
 	return &session{c: cl}
 }
 
-// alive says the target's QEMU still runs (same pid and start time).
+// alive says the target's QEMU still runs: same pid and start time, and
+// not a zombie (exited, its parent has not reaped it yet).
 func alive(t Target) bool {
-	st, err := qemuproc.StartTime(t.PID)
-	return err == nil && (t.PIDStart == 0 || st == t.PIDStart)
+	st, err := readStat(filepath.Join(ProcRoot, strconv.Itoa(t.PID), "stat"))
+	return err == nil && st.State != 'Z' && st.State != 'X' && (t.PIDStart == 0 || st.StartTime == t.PIDStart)
 }
 
 // socketGone says the monitor's socket is gone or nobody listens: the
@@ -196,16 +201,24 @@ func (c *Collector) readRings(ctx context.Context, sess *session, s *NICStats) {
 		return
 	}
 	nr.fingerprint = st.fingerprint()
-	if r != nil && r.pid == nr.pid && len(r.queues) == len(nr.queues) {
+	if r != nil && r.pid == nr.pid {
 		r.mu.Lock()
 		// Carry the counts over. A status change is a reset (the rings
 		// start at 0 again); a failed read with the same status (a
 		// migration, a remap) keeps the indices.
 		reset := r.fingerprint != nr.fingerprint
+		old := map[int]ringQueue{}
+		for _, q := range r.queues {
+			old[q.vq] = q
+		}
 		for i := range nr.queues {
-			nr.queues[i].offered, nr.queues[i].completed = r.queues[i].offered, r.queues[i].completed
-			nr.queues[i].lastAvail, nr.queues[i].lastUsed = r.queues[i].lastAvail, r.queues[i].lastUsed
-			nr.queues[i].primed = r.queues[i].primed
+			o, ok := old[nr.queues[i].vq]
+			if !ok {
+				continue
+			}
+			nr.queues[i].offered, nr.queues[i].completed = o.offered, o.completed
+			nr.queues[i].lastAvail, nr.queues[i].lastUsed = o.lastAvail, o.lastUsed
+			nr.queues[i].primed = o.primed
 			if reset {
 				nr.queues[i].restart()
 			}
@@ -274,6 +287,11 @@ func resolveRings(ctx context.Context, c *qmp.Client, path string, t Target, st 
 	vhost := st.VhostStarted
 	for q := 0; q < 2*pairs; q++ {
 		a, err := queueAddresses(ctx, c, path, q, vhost)
+		if errors.Is(err, errNoRing) {
+			// A queue the driver did not set up (iPXE uses one pair;
+			// Linux sets up every pair it may use): left out.
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("queue %d: %w", q, err)
 		}
@@ -285,7 +303,10 @@ func resolveRings(ctx context.Context, c *qmp.Client, path string, t Target, st 
 		if err != nil {
 			return nil, fmt.Errorf("queue %d used ring: %w", q, err)
 		}
-		r.queues = append(r.queues, ringQueue{availIdx: av, usedIdx: us})
+		r.queues = append(r.queues, ringQueue{vq: q, availIdx: av, usedIdx: us})
+	}
+	if len(r.queues) == 0 {
+		return nil, fmt.Errorf("the guest's driver has set up none of the %d data queues: %w", 2*pairs, ErrNotAvailable)
 	}
 	return r, nil
 }
@@ -339,5 +360,21 @@ func (c *Collector) Sample() {
 	c.mu.Unlock()
 	for _, r := range rs {
 		_ = r.sample()
+	}
+}
+
+// SampleEvery calls Sample every d until ctx ends; run it in its own
+// goroutine next to periodic Collect calls (go c.SampleEvery(ctx,
+// 100*time.Millisecond)). See Sample for the rate d lets it follow.
+func (c *Collector) SampleEvery(ctx context.Context, d time.Duration) {
+	tk := time.NewTicker(d)
+	defer tk.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tk.C:
+			c.Sample()
+		}
 	}
 }

@@ -10,9 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/netctl/netctl/attach"
 	"github.com/netctl/netctl/internal/testenv"
 	"github.com/netctl/netctl/macvtap"
 	"github.com/netctl/netctl/policy"
+	"github.com/netctl/netctl/qmp"
+	"github.com/netctl/netctl/test/l2"
 	"github.com/netctl/netctl/test/vduse"
 	"github.com/netctl/netctl/vdpa"
 	"github.com/netctl/netctl/vhostnet"
@@ -25,6 +28,89 @@ func TestVM(t *testing.T) {
 	k := testenv.Require(t, "vhost_net", nil)
 	t.Run("workers", func(t *testing.T) { testWorkers(t, k) })
 	t.Run("vdpa", func(t *testing.T) { testVDPA(t, k) })
+	t.Run("rings_vhost", func(t *testing.T) { testRingsVhost(t, k) })
+}
+
+// testRingsVhost: the host's QEMU 7.2 (chrooted, firmware only) gets a
+// 2-pair vhost-net NIC from netctl attach; after cont, iPXE does DHCP
+// over it. QEMU never sees those rings itself (its own used-idx stays 0),
+// yet the stats read them in QEMU's memory: pair 0's TX used index equals
+// the packets the tap received from the guest (every TX chain is one
+// packet), its RX used index counts at least the DHCP offer and ack; the
+// queues iPXE never set up (pair 1) are left out; x-query-virtio-queue-
+// status is never asked for the vhost device's own queues. The workers:
+// one per pair, named vhost-<QEMU's pid>.
+func testRingsVhost(t *testing.T, k *testenv.Kernel) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	g, err := l2.StartFirmware(ctx, l2.Firmware{Name: "stats"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	dir := t.TempDir()
+	mac := net.HardwareAddr{0x52, 0x54, 0, 0x93, 0, 2}
+	nic, err := attach.Attach(ctx, attach.Request{QMP: g.QMP, ID: "net1", Backend: policy.BackendVhostNet, Queues: 2, MAC: mac.String(), StateDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.LinkUp(t, nic.Tap.Name)
+	srv, err := l2.ServeDHCP(nic.Tap.Name, mac)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	ts, err := Targets(ctx, dir, "", "")
+	if err != nil || len(ts) != 1 || ts[0].Backend != policy.BackendVhostNet || ts[0].PID != g.PID {
+		t.Fatalf("targets %+v, %v", ts, err)
+	}
+	c := NewCollector(Options{Deadline: 30 * time.Second})
+	paused := c.Collect(ctx, ts)[0]
+	if len(paused.Queues) != 0 || !strings.Contains(paused.Missing[SourceRings], "has not started the device") {
+		t.Errorf("paused: queues %v missing %v", paused.Queues, paused.Missing)
+	}
+	if len(paused.Workers) != 2 || paused.Workers[0].Comm != "vhost-"+strconv.Itoa(g.PID) {
+		t.Errorf("workers %+v (missing %v): want 2 named vhost-%d", paused.Workers, paused.Missing, g.PID)
+	}
+	qc, err := qmp.Dial(ctx, g.QMP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := qc.Execute(ctx, "cont", nil); err != nil {
+		t.Fatal(err)
+	}
+	qc.Close()
+	dctx, dcancel := context.WithTimeout(ctx, 90*time.Second)
+	if _, err := srv.Wait(dctx, l2.DHCPRequest); err != nil {
+		t.Fatalf("DHCP: %v (log %v)", err, srv.Log())
+	}
+	dcancel()
+	s := c.Collect(ctx, ts)[0]
+	t.Logf("kernel %s: queues %+v link %+v workers %+v missing %v", k.Name, s.Queues, s.Link, s.Workers, s.Missing)
+	if len(s.Queues) != 2 || s.Queues[0].Pair != 0 || s.Queues[1].Direction != "tx" {
+		t.Fatalf("queues %+v missing %v: want pair 0's two (iPXE sets up no other)", s.Queues, s.Missing)
+	}
+	rx, tx := s.Queues[0], s.Queues[1]
+	if rx.Completed < 2 || tx.Completed < 2 {
+		t.Errorf("rx %+v tx %+v: want at least DISCOVER and REQUEST out, OFFER and ACK in", rx, tx)
+	}
+	// The tap counts every frame the guest sent; read once more around
+	// the ring read for frames iPXE sends meanwhile.
+	if s.Link == nil || diff(tx.Completed, s.Link.TX.Packets) > 2 {
+		t.Errorf("TX used index %d, the tap's received packets %+v: want equal (within 2 sent in between)", tx.Completed, s.Link)
+	}
+	// QEMU's own view of a vhost ring: used-idx 0 (the measurement).
+	qc, err = qmp.Dial(ctx, g.QMP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer qc.Close()
+	raw, err := qc.Execute(ctx, "x-query-virtio-vhost-queue-status", map[string]any{"path": "/machine/peripheral/net1/virtio-backend", "queue": 1})
+	t.Logf("x-query-virtio-vhost-queue-status queue 1: %s (%v)", raw, err)
+	raw, err = qc.Execute(ctx, "x-query-virtio-vhost-queue-status", map[string]any{"path": "/machine/peripheral/net1/virtio-backend", "queue": 2})
+	t.Logf("x-query-virtio-vhost-queue-status queue 2: %s (%v)", raw, err)
+	raw, err = qc.Execute(ctx, "x-query-virtio-queue-status", map[string]any{"path": "/machine/peripheral/net1/virtio-backend", "queue": 3})
+	t.Logf("x-query-virtio-queue-status queue 3: %s (%v)", raw, err)
 }
 
 // testWorkers: a 2-pair vhost-net NIC owned by this process (the
@@ -97,7 +183,8 @@ func testWorkers(t *testing.T, k *testenv.Kernel) {
 			t.Errorf("worker %+v is not named vhost-<tid>", w)
 		}
 	}
-	t.Logf("kernel %s workers: %+v", k.Name, before.Workers)
+	raw, _ := os.ReadFile("/proc/" + strconv.Itoa(before.Workers[0].TID) + "/stat")
+	t.Logf("kernel %s workers: %+v; stat of the first: %s", k.Name, before.Workers, raw)
 
 	frame := guest.IPv4Frame(17, guest.GuestIP, guest.HostIP, 4001, 5000, guest.Pattern(1400, 1), false)
 	pkt := append(guest.NetHdr{}.Append(nil, 12), frame...)

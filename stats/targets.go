@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/vishvananda/netlink"
 
 	"github.com/netctl/netctl/policy"
 	"github.com/netctl/netctl/policy/diagnose"
@@ -118,6 +122,8 @@ func qemuTargets(ctx context.Context, name, sock string) ([]Target, error) {
 		}
 		ts = append(ts, t)
 	}
+	// QEMU lists its devices newest first: sort for a stable order.
+	slices.SortFunc(ts, func(a, b Target) int { return strings.Compare(a.NIC, b.NIC) })
 	return ts, nil
 }
 
@@ -164,6 +170,18 @@ func describeNIC(ctx context.Context, c *qmp.Client, path, info string, t *Targe
 			t.Backend = policy.BackendVhostNet
 		}
 		t.Link = nd.Options["ifname"]
+		if fds := passedFDs(nd.Options); t.Link == "" && len(fds) > 0 {
+			// A tap QEMU got as an fd (netctl attach, libvirt): its name
+			// from QEMU's fdinfo.
+			if name, ifi, err := fdLink(t.PID, fds[0]); err == nil {
+				t.Link, t.Ifindex = name, ifi
+				if name == "" && ifi > 0 {
+					if l, err := netlink.LinkByIndex(ifi); err == nil {
+						t.Link = l.Attrs().Name
+					}
+				}
+			}
+		}
 	default:
 		t.Backend = policy.BackendUserspace
 		if st.VhostStarted || st.VhostDev != nil {

@@ -1,0 +1,150 @@
+package stats
+
+import (
+	"context"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/netctl/netctl/policy"
+)
+
+func fakeTarget(f *fakeVM, backend string) Target {
+	return Target{VM: "fake", NIC: "net0", QMP: f.sock, PID: os.Getpid(), Backend: backend, QueuePairs: f.pairs}
+}
+
+func counts(s NICStats) [][2]uint64 {
+	var c [][2]uint64
+	for _, q := range s.Queues {
+		c = append(c, [2]uint64{q.Offered, q.Completed})
+	}
+	return c
+}
+
+// TestCollectRingsWraps: the rings source against a fake QEMU whose
+// guest memory is in this process: indices accumulate across the 16-bit
+// wrap (in Collect and in Sample between collections), the addresses are
+// resolved once and cached, a device reset (status change) restarts the
+// rings without losing the counts, and an unplugged device says so.
+func TestCollectRingsWraps(t *testing.T) {
+	f := newFakeVM(t, 2, false)
+	c := NewCollector(Options{Deadline: 10 * time.Second})
+	ctx := context.Background()
+	tg := fakeTarget(f, policy.BackendUserspace)
+	f.setIdx(0, 65530, 65500)
+	f.setIdx(1, 3, 3)
+	s := c.Collect(ctx, []Target{tg})[0]
+	if len(s.Queues) != 4 || s.Missing[SourceRings] != "" {
+		t.Fatalf("queues %+v missing %v", s.Queues, s.Missing)
+	}
+	if got := counts(s); !slices.Equal(got, [][2]uint64{{65530, 65500}, {3, 3}, {0, 0}, {0, 0}}) {
+		t.Errorf("first sample %v", got)
+	}
+	if s.Queues[1].Direction != "tx" || s.Queues[2].Pair != 1 || s.Queues[2].Direction != "rx" {
+		t.Errorf("queue naming %+v", s.Queues)
+	}
+	f.mu.Lock()
+	resolves := f.gpa2hva
+	f.mu.Unlock()
+	// Past the wrap: 65530 -> 10 is 16 more.
+	f.setIdx(0, 10, 4)
+	s = c.Collect(ctx, []Target{tg})[0]
+	if got := counts(s)[0]; got != [2]uint64{65546, 65540} {
+		t.Errorf("after the wrap: %v, want [65546 65540]", got)
+	}
+	f.mu.Lock()
+	if f.gpa2hva != resolves {
+		t.Errorf("gpa2hva asked %d more times: the addresses must be cached", f.gpa2hva-resolves)
+	}
+	f.mu.Unlock()
+	// Sample between collections catches a wrap Collect alone would miss:
+	// +40000 twice is 80000, more than one 16-bit turn.
+	f.setIdx(2, 40000, 40000)
+	c.Sample()
+	f.setIdx(2, 14464, 14464) // 80000 mod 65536
+	s = c.Collect(ctx, []Target{tg})[0]
+	if got := counts(s)[2]; got != [2]uint64{80000, 80000} {
+		t.Errorf("pair 1 rx after two Sample-followed half-turns: %v, want 80000", got)
+	}
+	// A device reset: the driver starts its rings at 0 again.
+	f.mu.Lock()
+	f.statuses = f.statuses[:2]
+	f.mu.Unlock()
+	s = c.Collect(ctx, []Target{tg})[0]
+	if len(s.Queues) != 0 || !strings.Contains(s.Missing[SourceRings], "has not started the device (status ACKNOWLEDGE|DRIVER)") {
+		t.Errorf("during the reset: %+v %v", s.Queues, s.Missing)
+	}
+	f.mu.Lock()
+	f.statuses = append(f.statuses, "VIRTIO_CONFIG_S_FEATURES_OK: x", "VIRTIO_CONFIG_S_DRIVER_OK: x", "VIRTIO_CONFIG_S_NEEDS_RESET: x")
+	f.mu.Unlock()
+	f.setIdx(0, 5, 5)
+	s = c.Collect(ctx, []Target{tg})[0]
+	if got := counts(s)[0]; got != [2]uint64{65551, 65545} {
+		t.Errorf("after the reset: %v, want the counts to go on (+5)", got)
+	}
+	// Unplugged: the NIC says gone; the other target still comes back.
+	f.mu.Lock()
+	f.gone = true
+	f.mu.Unlock()
+	other := Target{VM: "other", NIC: "lo", Link: "lo", Backend: policy.BackendUserspace}
+	both := c.Collect(ctx, []Target{tg, other})
+	if !strings.Contains(both[0].Missing[SourceRings], "NIC gone") || len(both[0].Queues) != 0 {
+		t.Errorf("unplugged: %v", both[0].Missing)
+	}
+	if both[1].Target.NIC != "lo" || both[1].Missing[SourceRings] == "" {
+		t.Errorf("the other target: %+v", both[1])
+	}
+}
+
+// TestCollectVhostNeverStopsRings: with vhost started, the queues of the
+// vhost device QEMU answers x-query-virtio-vhost-queue-status for come
+// from it, and x-query-virtio-queue-status (which asks the backend for
+// its ring base, stopping a vhost-user ring) is asked only for the
+// queues outside it.
+func TestCollectVhostNeverStopsRings(t *testing.T) {
+	f := newFakeVM(t, 2, true)
+	for q := 0; q < 4; q++ {
+		f.setIdx(q, uint16(10*q+1), uint16(10*q))
+	}
+	c := NewCollector(Options{})
+	s := c.Collect(context.Background(), []Target{fakeTarget(f, policy.BackendVhostNet)})[0]
+	if got := counts(s); !slices.Equal(got, [][2]uint64{{1, 0}, {11, 10}, {21, 20}, {31, 30}}) {
+		t.Errorf("queues %v missing %v", got, s.Missing)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, a := range f.asked {
+		if a == "queue-status 0" || a == "queue-status 1" {
+			t.Errorf("asked %s of a vhost device's own queue (asked: %v)", a, f.asked)
+		}
+	}
+	if !slices.Contains(f.asked, "queue-status 2") {
+		t.Errorf("asked %v: queue 2 needs x-query-virtio-queue-status", f.asked)
+	}
+	// The vhost source: this process has no vhost workers.
+	if !strings.Contains(s.Missing[SourceVhost], "no vhost worker") {
+		t.Errorf("vhost: %q", s.Missing[SourceVhost])
+	}
+}
+
+// TestCollectNoMonitor: a target with no monitor, or one whose socket is
+// gone, says why; nothing blocks.
+func TestCollectNoMonitor(t *testing.T) {
+	c := NewCollector(Options{Deadline: 5 * time.Second})
+	ts := []Target{
+		{VM: "a", NIC: "n", Backend: policy.BackendUserspace},
+		{VM: "b", NIC: "n", QMP: "/nonexistent/qmp.sock", PID: os.Getpid(), Backend: policy.BackendUserspace},
+	}
+	out := c.Collect(context.Background(), ts)
+	if !strings.Contains(out[0].Missing[SourceQMP], "no QMP monitor") || !strings.Contains(out[0].Missing[SourceRings], "no ring addresses yet") {
+		t.Errorf("no monitor: %v", out[0].Missing)
+	}
+	if out[1].Missing[SourceQMP] == "" || out[1].Target.VM != "b" {
+		t.Errorf("socket gone: %+v", out[1])
+	}
+	if out[0].Missing[SourceLink] == "" {
+		t.Errorf("no link: %v", out[0].Missing)
+	}
+}

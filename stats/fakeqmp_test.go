@@ -1,0 +1,153 @@
+package stats
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+const greeting72 = `{"QMP": {"version": {"qemu": {"micro": 22, "minor": 2, "major": 7}, "package": "Debian 1:7.2+dfsg-7+deb12u18+b3"}, "capabilities": ["oob"]}}`
+
+// fakeVM is a fake QEMU in this process: a QMP monitor on a unix socket
+// answering the commands the rings source asks, with its "guest memory"
+// an anonymous mapping of this process, so that process_vm_readv on this
+// process reads the indices the test writes there.
+type fakeVM struct {
+	t    testing.TB
+	sock string
+	mem  []byte // guest-physical 0 is mem[0]
+
+	mu       sync.Mutex // guards the fields below
+	pairs    int
+	vhost    bool // vhost started: x-query-virtio-vhost-queue-status answers for queues 0 and 1
+	statuses []string
+	gone     bool     // the device was unplugged
+	asked    []string // "cmd queue" of every queue command, in order
+	gpa2hva  int
+}
+
+const (
+	ringStride = 0x1000  // queue q's avail ring at GPA ringBase+q*2*stride, used at +stride
+	ringBase   = 0x10000 // GPA 0 is no ring address (QEMU's "not set up")
+)
+
+func newFakeVM(t testing.TB, pairs int, vhost bool) *fakeVM {
+	mem, err := unix.Mmap(-1, 0, ringBase+64*ringStride, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Munmap(mem) })
+	f := &fakeVM{t: t, sock: filepath.Join(t.TempDir(), "qmp.sock"), mem: mem, pairs: pairs, vhost: vhost,
+		statuses: []string{"VIRTIO_CONFIG_S_ACKNOWLEDGE: x", "VIRTIO_CONFIG_S_DRIVER: x", "VIRTIO_CONFIG_S_FEATURES_OK: x", "VIRTIO_CONFIG_S_DRIVER_OK: x"}}
+	ln, err := net.Listen("unix", f.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go f.serve(c)
+		}
+	}()
+	return f
+}
+
+// setIdx writes queue q's avail and used indices into guest memory.
+func (f *fakeVM) setIdx(q int, avail, used uint16) {
+	binary.LittleEndian.PutUint16(f.mem[ringBase+q*2*ringStride+2:], avail)
+	binary.LittleEndian.PutUint16(f.mem[ringBase+q*2*ringStride+ringStride+2:], used)
+}
+
+func (f *fakeVM) hva(gpa uint64) uint64 {
+	return uint64(uintptr(unsafe.Pointer(&f.mem[0]))) + gpa
+}
+
+func (f *fakeVM) serve(c net.Conn) {
+	defer c.Close()
+	fmt.Fprintln(c, greeting72)
+	sc := bufio.NewScanner(c)
+	for sc.Scan() {
+		var req struct {
+			Execute   string          `json:"execute"`
+			Arguments json.RawMessage `json:"arguments"`
+			ID        json.RawMessage `json:"id"`
+		}
+		if json.Unmarshal(sc.Bytes(), &req) != nil {
+			return
+		}
+		ret, errClass, errDesc := f.answer(req.Execute, req.Arguments)
+		id := string(req.ID)
+		if id == "" {
+			id = "null"
+		}
+		if errClass != "" {
+			fmt.Fprintf(c, `{"error": {"class": %q, "desc": %q}, "id": %s}`+"\n", errClass, errDesc, id)
+		} else {
+			fmt.Fprintf(c, `{"return": %s, "id": %s}`+"\n", ret, id)
+		}
+	}
+}
+
+func (f *fakeVM) answer(cmd string, raw json.RawMessage) (string, string, string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var args struct {
+		Path        string `json:"path"`
+		Queue       int    `json:"queue"`
+		CommandLine string `json:"command-line"`
+	}
+	json.Unmarshal(raw, &args)
+	if strings.HasPrefix(cmd, "x-query-virtio") && cmd != "x-query-virtio" && (f.gone || args.Path != "/machine/peripheral/net0/virtio-backend") {
+		return "", "GenericError", fmt.Sprintf("Path %s is not a VirtIODevice", args.Path)
+	}
+	switch cmd {
+	case "qmp_capabilities":
+		return "{}", "", ""
+	case "x-query-virtio-status":
+		st, _ := json.Marshal(f.statuses)
+		return fmt.Sprintf(`{"name": "virtio-net", "num-vqs": %d, "vhost-started": %v, "started": true, "broken": false, "status": {"statuses": %s}}`,
+			2*f.pairs+1, f.vhost, st), "", ""
+	case "x-query-virtio-queue-status":
+		f.asked = append(f.asked, fmt.Sprintf("queue-status %d", args.Queue))
+		q := args.Queue
+		return fmt.Sprintf(`{"signalled-used": 0, "inuse": 0, "name": "virtio-net", "vring-align": 4096, "vring-desc": %d, "signalled-used-valid": false, "vring-num-default": 256, "vring-avail": %d, "queue-index": %d, "last-avail-idx": 0, "vring-used": %d, "used-idx": 0, "shadow-avail-idx": 0, "vring-num": 256}`,
+			ringBase+q*2*ringStride+0x800, ringBase+q*2*ringStride, q, ringBase+q*2*ringStride+ringStride), "", ""
+	case "x-query-virtio-vhost-queue-status":
+		f.asked = append(f.asked, fmt.Sprintf("vhost-queue-status %d", args.Queue))
+		q := args.Queue
+		if !f.vhost {
+			return "", "GenericError", "vhost device has not started yet"
+		}
+		if q > 1 {
+			return "", "GenericError", fmt.Sprintf("Invalid vhost virtqueue number %d", q)
+		}
+		return fmt.Sprintf(`{"avail": 140000000, "avail-phys": %d, "avail-size": 518, "call": 40, "desc": 140000001, "desc-phys": %d, "desc-size": 4096, "kick": 39, "name": "virtio-net", "num": 256, "used": 140000002, "used-phys": %d, "used-size": 2054}`,
+			ringBase+q*2*ringStride, ringBase+q*2*ringStride+0x800, ringBase+q*2*ringStride+ringStride), "", ""
+	case "human-monitor-command":
+		a, ok := strings.CutPrefix(args.CommandLine, "gpa2hva 0x")
+		gpa, err := strconv.ParseUint(a, 16, 64)
+		if !ok || err != nil {
+			return `"unknown command"`, "", ""
+		}
+		f.gpa2hva++
+		if gpa >= uint64(len(f.mem)) {
+			return fmt.Sprintf(`"No memory is mapped at address %#x\r\n"`, gpa), "", ""
+		}
+		return fmt.Sprintf(`"Host virtual address for %#x (pc.ram) is %#x\r\n"`, gpa, f.hva(gpa)), "", ""
+	}
+	return "", "CommandNotFound", "The command " + cmd + " has not been found"
+}
