@@ -31,12 +31,17 @@ func exporterCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "vm", Usage: "also this VM's NICs, by QEMU's -name (repeatable)"},
 			&cli.StringSliceFlag{Name: "qmp", Usage: "also the NICs of the QEMU on this QMP socket (repeatable)"},
 			&cli.DurationFlag{Name: "scrape-timeout", Value: 5 * time.Second, Usage: "bound on one scrape (1s to 5m); Prometheus's own scrape timeout lowers it"},
+			&cli.DurationFlag{Name: "ring-sample", Value: 100 * time.Millisecond, Usage: "read the rings' 16-bit indices this often between scrapes, so that no wrap is missed: a ring is followed up to 65535 descriptors per this interval (10ms to 10s; 0: only at scrapes)"},
 			&cli.DurationFlag{Name: "gone-for", Value: 5 * time.Minute, Usage: "how long a NIC no longer listed stays in the output with netctl_nic_up 0"},
 		},
 		Action: func(c *cli.Context) error {
 			st := c.Duration("scrape-timeout")
 			if st < time.Second || st > 5*time.Minute {
 				return usageErr(path, "--scrape-timeout %s: out of range: use 1s to 5m", st)
+			}
+			rs := c.Duration("ring-sample")
+			if rs != 0 && (rs < 10*time.Millisecond || rs > 10*time.Second) {
+				return usageErr(path, "--ring-sample %s: out of range: use 10ms to 10s, or 0", rs)
 			}
 			if g := c.Duration("gone-for"); g <= 0 {
 				return usageErr(path, "--gone-for %s: use a positive duration", g)
@@ -58,8 +63,12 @@ func exporterCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			src := &exporter.StatsSource{StateDir: runDir(), VMs: c.StringSlice("vm"), QMPs: qmps,
-				Collector: stats.NewCollector(stats.Options{Deadline: st})}
+			col := stats.NewCollector(stats.Options{Deadline: st})
+			if rs > 0 {
+				// Between scrapes (process_vm_readv only: no QMP, no fd).
+				go col.SampleEvery(ctx, rs)
+			}
+			src := &exporter.StatsSource{StateDir: runDir(), VMs: c.StringSlice("vm"), QMPs: qmps, Collector: col}
 			e := exporter.New(src, exporter.Options{ScrapeTimeout: st, GoneFor: c.Duration("gone-for")})
 			fmt.Fprintf(c.App.ErrWriter, "netctl exporter: serving http://%s/metrics\n", ln.Addr())
 			return exporter.Serve(ctx, ln, e.Handler())

@@ -28,6 +28,10 @@ const (
 	maxStatsInterval = time.Hour
 )
 
+// ringSampleEvery: how often netctl stats reads the rings between its
+// samples, so that it follows a ring up to 655,350 descriptors a second.
+const ringSampleEvery = 100 * time.Millisecond
+
 func statsCommand() *cli.Command {
 	const path = "netctl stats"
 	return &cli.Command{
@@ -70,6 +74,11 @@ func statsCommand() *cli.Command {
 				w.qmp = abs
 			}
 			w.clear = !w.json && isTerminal(c.App.Writer)
+			if iv > ringSampleEvery {
+				// A 16-bit ring index wraps after 65536 descriptors: read
+				// the rings between samples too (no QMP, no fd held).
+				go w.col.SampleEvery(ctx, ringSampleEvery)
+			}
 			return w.run(ctx, c.Bool("watch"))
 		},
 	}
@@ -268,7 +277,11 @@ func (w *statsWatch) run(ctx context.Context, watch bool) error {
 		if err != nil && !watch {
 			return err
 		}
-		if err := w.print(w.view(cur, now.Sub(last), now)); err != nil {
+		v := w.view(cur, now.Sub(last), now)
+		if err != nil {
+			v.ListError = err.Error()
+		}
+		if err := w.print(v); err != nil {
 			return err
 		}
 		last = now

@@ -29,6 +29,9 @@ type statsSample struct {
 	IntervalSeconds float64    `json:"interval_seconds"` // seconds between the two samples
 	Directions      string     `json:"directions"`       // always "guest": rx = received by the guest
 	NICs            []nicRates `json:"nics"`
+	// ListError: listing the NICs failed this interval (the VM no longer
+	// runs, its monitor is busy); the NICs seen before are then gone.
+	ListError string `json:"list_error,omitempty"`
 }
 
 // nicRates is one NIC's rates.
@@ -136,6 +139,9 @@ func writeStatsTable(w io.Writer, s statsSample) error {
 		rateCol, "rx pk/s", rateCol, "rx B/s", rateCol, "tx pk/s", rateCol, "tx B/s",
 		rateCol, "rx dsc", rateCol, "tx dsc", cpuCol, "vhost")
 	var notes []string
+	if s.ListError != "" {
+		notes = append(notes, "listing the NICs: "+s.ListError)
+	}
 	perQueue := false
 	for _, n := range s.NICs {
 		name := clip(nicName(n), nicCol)

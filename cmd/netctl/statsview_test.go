@@ -24,6 +24,7 @@ func sampleForView() statsSample {
 	}
 	return statsSample{
 		Time: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC), IntervalSeconds: 1,
+		ListError: `qemuproc: no VM named "db"; running: web1 (netctl vm list shows them)`,
 		NICs: []nicRates{
 			{VM: "a-very-long-vm-name-that-does-not-fit", NIC: "net1", Backend: "vhost-net", Link: "nctl0", State: stateUp, RX: big, TX: big, Queues: qs},
 			{VM: "web1", NIC: "net2", Backend: "userspace", State: stateUp, RX: &dirRates{Packets: 10, Bytes: 1500},
@@ -56,6 +57,7 @@ func TestStatsTable80Columns(t *testing.T) {
 		"web1/net2: no workers: no vhost worker", "db.qmp/net4: no link: tap nctl9",
 		"rx errors 3.00/s, drops 1.50/s",
 		"per queue: packets and bytes have no source",
+		`listing the NICs: qemuproc: no VM named "db"`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q", want)
@@ -126,7 +128,7 @@ func TestStatsJSONSchema(t *testing.T) {
 		slices.Sort(k)
 		return k
 	}
-	if got := keys(top); !slices.Equal(got, []string{"directions", "interval_seconds", "nics", "time"}) {
+	if got := keys(top); !slices.Equal(got, []string{"directions", "interval_seconds", "list_error", "nics", "time"}) {
 		t.Errorf("top-level keys %v", got)
 	}
 	if string(top["directions"]) != `"guest"` {
