@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/netctl/netctl/internal/testenv"
+	"github.com/netctl/netctl/qmp"
 	"github.com/netctl/netctl/test/guest"
 )
 
@@ -109,6 +110,30 @@ func TestHostStatsGuest(t *testing.T) {
 		}
 	}
 	t.Logf("netctl stats:\n%s", r.stdout)
+
+	// Another client holds the monitor: --qmp cannot list (exit 1, says
+	// busy and who holds it); the state's NICs are still shown from their
+	// links, and the qmp source says why the rest is missing.
+	hold, err := qmp.Dial(ctx, sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = execNetctl(t, bin, "stats", "--qmp", sock, "--interval", "1s")
+	if r.code != 1 || !strings.Contains(r.stderr, "in use by pid") {
+		t.Errorf("netctl stats --qmp with the monitor held: %+v", r)
+	}
+	t.Logf("monitor held, --qmp: %s", strings.TrimSpace(r.stderr))
+	r = execNetctl(t, bin, "stats", "--json", "--interval", "1s")
+	var held statsSample
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &held) != nil {
+		t.Fatalf("netctl stats --json (state) with the monitor held: %+v", r)
+	}
+	if n := findNIC(held, "net1"); n == nil || n.State != stateUp || n.RX == nil || n.RX.Packets <= 0 || !strings.Contains(n.Missing["qmp"], "busy") {
+		t.Errorf("monitor held: net1 %+v", n)
+	} else {
+		t.Logf("monitor held: net1 rx %.1f packets/s from its link; qmp: %s", n.RX.Packets, n.Missing["qmp"])
+	}
+	hold.Close()
 
 	watchDetach(t, bin, sock)
 	_ = nic2
