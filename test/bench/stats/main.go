@@ -17,6 +17,10 @@
 //   - watch: the CPU time netctl stats --watch --interval 1s uses over
 //     -watch-secs (30 s) with 16 NICs and with 1 (utime+stime of the
 //     process, from its rusage), in percent of one CPU.
+//   - watchguest: the same for one NIC of a running guest (test/guest: QEMU
+//     7.2, TCG, the 6.12 kernel) that pings the host 100 times a second
+//     through it, so that the rings are read (every 100 ms between the
+//     samples too), against one NIC of a paused QEMU.
 //
 // Scrapes run interleaved round by round (1, 16, 64, rotating which goes
 // first); each figure is the median of its rounds. It runs as root, in a
@@ -41,12 +45,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/netctl/netctl/attach"
 	"github.com/netctl/netctl/macvtap"
 	"github.com/netctl/netctl/qmp"
 	"github.com/netctl/netctl/test/bench/result"
+	"github.com/netctl/netctl/test/guest"
 )
 
 var (
@@ -55,7 +61,7 @@ var (
 	hostLoad  = flag.String("host-load", "", "the host's /proc/loadavg when make bench started")
 	rounds    = flag.Int("rounds", 15, "interleaved scrape rounds per scenario (at least 5)")
 	watchSecs = flag.Int("watch-secs", 30, "seconds netctl stats --watch runs per side")
-	only      = flag.String("only", "scrape,watch", "comma-separated: scrape, watch")
+	only      = flag.String("only", "scrape,watch,watchguest", "comma-separated: scrape, watch, watchguest")
 )
 
 func init() {
@@ -107,8 +113,10 @@ func main() {
 			err = r.benchScrape(ctx)
 		case "watch":
 			err = r.benchWatch(ctx)
+		case "watchguest":
+			err = r.benchWatchGuest(ctx)
 		default:
-			err = fmt.Errorf("-only %s: the benchmarks are scrape and watch", b)
+			err = fmt.Errorf("-only %s: the benchmarks are scrape, watch and watchguest", b)
 		}
 		if err != nil {
 			r.close()
@@ -337,6 +345,66 @@ func (r *rig) benchWatch(ctx context.Context) error {
 		A: result.NewSide("16 NICs", a, 1, 2), B: result.NewSide("1 NIC", b, 1, 2), Goal: "report",
 		Details: map[string]any{"what": "utime+stime of netctl stats --watch (table to a pipe) over its wall time; NICs on paused QEMUs (no ring reads)"}}
 	result.Print(result.Finish(l, *commit, *hostLoad))
+	return nil
+}
+
+// benchWatchGuest: netctl stats --watch's CPU with one NIC of a running
+// guest carrying a ping flood (the rings are read) against one NIC of a
+// paused QEMU (they are not).
+func (r *rig) benchWatchGuest(ctx context.Context) error {
+	g, err := guest.Boot(ctx, guest.Options{})
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	s := &scenario{n: 1, stateDir: filepath.Join(r.dir, "stateguest")}
+	nic, err := attach.Attach(ctx, attach.Request{QMP: g.QMP(), ID: "w0", Backend: "userspace", MAC: "52:54:00:97:00:02", StateDir: s.stateDir})
+	if err != nil {
+		return err
+	}
+	ifname, err := g.WaitNIC(ctx, net.HardwareAddr{0x52, 0x54, 0, 0x97, 0, 2})
+	if err != nil {
+		return err
+	}
+	l, err := netlink.LinkByName(nic.Tap.Name)
+	if err != nil {
+		return err
+	}
+	a, _ := netlink.ParseAddr("10.97.0.1/24")
+	if err := netlink.AddrAdd(l, a); err != nil {
+		return err
+	}
+	if err := netlink.LinkSetUp(l); err != nil {
+		return err
+	}
+	if err := g.SetAddr(ctx, ifname, "10.97.0.2/24"); err != nil {
+		return err
+	}
+	if _, err := g.Ping(ctx, "10.97.0.1", 1); err != nil {
+		return err
+	}
+	pctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go g.Exec(pctx, fmt.Sprintf("ping -q -c %d -i 0.01 10.97.0.1", 100*(*watchSecs+10)))
+	time.Sleep(time.Second)
+	busy, err := r.watchCPU(ctx, s)
+	if err != nil {
+		return err
+	}
+	var one *scenario
+	for _, sc := range r.scenarios {
+		if sc.n == 1 {
+			one = sc
+		}
+	}
+	idle, err := r.watchCPU(ctx, one)
+	if err != nil {
+		return err
+	}
+	l2 := result.Line{Bench: fmt.Sprintf("stats: netctl stats --watch --interval 1s CPU over %d s, 1 NIC of a guest pinging at 100/s vs 1 NIC of a paused QEMU", *watchSecs),
+		Unit: "% of one CPU", A: result.NewSide("guest NIC, rings read", []float64{busy}, 1, 2), B: result.NewSide("paused QEMU NIC", []float64{idle}, 1, 2),
+		Goal: "report", Details: map[string]any{"what": "utime+stime of netctl stats --watch (table to a pipe) over its wall time; the guest: QEMU 7.2 TCG, 6.12, userspace virtio-net"}}
+	result.Print(result.Finish(l2, *commit, *hostLoad))
 	return nil
 }
 
