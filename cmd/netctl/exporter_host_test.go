@@ -411,3 +411,36 @@ func TestHostExporterRefusesRemote(t *testing.T) {
 		t.Errorf("no netctl_scrape_nics with no NICs")
 	}
 }
+
+// TestHostExporterVMFlag: --vm adds the NICs of a QEMU netctl did not
+// attach (found over QMP: a virtio-net NIC on a tap QEMU opened itself,
+// named from QEMU's fdinfo); a --vm that does not run is
+// netctl_target_up 0 with the reason, and the rest is served.
+func TestHostExporterVMFlag(t *testing.T) {
+	testenv.Host(t)
+	bin := netctlBinary(t)
+	t.Setenv("NETCTL_RUN_DIR", t.TempDir())
+	qemutest.StartPaused(t, "expc", "-netdev", "tap,id=t0,ifname=expctap,script=no,downscript=no",
+		"-device", "virtio-net-pci,netdev=t0,id=nic0")
+	ex := startExporter(t, bin, "127.0.0.1:9467", "--vm", "expc", "--vm", "nctl-no-such-vm")
+	body, mfs := ex.scrape(t)
+	promtoolCheck(t, body)
+	nic := map[string]string{"vm": "expc", "nic": "nic0"}
+	if v, ok := value(mfs, "netctl_nic_up", nic); !ok || v != 1 {
+		t.Errorf("netctl_nic_up%v = %v (%v), want 1\n%s", nic, v, ok, body)
+	}
+	if dev := labelValue(mfs, "netctl_link_receive_packets_total", nic, "device"); dev != "expctap" {
+		t.Errorf("the NIC's link is %q, want expctap (QEMU's own tap)\n%s", dev, body)
+	}
+	if v, ok := value(mfs, "netctl_target_up", map[string]string{"target": "vm:expc"}); !ok || v != 1 {
+		t.Errorf("netctl_target_up{target=vm:expc} = %v (%v)", v, ok)
+	}
+	if v, ok := value(mfs, "netctl_target_up", map[string]string{"target": "vm:nctl-no-such-vm"}); !ok || v != 0 {
+		t.Errorf("netctl_target_up{target=vm:nctl-no-such-vm} = %v (%v), want 0", v, ok)
+	}
+	why := labelValue(mfs, "netctl_target_error_info", map[string]string{"target": "vm:nctl-no-such-vm"}, "reason")
+	if !strings.Contains(why, `no VM named "nctl-no-such-vm"`) {
+		t.Errorf("the missing VM's reason: %q", why)
+	}
+	t.Logf("--vm nctl-no-such-vm: %q", why)
+}
