@@ -3,6 +3,7 @@ package stats
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -96,8 +97,11 @@ func (c *Collector) Collect(ctx context.Context, ts []Target) []NICStats {
 
 // vmKey groups targets that share a QEMU (and so a QMP connection).
 func vmKey(t Target) string {
-	if t.QMP != "" {
+	switch {
+	case t.QMP != "":
 		return "qmp:" + t.QMP
+	case t.PID > 0:
+		return "pid:" + strconv.Itoa(t.PID)
 	}
 	return "vm:" + t.VM
 }
@@ -108,15 +112,10 @@ func (c *Collector) collectVM(ctx context.Context, ts []Target, idx []int, out [
 	defer cancel()
 	sess := c.openSession(vctx, ts[idx[0]])
 	defer sess.close()
-	vhostNICs := 0
-	for _, i := range idx {
-		if ts[i].Backend == policy.BackendVhostNet {
-			vhostNICs++
-		}
-	}
+	workers := assignWorkers(ts, idx)
 	for _, i := range idx {
 		nctx, ncancel := context.WithTimeout(vctx, c.o.Deadline)
-		c.readNIC(nctx, sess, &out[i], vhostNICs)
+		c.readNIC(nctx, sess, &out[i], workers[i])
 		ncancel()
 		out[i].Time = c.o.Now()
 	}
@@ -135,7 +134,7 @@ func (c *Collector) readLinks(ts []Target, out []NICStats) {
 		case t.Link == "" && t.Backend == policy.BackendVDPA:
 			s.missing(SourceLink, "a vdpa NIC has no host link")
 		case t.Link == "":
-			s.missing(SourceLink, "the NIC's host link is not known (a tap QEMU got as an fd): attach it with netctl to have it recorded")
+			s.missing(SourceLink, "no host link is known for this NIC (a user-mode or vhost-user netdev, or a tap whose name QEMU's fdinfo did not give)")
 		case herr != nil:
 			s.missing(SourceLink, fmt.Sprintf("rtnetlink: %v", herr))
 		default:
@@ -149,8 +148,13 @@ func (c *Collector) readLinks(ts []Target, out []NICStats) {
 }
 
 // readNIC fills s from every source.
-func (c *Collector) readNIC(ctx context.Context, sess *session, s *NICStats, vhostNICs int) {
+func (c *Collector) readNIC(ctx context.Context, sess *session, s *NICStats, w workerResult) {
 	c.readRings(ctx, sess, s)
-	c.readWorkers(s, vhostNICs)
+	if s.Target.Backend == policy.BackendVhostNet {
+		if w.why != "" {
+			s.missing(SourceVhost, w.why)
+		}
+		s.Workers = w.workers
+	}
 	c.readVDPA(ctx, s)
 }

@@ -68,6 +68,15 @@ func TestCollectRingsWraps(t *testing.T) {
 	if got := counts(s)[2]; got != [2]uint64{80000, 80000} {
 		t.Errorf("pair 1 rx after two Sample-followed half-turns: %v, want 80000", got)
 	}
+	// Indices that break the ring's invariant (avail 600 ahead of used on
+	// a 256-entry ring, more than twice its size): the addresses are
+	// resolved again, and the reading refused until they hold a ring.
+	f.setIdx(1, 3+600, 3)
+	s = c.Collect(ctx, []Target{tg})[0]
+	if len(s.Queues) != 0 || !strings.Contains(s.Missing[SourceRings], "the ring moved") {
+		t.Errorf("inconsistent indices: %+v %v", s.Queues, s.Missing)
+	}
+	f.setIdx(1, 3, 3)
 	// A device reset: the driver starts its rings at 0 again.
 	f.mu.Lock()
 	f.statuses = f.statuses[:2]

@@ -3,6 +3,7 @@ package stats
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -196,6 +197,11 @@ func TestHostGuestQueues(t *testing.T) {
 		t.Errorf("link: guest rx %d, tx %d packets for %d pings each way (+%d allowed)", rx, tx, pings, linkExtra)
 	}
 	r := Rate(b, a)
+	for _, q := range r.Queues {
+		if d := queue(a, q.Pair, q.Direction).Completed - queue(b, q.Pair, q.Direction).Completed; math.Abs(q.Completed*r.Seconds-float64(d)) > 1e-6 {
+			t.Errorf("rate %+v over %.3fs does not give the %d descriptors counted", q, r.Seconds, d)
+		}
+	}
 	t.Logf("rates over %.2fs: %+v link %+v", r.Seconds, r.Queues, r.Link)
 
 	// The monitor held by another client: Missing says who; the rings

@@ -30,6 +30,7 @@ type ringState struct {
 
 type ringQueue struct {
 	vq                  int    // the virtqueue's index: 2*pair is rx, 2*pair+1 tx
+	num                 int    // ring size (0: unknown)
 	availIdx, usedIdx   uint64 // HVAs of avail->idx and used->idx in QEMU
 	lastAvail, lastUsed uint16
 	offered, completed  uint64
@@ -76,13 +77,26 @@ func (r *ringState) stats() []QueueStats {
 	return out
 }
 
-// addrs lists the HVAs to read: avail->idx, used->idx for each queue.
+// addrs lists the HVAs to read: used->idx, then avail->idx, for each
+// queue. Used first: process_vm_readv copies in order, and the device
+// never uses more than was made available, so the avail read after it is
+// at least the used one (see consistent).
 func (r *ringState) addrs() []uint64 {
 	a := make([]uint64, 0, 2*len(r.queues))
 	for _, q := range r.queues {
-		a = append(a, q.availIdx, q.usedIdx)
+		a = append(a, q.usedIdx, q.availIdx)
 	}
 	return a
+}
+
+// consistent checks a queue's indices against the split ring's invariant:
+// the driver has at most num descriptors outstanding (avail - used <= num,
+// mod 65536); allowing for what moves between the two reads, more than
+// 2*num means the addresses no longer hold this ring's indices (the guest
+// reset the device and placed its rings elsewhere without the status
+// showing it between two collections).
+func consistent(avail, used uint16, num int) bool {
+	return num <= 0 || int(avail-used) <= 2*num
 }
 
 // sample reads the indices (process_vm_readv only) and accumulates them.
@@ -98,8 +112,14 @@ func (r *ringState) sample() error {
 	if err != nil {
 		return err
 	}
+	for i, q := range r.queues {
+		if !consistent(v[2*i+1], v[2*i], q.num) {
+			return fmt.Errorf("queue %d: avail %d and used %d are more than twice the ring size %d apart: the ring moved: %w",
+				q.vq, v[2*i+1], v[2*i], q.num, ErrNotAvailable)
+		}
+	}
 	for i := range r.queues {
-		r.queues[i].advance(v[2*i], v[2*i+1])
+		r.queues[i].advance(v[2*i+1], v[2*i])
 	}
 	return nil
 }
@@ -121,11 +141,25 @@ func (s *session) close() {
 // (qemuproc.Dial): a monitor another client holds is reported busy with
 // the holder's name.
 func (c *Collector) openSession(ctx context.Context, t Target) *session {
-	if t.QMP == "" {
-		return &session{why: "no QMP monitor is known for this VM: name it with --qmp SOCKET"}
-	}
 	vm := qemuproc.VM{PID: t.PID, StartTime: t.PIDStart, Name: t.VM,
 		Monitors: []qemuproc.Monitor{{Option: "--qmp", Path: t.QMP, Socket: t.QMP, Server: true}}}
+	if t.QMP == "" {
+		// The monitors QEMU's command line names (libvirt's among them:
+		// qemuproc.Dial then says to go through libvirt).
+		found := false
+		if t.PID > 0 {
+			if vms, err := qemuproc.List(); err == nil {
+				for _, v := range vms {
+					if v.PID == t.PID {
+						vm, found = v, true
+					}
+				}
+			}
+		}
+		if !found {
+			return &session{why: "no QMP monitor is known for this VM: name it with --qmp SOCKET"}
+		}
+	}
 	cl, err := qemuproc.Dial(ctx, vm)
 	if err != nil {
 		why := err.Error()
@@ -141,8 +175,12 @@ func (c *Collector) openSession(ctx context.Context, t Target) *session {
 }
 
 // alive says the target's QEMU still runs: same pid and start time, and
-// not a zombie (exited, its parent has not reaped it yet).
+// not a zombie (exited, its parent has not reaped it yet). A target
+// without a pid is taken as alive.
 func alive(t Target) bool {
+	if t.PID <= 0 {
+		return true // unknown: nothing says it is gone
+	}
 	st, err := readStat(filepath.Join(ProcRoot, strconv.Itoa(t.PID), "stat"))
 	return err == nil && st.State != 'Z' && st.State != 'X' && (t.PIDStart == 0 || st.StartTime == t.PIDStart)
 }
@@ -303,7 +341,7 @@ func resolveRings(ctx context.Context, c *qmp.Client, path string, t Target, st 
 		if err != nil {
 			return nil, fmt.Errorf("queue %d used ring: %w", q, err)
 		}
-		r.queues = append(r.queues, ringQueue{vq: q, availIdx: av, usedIdx: us})
+		r.queues = append(r.queues, ringQueue{vq: q, num: a.Num, availIdx: av, usedIdx: us})
 	}
 	if len(r.queues) == 0 {
 		return nil, fmt.Errorf("the guest's driver has set up none of the %d data queues: %w", 2*pairs, ErrNotAvailable)

@@ -69,7 +69,7 @@ func stateTargets(dir string) ([]Target, error) {
 // fromRecord is the target of one NIC record.
 func fromRecord(n *state.NIC) Target {
 	t := Target{VM: n.VM, NIC: n.ID, Netdev: n.Netdev, QMP: n.QMP, PID: n.QEMUPID, PIDStart: n.QEMUStart,
-		Backend: n.Backend, QueuePairs: n.Queues}
+		Backend: n.Backend, QueuePairs: n.Queues, Attached: n.Attached}
 	switch {
 	case n.Tap != nil:
 		t.Link, t.Ifindex = n.Tap.Name, n.Tap.Ifindex

@@ -38,6 +38,10 @@ type Target struct {
 	Ifindex    int
 	VDPA       string // vdpa device name
 	QueuePairs int
+	// Attached is when netctl attached the NIC (its record; zero for a
+	// NIC found over QMP). With several vhost-net NICs in one QEMU, vhost
+	// workers are attributed in this order. (Extension of the agreed API.)
+	Attached time.Time
 }
 
 // Key identifies a target across collections (VM, pid and NIC).

@@ -121,38 +121,71 @@ func readStat(path string) (taskStat, error) {
 	return parseStat(b)
 }
 
-// readWorkers fills s.Workers for a vhost-net NIC. vhostNICs is how many
-// vhost-net NICs the same QEMU has in this collection: the workers do
-// not say which device they serve, so they are attributed only when there
-// is one.
-func (c *Collector) readWorkers(s *NICStats, vhostNICs int) {
-	t := s.Target
-	if t.Backend != policy.BackendVhostNet {
-		return
+// workerResult is one NIC's workers, or why there are none.
+type workerResult struct {
+	workers []WorkerStats
+	why     string
+}
+
+// assignWorkers finds the vhost workers of the QEMU that the targets idx
+// share and says which are whose. Workers do not say which device they
+// serve; they are created at VHOST_SET_OWNER, which QEMU does at
+// netdev_add, pair by pair. So with one vhost-net NIC its pairs are the
+// workers in creation order; with several, they are attributed in attach
+// order (Target.Attached, from netctl's records) when every such NIC has
+// one and the workers are exactly as many as their pairs; otherwise each
+// NIC says why not.
+func assignWorkers(ts []Target, idx []int) map[int]workerResult {
+	out := map[int]workerResult{}
+	var vh []int
+	for _, i := range idx {
+		if ts[i].Backend == policy.BackendVhostNet {
+			vh = append(vh, i)
+		}
 	}
-	if t.PID <= 0 {
-		s.missing(SourceVhost, "QEMU's pid is not known")
-		return
+	if len(vh) == 0 {
+		return out
 	}
-	ws, err := findWorkers(t.PID)
+	fail := func(why string) map[int]workerResult {
+		for _, i := range vh {
+			out[i] = workerResult{why: why}
+		}
+		return out
+	}
+	pid := ts[vh[0]].PID
+	if pid <= 0 {
+		return fail("QEMU's pid is not known")
+	}
+	ws, err := findWorkers(pid)
 	if err != nil {
-		s.missing(SourceVhost, err.Error())
-		return
+		return fail(err.Error())
+	}
+	pairs := 0
+	dated := true
+	for _, i := range vh {
+		pairs += max(ts[i].QueuePairs, 1)
+		dated = dated && !ts[i].Attached.IsZero()
 	}
 	switch {
 	case len(ws) == 0:
-		s.missing(SourceVhost, fmt.Sprintf("no vhost worker thread found for QEMU (pid %d): its vhost devices have no owner yet", t.PID))
-		return
-	case vhostNICs > 1:
-		s.missing(SourceVhost, fmt.Sprintf("QEMU (pid %d) has %d vhost-net NICs and %d vhost workers, which do not say which device each serves: per-NIC worker CPU needs one vhost-net NIC per VM",
-			t.PID, vhostNICs, len(ws)))
-		return
-	case t.QueuePairs > 0 && len(ws) != t.QueuePairs:
-		s.missing(SourceVhost, fmt.Sprintf("QEMU (pid %d) has %d vhost workers for %d queue pairs (another vhost device, such as vhost-vsock?): cannot tell which serves which pair",
-			t.PID, len(ws), t.QueuePairs))
-		return
+		return fail(fmt.Sprintf("no vhost worker thread found for QEMU (pid %d): its vhost devices have no owner yet", pid))
+	case len(ws) != pairs:
+		return fail(fmt.Sprintf("QEMU (pid %d) has %d vhost workers for the %d queue pairs of its %d vhost-net NIC(s) here (another vhost device, such as vhost-vsock, or a NIC netctl did not attach?): cannot tell which serves which pair",
+			pid, len(ws), pairs, len(vh)))
+	case len(vh) > 1 && !dated:
+		return fail(fmt.Sprintf("QEMU (pid %d) has %d vhost-net NICs and the workers do not say which device each serves; netctl attributes them in attach order, which only its own records give",
+			pid, len(vh)))
 	}
-	for i, w := range ws {
-		s.Workers = append(s.Workers, WorkerStats{Pair: i, TID: w.tid, Comm: w.stat.Comm, CPUSeconds: w.stat.CPUSeconds()})
+	slices.SortStableFunc(vh, func(a, b int) int { return ts[a].Attached.Compare(ts[b].Attached) })
+	next := 0
+	for _, i := range vh {
+		n := max(ts[i].QueuePairs, 1)
+		var r workerResult
+		for p, w := range ws[next : next+n] {
+			r.workers = append(r.workers, WorkerStats{Pair: p, TID: w.tid, Comm: w.stat.Comm, CPUSeconds: w.stat.CPUSeconds()})
+		}
+		next += n
+		out[i] = r
 	}
+	return out
 }
