@@ -21,18 +21,22 @@ import (
 	"github.com/netctl/netctl/test/guest"
 )
 
-// TestHostStatsGuest: a real QEMU 7.2 guest (6.12 kernel, TCG) on this
-// host with two NICs netctl attached (QEMU's userspace virtio-net: this
-// host has no vhost-net), the guest pinging the host through net1. In
-// order, so that only one client uses QEMU's monitor at a time:
-//   - netctl stats --json sees net1's link and queue 0's rx ring move;
-//     the table fits 80 columns;
+// TestHostStatsGuest: a real QEMU 7.2 guest (6.12 kernel, TCG, 2 vCPUs)
+// on this host with two NICs netctl attached (QEMU's userspace
+// virtio-net: this host has no vhost-net): net1 with 2 queue pairs, the
+// guest pinging the host through it from vCPU 1, so the flow takes pair 1
+// both ways (the guest's XPS sends from vCPU 1 on tx queue 1; tun's flow
+// table answers on the queue the flow came from). In order, so that only
+// one client uses QEMU's monitor at a time:
+//   - netctl stats --json sees net1's link and pair 1's rings move, and
+//     pair 0's not; the table, a row per pair, fits 80 columns;
 //   - netctl stats --watch --json runs while net2 is detached: net2's rows
 //     say gone and net1 keeps updating;
 //   - netctl exporter, scraped by a real Prometheus server (in the test's
 //     network namespace, on loopback, its config and storage in temp
-//     dirs): the query rate(netctl_queue_descriptors_total{queue="0",...}[10s])
-//     for net1 answers non-zero; then QEMU is killed, the exporter still
+//     dirs): the query rate(netctl_queue_descriptors_total{queue="1",...}[10s])
+//     for net1 answers non-zero and, with its window full, equals netctl
+//     stats' rate within 30 %, while queue 0's stays far below; then QEMU is killed, the exporter still
 //     serves and net1's netctl_nic_up is 0, in the exporter and in
 //     Prometheus.
 func TestHostStatsGuest(t *testing.T) {
@@ -47,13 +51,13 @@ func TestHostStatsGuest(t *testing.T) {
 	bin := netctlBinary(t)
 	t.Setenv("NETCTL_RUN_DIR", t.TempDir())
 	t.Setenv("TMPDIR", t.TempDir())
-	g, err := guest.Boot(ctx, guest.Options{})
+	g, err := guest.Boot(ctx, guest.Options{SMP: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer g.Close() // QEMU is killed below: its error is expected
 	sock := g.QMP()
-	nic1 := attachJSON(t, bin, "--qmp", sock, "--id", "net1", "--mac", "52:54:00:95:00:02")
+	nic1 := attachJSON(t, bin, "--qmp", sock, "--id", "net1", "--mac", "52:54:00:95:00:02", "--queues", "2")
 	nic2 := attachJSON(t, bin, "--qmp", sock, "--id", "net2", "--mac", "52:54:00:96:00:02")
 	if0, err := g.WaitNIC(ctx, []byte{0x52, 0x54, 0, 0x95, 0, 2})
 	if err != nil {
@@ -69,12 +73,12 @@ func TestHostStatsGuest(t *testing.T) {
 	if _, err := g.Ping(ctx, "10.95.0.1", 1); err != nil {
 		t.Fatal(err)
 	}
-	// The guest pings the host for the rest of the test (it ends with
-	// QEMU): ~50 echo requests a second out of net1's tx queue 0 and as
-	// many replies into its rx queue 0.
+	// The guest pings the host from vCPU 1 for the rest of the test (it
+	// ends with QEMU): ~50 echo requests a second out of net1's tx queue 1
+	// and as many replies into its rx queue 1.
 	pingDone := make(chan string, 1)
 	go func() {
-		out, _, _ := g.Exec(ctx, "ping -q -c 100000 -i 0.02 10.95.0.1")
+		out, _, _ := g.Exec(ctx, "taskset 2 ping -q -c 100000 -i 0.02 10.95.0.1")
 		pingDone <- out
 	}()
 
@@ -85,7 +89,7 @@ func TestHostStatsGuest(t *testing.T) {
 		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &s) != nil {
 			t.Fatalf("netctl stats --json: %+v", r)
 		}
-		if n := findNIC(s, "net1"); n != nil && n.RX != nil && n.RX.Packets > 0 && len(n.Queues) == 1 && n.Queues[0].RXDescriptors != nil && *n.Queues[0].RXDescriptors > 0 {
+		if n := findNIC(s, "net1"); n != nil && n.RX != nil && n.RX.Packets > 0 && len(n.Queues) == 2 && n.Queues[1].RXDescriptors != nil && *n.Queues[1].RXDescriptors > 0 {
 			t.Logf("netctl stats --json: %s", strings.TrimSpace(r.stdout))
 			break
 		}
@@ -97,11 +101,20 @@ func TestHostStatsGuest(t *testing.T) {
 	if s.Directions != "guest" || n1.Backend != "userspace" || n1.Link != nic1.Tap.Name || n1.TX == nil || n1.TX.Packets <= 0 {
 		t.Errorf("net1: %+v", n1)
 	}
+	for _, d := range []struct {
+		name       string
+		busy, idle *float64
+	}{{"rx", n1.Queues[1].RXDescriptors, n1.Queues[0].RXDescriptors}, {"tx", n1.Queues[1].TXDescriptors, n1.Queues[0].TXDescriptors}} {
+		if d.busy == nil || d.idle == nil || *d.busy < 0.7*n1.RX.Packets || *d.idle > 0.1**d.busy {
+			t.Errorf("net1 %s descriptors/s: pair 1 %v, pair 0 %v; want pair 1 near the link's %.1f packets/s and pair 0 quiet", d.name, d.busy, d.idle, n1.RX.Packets)
+		}
+	}
 	if n2 := findNIC(s, "net2"); n2 == nil || n2.State != stateUp {
 		t.Errorf("net2: %+v", n2)
 	}
 	r := execNetctl(t, bin, "stats", "--qmp", sock, "--interval", "1s")
-	if r.code != 0 || !strings.Contains(r.stdout, "/net1 ") || !strings.Contains(r.stdout, "rx/tx are the guest's") {
+	if r.code != 0 || !strings.Contains(r.stdout, "/net1 ") || !strings.Contains(r.stdout, "rx/tx are the guest's") ||
+		!strings.Contains(r.stdout, " all ") || !strings.Contains(r.stdout, "per queue: packets and bytes have no source") {
 		t.Errorf("netctl stats: %+v", r)
 	}
 	for _, l := range strings.Split(r.stdout, "\n") {
@@ -146,18 +159,24 @@ func TestHostStatsGuest(t *testing.T) {
 		t.Errorf("netctl_nic_up{nic=net1} = %v\n%s", v, body)
 	}
 	prom := startPrometheus(t, "127.0.0.1:9465")
-	q := `rate(netctl_queue_descriptors_total{nic="net1",queue="0",direction="rx",kind="completed"}[10s])`
+	q := `rate(netctl_queue_descriptors_total{nic="net1",queue="1",direction="rx",kind="completed"}[10s])`
 	v := promWait(ctx, t, prom, q, func(v float64) bool { return v > 0 })
 	t.Logf("Prometheus: %s = %.2f/s (first answer)", q, v)
 	// Once the 10 s window is full, Prometheus's rate is the one netctl
 	// stats measured above (the ping's, ~47/s), within 30 %.
-	seen := *n1.Queues[0].RXDescriptors
-	full := `count_over_time(netctl_queue_descriptors_total{nic="net1",queue="0",direction="rx",kind="completed"}[10s])`
+	seen := *n1.Queues[1].RXDescriptors
+	full := `count_over_time(netctl_queue_descriptors_total{nic="net1",queue="1",direction="rx",kind="completed"}[10s])`
 	promWait(ctx, t, prom, full, func(v float64) bool { return v >= 5 }) // 5 scrapes in the window
 	v = promWait(ctx, t, prom, q, func(float64) bool { return true })
 	t.Logf("Prometheus: %s = %.2f/s (window full; netctl stats saw %.1f/s)", q, v, seen)
 	if v < 0.7*seen || v > 1.3*seen {
 		t.Errorf("Prometheus's rate %.2f/s is not within 30%% of the %.1f/s netctl stats measured", v, seen)
+	}
+	q0 := `rate(netctl_queue_descriptors_total{nic="net1",queue="0",direction="rx",kind="completed"}[10s])`
+	if v0 := promWait(ctx, t, prom, q0, func(float64) bool { return true }); v0 > 0.1*v {
+		t.Errorf("Prometheus: queue 0 took %.2f/s of the flow pinned to pair 1 (%.2f/s)", v0, v)
+	} else {
+		t.Logf("Prometheus: %s = %.2f/s", q0, v0)
 	}
 	ql := `rate(netctl_link_receive_packets_total{nic="net1"}[10s])`
 	t.Logf("Prometheus: %s = %.2f/s", ql, promWait(ctx, t, prom, ql, func(v float64) bool { return v > 0 }))
