@@ -88,11 +88,11 @@ func twoNICs() *fakeSource {
 func TestExporterMetrics(t *testing.T) {
 	e := New(twoNICs(), Options{})
 	const want = `
-# HELP netctl_link_receive_bytes_total Bytes the guest received (its link's transmit counter); per NIC: tun and macvtap have no per-queue counters.
+# HELP netctl_link_receive_bytes_total Bytes the guest received (a tap's transmit counter, a macvtap's receive counter); per NIC: tun and macvtap have no per-queue counters.
 # TYPE netctl_link_receive_bytes_total counter
 netctl_link_receive_bytes_total{backend="userspace",device="nctl1",nic="net1",vm="db1"} 300000
 netctl_link_receive_bytes_total{backend="vhost-net",device="nctl0",nic="net1",vm="web1"} 150000
-# HELP netctl_link_transmit_drop_total Dropped packets the guest sent (its link's receive counter); per NIC: tun and macvtap have no per-queue counters.
+# HELP netctl_link_transmit_drop_total Dropped packets the guest sent (a tap's receive counter, a macvtap's transmit counter); per NIC: tun and macvtap have no per-queue counters.
 # TYPE netctl_link_transmit_drop_total counter
 netctl_link_transmit_drop_total{backend="userspace",device="nctl1",nic="net1",vm="db1"} 1
 netctl_link_transmit_drop_total{backend="vhost-net",device="nctl0",nic="net1",vm="web1"} 1

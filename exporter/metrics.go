@@ -14,7 +14,8 @@ import (
 // socket when QEMU has none), nic (the device id in QEMU) and backend
 // (vhost-net, vdpa, userspace; "" for a NIC netctl did not attach).
 // Directions are the guest's: "receive" and rx are what the guest
-// received (the tap's transmit).
+// received: a tap's transmit counter, a macvtap's receive counter
+// (package stats measured both and turns them the guest's way).
 var nicLabels = []string{"vm", "nic", "backend"}
 
 func withNIC(extra ...string) []string { return append(append([]string(nil), nicLabels...), extra...) }
@@ -67,7 +68,7 @@ var linkDescs = func() (m [2][4]*prometheus.Desc) {
 			{"bytes", "Bytes"}, {"packets", "Packets"}, {"errs", "Errors"}, {"drop", "Dropped packets"},
 		} {
 			m[d][i] = prometheus.NewDesc("netctl_link_"+dir+"_"+c.name+"_total",
-				c.help+" the guest "+map[string]string{"receive": "received (its link's transmit counter)", "transmit": "sent (its link's receive counter)"}[dir]+
+				c.help+" the guest "+map[string]string{"receive": "received (a tap's transmit counter, a macvtap's receive counter)", "transmit": "sent (a tap's receive counter, a macvtap's transmit counter)"}[dir]+
 					"; per NIC: tun and macvtap have no per-queue counters.",
 				withNIC("device"), nil)
 		}

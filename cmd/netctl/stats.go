@@ -38,7 +38,7 @@ func statsCommand() *cli.Command {
 		Name:  "stats",
 		Usage: "per-queue rates of a VM's NICs (or of every NIC netctl attached): link packets and bytes, ring descriptors, vhost worker CPU",
 		Description: "netctl stats samples twice, one --interval apart, and prints the rates per second; --watch keeps sampling\n" +
-			"and redraws. rx and tx are the guest's: rx is what the guest received (its tap's tx). Sources: the host\n" +
+			"and redraws. rx and tx are the guest's: rx is what the guest received (a tap's tx, a macvtap's rx). Sources: the host\n" +
 			"link's counters (per NIC: tun and macvtap have none per queue), each virtqueue's ring indices read from\n" +
 			"QEMU's memory, each queue pair's vhost-net worker thread, vdpa vstats. A source that gives nothing says why.\n" +
 			"With neither --vm nor --qmp: every NIC in netctl's state (/run/netctl, NETCTL_RUN_DIR).",

@@ -17,8 +17,9 @@ import (
 // object per line (writeStatsJSON). Both are pure: they format a sample
 // the command built from two stats.NICStats one interval apart.
 //
-// Directions are the guest's: rx is what the guest received (the tap's
-// or macvtap's transmit), tx what it sent. Every rate is per second over
+// Directions are the guest's: rx is what the guest received (a tap's
+// transmit, a macvtap's receive: package stats turns each the guest's
+// way), tx what it sent. Every rate is per second over
 // the sample's interval. A nil rate is "no source for it" (the NIC's
 // missing map says why), never zero.
 
@@ -130,7 +131,7 @@ const (
 func writeStatsTable(w io.Writer, s statsSample) error {
 	var b strings.Builder
 	interval := time.Duration(s.IntervalSeconds * float64(time.Second)).Round(time.Millisecond)
-	head := fmt.Sprintf("%s: %d NIC(s), per second over %s. rx/tx are the guest's: rx is what the guest received (the tap's tx).",
+	head := fmt.Sprintf("%s: %d NIC(s), per second over %s. rx/tx are the guest's: rx is what the guest received (a tap's tx).",
 		s.Time.UTC().Format("15:04:05"), len(s.NICs), interval)
 	for _, l := range wrap(head, tableWidth) {
 		b.WriteString(l + "\n")

@@ -49,7 +49,7 @@ func TestStatsTable80Columns(t *testing.T) {
 		}
 	}
 	for _, want := range []string{
-		"rx/tx are the guest's", "the tap's tx", // the header names the directions
+		"rx/tx are the guest's", "a tap's tx", // the header names the directions
 		"a-very-long-vm~ all", // clipped, not spilling
 		"123M", "9.87T", "1.00M", "4.00M", "100.0%", "400%",
 		"web1/net2", "web1/net3       gone: detached, or its VM exited",
