@@ -263,15 +263,23 @@ func (w *statsWatch) run(ctx context.Context, watch bool) error {
 	last := time.Now()
 	t := time.NewTicker(w.interval)
 	defer t.Stop()
+	// An interrupt ends a watch (exit 0); a one-shot interrupted before
+	// its second sample has printed nothing, and says so (exit 1).
+	interrupted := func() error {
+		if watch {
+			return nil
+		}
+		return fmt.Errorf("interrupted before the second sample (%s after the first): nothing to show", w.interval)
+	}
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return interrupted()
 		case <-t.C:
 		}
 		cur, err := w.sample(ctx)
 		if ctx.Err() != nil {
-			return nil
+			return interrupted()
 		}
 		now := time.Now()
 		if err != nil && !watch {
