@@ -303,10 +303,21 @@ func TestHostExporterFaults(t *testing.T) {
 	}
 	t.Logf("the exporter with two NICs:\n%s", body)
 
-	// Another client holds A's monitor (QEMU serves one client per
-	// monitor socket).
+	// Between scrapes the exporter holds no QMP connection: both monitors
+	// take a new client (QEMU serves one client per monitor socket; a held
+	// one would refuse at once).
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	time.Sleep(300 * time.Millisecond) // a few --ring-sample periods after the scrape
+	for _, sock := range []string{sockA, sockB} {
+		c, err := qmp.Dial(ctx, sock)
+		if err != nil {
+			t.Fatalf("after a scrape, %s does not take a client: %v", sock, err)
+		}
+		c.Close()
+	}
+
+	// Another client holds A's monitor.
 	hold, err := qmp.Dial(ctx, sockA)
 	if err != nil {
 		t.Fatal(err)
