@@ -6,6 +6,9 @@
 #   cpio             only to cross-check the initramfs writer in a unit test
 #   iproute2         ip, used by tests and the demo
 #   gcc, libc6-dev   the C side of make bench's setup comparison (static binary)
+#   prometheus       prometheus and promtool (2.42) for the exporter's host tests:
+#                    promtool check metrics, and a real server that scrapes it;
+#                    installed with no daemon started, like libvirt (below)
 #   libvirt-daemon-system, libvirt-clients  a real libvirtd (libvirtd, virtlogd,
 #                    virsh, the libvirt-qemu user QEMU runs as) for the libvirt
 #                    hook's end-to-end host test (test/libvirtd); installed with
@@ -22,6 +25,7 @@ command -v gcc >/dev/null || need+=(gcc)
 [ -f /usr/include/linux/vhost.h ] && [ -f /usr/lib/x86_64-linux-gnu/libc.a ] || need+=(libc6-dev linux-libc-dev)
 command -v libvirtd >/dev/null && command -v virtlogd >/dev/null && command -v virsh >/dev/null &&
   getent passwd libvirt-qemu >/dev/null || need+=(libvirt-daemon-system libvirt-clients)
+command -v prometheus >/dev/null && command -v promtool >/dev/null || need+=(prometheus)
 command -v dpkg-deb >/dev/null || { echo "host-deps: dpkg-deb missing: this is not a Debian machine" >&2; exit 1; }
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then

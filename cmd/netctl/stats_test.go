@@ -1,0 +1,117 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/netctl/netctl/stats"
+)
+
+// TestStatsBadInput: every mistake is one line that says what to do, with
+// the exit code exitcode.go gives it; nothing is sampled.
+func TestStatsBadInput(t *testing.T) {
+	t.Setenv("NETCTL_RUN_DIR", t.TempDir())
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--interval", "10ms"}, 2, "--interval 10ms: out of range: use 100ms to 1h0m0s"},
+		{[]string{"--interval", "2h"}, 2, "out of range"},
+		{[]string{"--interval", "soon"}, 2, "invalid value"},
+		{[]string{"--vm", "a", "--qmp", "/x"}, 2, "give --vm NAME or --qmp SOCKET, not both"},
+		{[]string{"--id", "0bad"}, 2, `--id "0bad"`},
+		{[]string{"--vm", "nctl-no-such-vm"}, 1, `no VM named "nctl-no-such-vm"`},
+		{[]string{"--qmp", "/nonexistent/qmp.sock"}, 2, "/nonexistent/qmp.sock"},
+		{[]string{}, 1, "no NICs: netctl's state has no NICs (netctl list shows them): attach one, or name a VM with --vm NAME or --qmp SOCKET"},
+		{[]string{"--id", "net9"}, 1, `no NIC "net9"`},
+		{[]string{"extra"}, 2, "takes no arguments"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := runMain(append([]string{"netctl", "stats"}, c.args...), &stdout, &stderr)
+		if code != c.code || !strings.Contains(stderr.String(), c.want) {
+			t.Errorf("netctl stats %q: exit %d, stderr %q; want exit %d and %q", c.args, code, stderr.String(), c.code, c.want)
+		}
+		if c.code == 1 && strings.Contains(c.want, "no VM") && !strings.Contains(stderr.String(), "netctl vm list") {
+			t.Errorf("netctl stats %q: no hint: %q", c.args, stderr.String())
+		}
+		if stdout.Len() != 0 {
+			t.Errorf("netctl stats %q printed %q", c.args, stdout.String())
+		}
+	}
+}
+
+// TestStatsWatchGone: a NIC that stops being listed (detached) is "gone"
+// from then on while the other keeps its rates. The targets are the
+// loopback link (readable without privilege), so the link source answers.
+func TestStatsWatchGone(t *testing.T) {
+	var mu sync.Mutex
+	ts := []stats.Target{
+		{VM: "web1", NIC: "net1", Link: "lo", Backend: "userspace", QueuePairs: 1},
+		{VM: "web1", NIC: "net2", Link: "lo", Backend: "userspace", QueuePairs: 1},
+	}
+	rounds := 0
+	var out bytes.Buffer
+	w := &statsWatch{interval: 100 * time.Millisecond, json: true, out: &out, col: stats.NewCollector(stats.Options{}),
+		lister: func(context.Context) ([]stats.Target, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			rounds++
+			if rounds == 3 { // detached after the second interval
+				ts = ts[:1]
+			}
+			return append([]stats.Target(nil), ts...), nil
+		}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- w.run(ctx, true) }()
+	for {
+		mu.Lock()
+		r := rounds
+		mu.Unlock()
+		if r >= 5 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) < 4 {
+		t.Fatalf("%d lines:\n%s", len(lines), out.String())
+	}
+	for i, l := range lines {
+		var s statsSample
+		if err := json.Unmarshal([]byte(l), &s); err != nil {
+			t.Fatalf("line %d: %v", i, err)
+		}
+		if len(s.NICs) != 2 || s.NICs[0].NIC != "net1" || s.NICs[1].NIC != "net2" {
+			t.Fatalf("line %d: NICs %+v", i, s.NICs)
+		}
+		if s.NICs[0].State != stateUp || s.NICs[0].RX == nil {
+			t.Errorf("line %d: net1 %+v, want up with link rates", i, s.NICs[0])
+		}
+		want := stateUp
+		if i >= 1 { // listed in rounds 1 and 2 (lines 0), gone from round 3 (line 1) on
+			want = stateGone
+		}
+		if s.NICs[1].State != want {
+			t.Errorf("line %d: net2 is %q, want %q", i, s.NICs[1].State, want)
+		}
+	}
+	var tbl bytes.Buffer
+	w.json = false
+	w.out = &tbl
+	w.print(w.view(map[string]stats.NICStats{}, time.Second, time.Now()))
+	if !strings.Contains(tbl.String(), "web1/net2       gone: detached, or its VM exited") {
+		t.Errorf("table:\n%s", tbl.String())
+	}
+}

@@ -1,0 +1,235 @@
+// Package exporter is netctl exporter: a Prometheus exporter for the
+// per-queue figures of package stats.
+//
+// Each scrape lists the NICs afresh (every NIC in netctl's state plus
+// every virtio-net NIC of the VMs it was given with --vm or --qmp),
+// samples them under a deadline, and turns the samples into metrics
+// (metrics.go has the list). Nothing is held between scrapes: no QMP
+// connection stays open, and a VM that is gone or whose monitor is busy
+// costs only that VM's NICs (netctl_nic_up 0, netctl_source_up 0 with
+// the reason in netctl_source_missing_info); the other NICs are served as
+// usual. A NIC that was listed once and is no longer stays in the output
+// with netctl_nic_up 0 for Options.GoneFor, so that a dashboard sees it
+// go down rather than vanish.
+//
+// Like netctl exporter --listen 127.0.0.1:9465 [--vm NAME|--qmp SOCKET ...].
+package exporter
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/netctl/netctl/state"
+	"github.com/netctl/netctl/stats"
+)
+
+// Source lists and samples NICs. *StatsSource (package stats) is the real
+// one; tests give a fake.
+type Source interface {
+	// Targets lists the NICs to sample now. byTarget has every target
+	// it was given (a --vm, a --qmp, the state directory) by name: nil
+	// for one that was listed, else why not. A target that cannot be
+	// listed costs only its own NICs.
+	Targets(ctx context.Context) (ts []stats.Target, byTarget map[string]error)
+	// Collect samples ts; a NIC whose sources fail has them in Missing.
+	// It returns one NICStats per target, in any order.
+	Collect(ctx context.Context, ts []stats.Target) []stats.NICStats
+	// Forget drops what the source keeps about a NIC that is gone.
+	Forget(t stats.Target)
+}
+
+// Options tune an Exporter.
+type Options struct {
+	// ScrapeTimeout bounds a scrape: listing and sampling every NIC
+	// (default 5s). A scrape request's own X-Prometheus-Scrape-Timeout-Seconds
+	// lowers it.
+	ScrapeTimeout time.Duration
+	// GoneFor is how long a NIC that is no longer listed stays in the
+	// output with netctl_nic_up 0 (default 5m).
+	GoneFor time.Duration
+	// Now is the clock (tests); nil is time.Now.
+	Now func() time.Time
+}
+
+// Exporter is a prometheus.Collector that samples on every scrape. It is
+// safe for concurrent use; scrapes run one at a time. Links are read in
+// the network namespace of the thread a scrape runs on (a registry runs
+// Collect on goroutines of its own): run it in a process that is wholly in
+// the namespace of the taps, as netctl exporter is.
+type Exporter struct {
+	src  Source
+	opts Options
+
+	mu   sync.Mutex              // serialises scrapes; guards gone
+	gone map[nicKey]goneNIC      // NICs listed before and not now
+	last map[nicKey]stats.Target // NICs listed by the last scrape
+}
+
+type nicKey struct{ vm, qmp, nic string }
+
+type goneNIC struct {
+	t     stats.Target
+	since time.Time
+}
+
+func keyOf(t stats.Target) nicKey { return nicKey{t.VM, t.QMP, t.NIC} }
+
+// New makes an Exporter over src.
+func New(src Source, o Options) *Exporter {
+	if o.ScrapeTimeout <= 0 {
+		o.ScrapeTimeout = 5 * time.Second
+	}
+	if o.GoneFor <= 0 {
+		o.GoneFor = 5 * time.Minute
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Exporter{src: src, opts: o, gone: map[nicKey]goneNIC{}, last: map[nicKey]stats.Target{}}
+}
+
+// Describe sends every metric's description.
+func (e *Exporter) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range allDescs() {
+		ch <- d
+	}
+}
+
+// Collect scrapes under Options.ScrapeTimeout.
+func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), e.opts.ScrapeTimeout)
+	defer cancel()
+	e.scrape(ctx, func(m prometheus.Metric) { ch <- m })
+}
+
+// scrape lists, samples and emits. ctx bounds it.
+func (e *Exporter) scrape(ctx context.Context, emit func(prometheus.Metric)) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	start := e.opts.Now()
+	ts, terrs := e.src.Targets(ctx)
+
+	// One NIC once: the state directory and a --vm can both list it.
+	seen := map[nicKey]bool{}
+	var uniq []stats.Target
+	for _, t := range ts {
+		if k := keyOf(t); !seen[k] {
+			seen[k] = true
+			uniq = append(uniq, t)
+		}
+	}
+	now := e.opts.Now()
+	for k, t := range e.last {
+		if !seen[k] {
+			e.gone[k] = goneNIC{t: t, since: now}
+		}
+	}
+	for _, t := range uniq { // the same NIC of a restarted QEMU: drop the old one's ring state
+		if old, ok := e.last[keyOf(t)]; ok && old.Key() != t.Key() {
+			e.src.Forget(old)
+		}
+	}
+	e.last = map[nicKey]stats.Target{}
+	for _, t := range uniq {
+		e.last[keyOf(t)] = t
+		delete(e.gone, keyOf(t))
+	}
+	for k, g := range e.gone {
+		if now.Sub(g.since) > e.opts.GoneFor {
+			delete(e.gone, k)
+			e.src.Forget(g.t)
+		}
+	}
+
+	var got []stats.NICStats
+	if len(uniq) > 0 {
+		got = e.src.Collect(ctx, uniq)
+	}
+	// Whatever the source returns, each listed NIC is reported once: one
+	// it did not return is down with the reason.
+	byKey := map[nicKey]stats.NICStats{}
+	for _, s := range got {
+		if k := keyOf(s.Target); seen[k] {
+			if _, dup := byKey[k]; !dup {
+				byKey[k] = s
+			}
+		}
+	}
+	labelsSeen := map[[3]string]bool{}
+	for _, t := range uniq {
+		s, ok := byKey[keyOf(t)]
+		if !ok {
+			why := "no sample: the scrape's deadline passed before this NIC was sampled"
+			if ctx.Err() == nil {
+				why = "no sample returned for this NIC"
+			}
+			s = stats.NICStats{Target: t, Missing: map[string]string{"sample": why}}
+		}
+		l := nicLabelValues(t)
+		if labelsSeen[l] {
+			continue // two NICs with the same labels (two VMs without -name on one path?): the first wins
+		}
+		labelsSeen[l] = true
+		nicMetrics(s, nicUp(s), l[:], emit)
+	}
+	goneKeys := make([]nicKey, 0, len(e.gone))
+	for k := range e.gone {
+		goneKeys = append(goneKeys, k)
+	}
+	sort.Slice(goneKeys, func(i, j int) bool { return fmt.Sprint(goneKeys[i]) < fmt.Sprint(goneKeys[j]) })
+	for _, k := range goneKeys {
+		g := e.gone[k]
+		l := nicLabelValues(g.t)
+		if labelsSeen[l] {
+			continue
+		}
+		labelsSeen[l] = true
+		why := fmt.Sprintf("gone since %s: no longer listed (VM exited, NIC detached, or its VM no longer answers)", g.since.UTC().Format(time.RFC3339))
+		nicMetrics(stats.NICStats{Target: g.t, Missing: map[string]string{"nic": why}}, false, l[:], emit)
+	}
+	for _, name := range sortedTargetNames(terrs) {
+		if terrs[name] == nil {
+			emit(prometheus.MustNewConstMetric(descTargetUp, prometheus.GaugeValue, 1, name))
+			continue
+		}
+		emit(prometheus.MustNewConstMetric(descTargetUp, prometheus.GaugeValue, 0, name))
+		emit(prometheus.MustNewConstMetric(descTargetError, prometheus.GaugeValue, 1, name, reasonLabel(terrs[name].Error())))
+	}
+	emit(prometheus.MustNewConstMetric(descScrapeNICs, prometheus.GaugeValue, float64(len(labelsSeen))))
+	emit(prometheus.MustNewConstMetric(descScrapeSeconds, prometheus.GaugeValue, e.opts.Now().Sub(start).Seconds()))
+}
+
+func sortedTargetNames(m map[string]error) []string {
+	k := make([]string, 0, len(m))
+	for n := range m {
+		k = append(k, n)
+	}
+	sort.Strings(k)
+	return k
+}
+
+// nicLabelValues are vm, nic, backend; a VM without a -name is named by
+// its QMP socket.
+func nicLabelValues(t stats.Target) [3]string {
+	vm := t.VM
+	if vm == "" {
+		vm = t.QMP
+	}
+	return [3]string{vm, t.NIC, t.Backend}
+}
+
+// nicUp: the NIC's QEMU still runs (same pid and start time, when the
+// target names them) and some source gave figures for it. A busy monitor
+// alone does not make a NIC down: its link and cached rings still count;
+// netctl_source_up{source="qmp"} says the monitor was busy.
+func nicUp(s stats.NICStats) bool {
+	if t := s.Target; t.PID > 0 && t.PIDStart != 0 && !state.SameProcess(t.PID, t.PIDStart) {
+		return false
+	}
+	return s.Link != nil || len(s.Queues) > 0 || len(s.Workers) > 0 || len(s.VDPA) > 0
+}

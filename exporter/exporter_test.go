@@ -1,0 +1,293 @@
+package exporter
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/netctl/netctl/internal/errs"
+	"github.com/netctl/netctl/stats"
+)
+
+// fakeSource serves fixed targets and samples; a target whose NIC is in
+// fail gets no figures and a reason, as a busy or gone VM does.
+type fakeSource struct {
+	mu        sync.Mutex
+	targets   []stats.Target
+	byTarget  map[string]error
+	fail      map[string]string // nic -> why
+	forgotten []string
+	collects  int
+	deadline  bool // Collect saw a deadline on its context
+}
+
+func (f *fakeSource) Targets(ctx context.Context) ([]stats.Target, map[string]error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]stats.Target(nil), f.targets...), f.byTarget
+}
+
+func (f *fakeSource) Collect(ctx context.Context, ts []stats.Target) []stats.NICStats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.collects++
+	_, f.deadline = ctx.Deadline()
+	var out []stats.NICStats
+	for i, t := range ts {
+		if why, ok := f.fail[t.NIC]; ok {
+			out = append(out, stats.NICStats{Target: t, Missing: map[string]string{"rings": why, "link": why, "qmp": why}})
+			continue
+		}
+		n := uint64(100 * (i + 1))
+		s := stats.NICStats{Target: t, Time: time.Unix(1, 0),
+			Link: &stats.LinkStats{RX: stats.Counters{Packets: n, Bytes: 1500 * n}, TX: stats.Counters{Packets: n / 2, Bytes: 60 * n, Drops: 1}}}
+		for p := 0; p < t.QueuePairs; p++ {
+			s.Queues = append(s.Queues, stats.QueueStats{Pair: p, Direction: "rx", Offered: n + 256, Completed: n},
+				stats.QueueStats{Pair: p, Direction: "tx", Offered: n / 2, Completed: n / 2})
+		}
+		if t.Backend == "vhost-net" {
+			for p := 0; p < t.QueuePairs; p++ {
+				s.Workers = append(s.Workers, stats.WorkerStats{Pair: p, TID: 1000 + p, Comm: "vhost-1", CPUSeconds: 0.25})
+			}
+		} else {
+			s.Missing = map[string]string{"vhost": "no vhost worker: QEMU's userspace virtio-net"}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func (f *fakeSource) Forget(t stats.Target) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.forgotten = append(f.forgotten, t.NIC)
+}
+
+func twoNICs() *fakeSource {
+	return &fakeSource{
+		targets: []stats.Target{
+			{VM: "web1", NIC: "net1", Netdev: "netctl-net1", QMP: "/run/web1.qmp", Backend: "vhost-net", Link: "nctl0", QueuePairs: 2},
+			{VM: "db1", NIC: "net1", Netdev: "netctl-net1", QMP: "/run/db1.qmp", Backend: "userspace", Link: "nctl1", QueuePairs: 1},
+		},
+		byTarget: map[string]error{"state": nil},
+	}
+}
+
+// TestExporterMetrics holds the metric names, types and labels to what
+// the README lists, through client_golang's testutil, and passes its
+// linter (the rules promtool check metrics applies).
+func TestExporterMetrics(t *testing.T) {
+	e := New(twoNICs(), Options{})
+	const want = `
+# HELP netctl_link_receive_bytes_total Bytes the guest received (a tap's transmit counter, a macvtap's receive counter); per NIC: tun and macvtap have no per-queue counters.
+# TYPE netctl_link_receive_bytes_total counter
+netctl_link_receive_bytes_total{backend="userspace",device="nctl1",nic="net1",vm="db1"} 300000
+netctl_link_receive_bytes_total{backend="vhost-net",device="nctl0",nic="net1",vm="web1"} 150000
+# HELP netctl_link_transmit_drop_total Dropped packets the guest sent (a tap's receive counter, a macvtap's transmit counter); per NIC: tun and macvtap have no per-queue counters.
+# TYPE netctl_link_transmit_drop_total counter
+netctl_link_transmit_drop_total{backend="userspace",device="nctl1",nic="net1",vm="db1"} 1
+netctl_link_transmit_drop_total{backend="vhost-net",device="nctl0",nic="net1",vm="web1"} 1
+# HELP netctl_nic_up 1 if the NIC's VM answered this scrape and the NIC is there, 0 if it is gone (VM exited, NIC detached) or no source answered.
+# TYPE netctl_nic_up gauge
+netctl_nic_up{backend="userspace",nic="net1",vm="db1"} 1
+netctl_nic_up{backend="vhost-net",nic="net1",vm="web1"} 1
+# HELP netctl_source_up 1 if the source (link, rings, vhost, vdpa, qmp) gave figures for the NIC in this scrape, 0 if not; netctl_source_missing_info says why.
+# TYPE netctl_source_up gauge
+netctl_source_up{backend="userspace",nic="net1",source="link",vm="db1"} 1
+netctl_source_up{backend="userspace",nic="net1",source="qmp",vm="db1"} 1
+netctl_source_up{backend="userspace",nic="net1",source="rings",vm="db1"} 1
+netctl_source_up{backend="userspace",nic="net1",source="vhost",vm="db1"} 0
+netctl_source_up{backend="vhost-net",nic="net1",source="link",vm="web1"} 1
+netctl_source_up{backend="vhost-net",nic="net1",source="qmp",vm="web1"} 1
+netctl_source_up{backend="vhost-net",nic="net1",source="rings",vm="web1"} 1
+netctl_source_up{backend="vhost-net",nic="net1",source="vhost",vm="web1"} 1
+# HELP netctl_vhost_worker_cpu_seconds_total CPU time of the vhost-net worker thread of a queue pair (one per /dev/vhost-net fd).
+# TYPE netctl_vhost_worker_cpu_seconds_total counter
+netctl_vhost_worker_cpu_seconds_total{backend="vhost-net",nic="net1",queue="0",vm="web1"} 0.25
+netctl_vhost_worker_cpu_seconds_total{backend="vhost-net",nic="net1",queue="1",vm="web1"} 0.25
+`
+	if err := testutil.CollectAndCompare(e, strings.NewReader(want), "netctl_link_receive_bytes_total", "netctl_link_transmit_drop_total",
+		"netctl_nic_up", "netctl_source_up", "netctl_vhost_worker_cpu_seconds_total"); err != nil {
+		t.Error(err)
+	}
+	const wantQ = `
+# HELP netctl_queue_descriptors_total Descriptors of a queue's ring: kind=offered are the avail-ring entries the guest posted, kind=completed the used-ring entries the device returned. direction is the guest's (rx: the guest's receive queue).
+# TYPE netctl_queue_descriptors_total counter
+netctl_queue_descriptors_total{backend="userspace",direction="rx",kind="completed",nic="net1",queue="0",vm="db1"} 200
+netctl_queue_descriptors_total{backend="userspace",direction="rx",kind="offered",nic="net1",queue="0",vm="db1"} 456
+netctl_queue_descriptors_total{backend="userspace",direction="tx",kind="completed",nic="net1",queue="0",vm="db1"} 100
+netctl_queue_descriptors_total{backend="userspace",direction="tx",kind="offered",nic="net1",queue="0",vm="db1"} 100
+netctl_queue_descriptors_total{backend="vhost-net",direction="rx",kind="completed",nic="net1",queue="0",vm="web1"} 100
+netctl_queue_descriptors_total{backend="vhost-net",direction="rx",kind="completed",nic="net1",queue="1",vm="web1"} 100
+netctl_queue_descriptors_total{backend="vhost-net",direction="rx",kind="offered",nic="net1",queue="0",vm="web1"} 356
+netctl_queue_descriptors_total{backend="vhost-net",direction="rx",kind="offered",nic="net1",queue="1",vm="web1"} 356
+netctl_queue_descriptors_total{backend="vhost-net",direction="tx",kind="completed",nic="net1",queue="0",vm="web1"} 50
+netctl_queue_descriptors_total{backend="vhost-net",direction="tx",kind="completed",nic="net1",queue="1",vm="web1"} 50
+netctl_queue_descriptors_total{backend="vhost-net",direction="tx",kind="offered",nic="net1",queue="0",vm="web1"} 50
+netctl_queue_descriptors_total{backend="vhost-net",direction="tx",kind="offered",nic="net1",queue="1",vm="web1"} 50
+`
+	if err := testutil.CollectAndCompare(e, strings.NewReader(wantQ), "netctl_queue_descriptors_total"); err != nil {
+		t.Error(err)
+	}
+	problems, err := testutil.CollectAndLint(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("lint: %s: %s", p.Metric, p.Text)
+	}
+}
+
+// TestExporterOneNICFails: a NIC whose VM does not answer is down with
+// its reasons; the other NIC keeps every metric.
+func TestExporterOneNICFails(t *testing.T) {
+	src := twoNICs()
+	src.fail = map[string]string{}
+	src.targets[1].NIC = "net2"
+	src.fail["net2"] = "QMP monitor busy: another client holds /run/db1.qmp"
+	e := New(src, Options{})
+	const want = `
+# HELP netctl_nic_up 1 if the NIC's VM answered this scrape and the NIC is there, 0 if it is gone (VM exited, NIC detached) or no source answered.
+# TYPE netctl_nic_up gauge
+netctl_nic_up{backend="userspace",nic="net2",vm="db1"} 0
+netctl_nic_up{backend="vhost-net",nic="net1",vm="web1"} 1
+# HELP netctl_source_missing_info Why a source gave nothing for the NIC in this scrape; always 1.
+# TYPE netctl_source_missing_info gauge
+netctl_source_missing_info{backend="userspace",nic="net2",reason="QMP monitor busy: another client holds /run/db1.qmp",source="link",vm="db1"} 1
+netctl_source_missing_info{backend="userspace",nic="net2",reason="QMP monitor busy: another client holds /run/db1.qmp",source="qmp",vm="db1"} 1
+netctl_source_missing_info{backend="userspace",nic="net2",reason="QMP monitor busy: another client holds /run/db1.qmp",source="rings",vm="db1"} 1
+`
+	if err := testutil.CollectAndCompare(e, strings.NewReader(want), "netctl_nic_up", "netctl_source_missing_info"); err != nil {
+		t.Error(err)
+	}
+	if n := testutil.CollectAndCount(e, "netctl_queue_descriptors_total"); n != 8 {
+		t.Errorf("netctl_queue_descriptors_total: %d series, want web1's 8 (2 pairs x rx/tx x offered/completed)", n)
+	}
+}
+
+// TestExporterGoneNIC: a NIC listed once and then no longer stays down
+// for GoneFor, then is forgotten (here and in the source).
+func TestExporterGoneNIC(t *testing.T) {
+	src := twoNICs()
+	now := time.Unix(1000, 0)
+	e := New(src, Options{GoneFor: time.Minute, Now: func() time.Time { return now }})
+	testutil.CollectAndCount(e)
+	src.targets = src.targets[:1]
+	src.byTarget = map[string]error{"state": nil, "vm:db1": errors.New(`qemuproc: no VM named "db1": run 'netctl vm list'`)}
+	now = now.Add(10 * time.Second)
+	const want = `
+# HELP netctl_nic_up 1 if the NIC's VM answered this scrape and the NIC is there, 0 if it is gone (VM exited, NIC detached) or no source answered.
+# TYPE netctl_nic_up gauge
+netctl_nic_up{backend="userspace",nic="net1",vm="db1"} 0
+netctl_nic_up{backend="vhost-net",nic="net1",vm="web1"} 1
+# HELP netctl_target_up 1 if the target the exporter was given (--vm NAME, --qmp SOCKET, or the state directory) could be listed in this scrape, 0 if not (netctl_target_error_info says why).
+# TYPE netctl_target_up gauge
+netctl_target_up{target="state"} 1
+netctl_target_up{target="vm:db1"} 0
+`
+	if err := testutil.CollectAndCompare(e, strings.NewReader(want), "netctl_nic_up", "netctl_target_up"); err != nil {
+		t.Error(err)
+	}
+	if n := testutil.CollectAndCount(e, "netctl_target_error_info"); n != 1 {
+		t.Errorf("netctl_target_error_info: %d series, want 1", n)
+	}
+	now = now.Add(2 * time.Minute)
+	if n := testutil.CollectAndCount(e, "netctl_nic_up"); n != 1 {
+		t.Errorf("after GoneFor: %d netctl_nic_up series, want 1", n)
+	}
+	if len(src.forgotten) != 1 || src.forgotten[0] != "net1" {
+		t.Errorf("forgotten %v, want db1's net1", src.forgotten)
+	}
+}
+
+// TestExporterDuplicates: the same NIC from the state and from --vm, and
+// a source that repeats a queue, give one series each (a duplicate would
+// fail the whole scrape).
+func TestExporterDuplicates(t *testing.T) {
+	src := twoNICs()
+	src.targets = append(src.targets, src.targets[0])
+	e := New(src, Options{})
+	if n := testutil.CollectAndCount(e, "netctl_nic_up"); n != 2 {
+		t.Errorf("%d netctl_nic_up series, want 2", n)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(e)
+	if _, err := reg.Gather(); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestHandler(t *testing.T) {
+	src := twoNICs()
+	e := New(src, Options{ScrapeTimeout: time.Minute})
+	srv := httptest.NewServer(e.Handler())
+	defer srv.Close()
+	get := func(path string, hdr map[string]string) (int, string) {
+		req, _ := http.NewRequest("GET", srv.URL+path, nil)
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("/healthz", nil); code != 200 || body != "ok\n" {
+		t.Errorf("/healthz: %d %q", code, body)
+	}
+	code, body := get("/metrics", map[string]string{"X-Prometheus-Scrape-Timeout-Seconds": "2"})
+	if code != 200 || !strings.Contains(body, `netctl_nic_up{backend="vhost-net",nic="net1",vm="web1"} 1`) {
+		t.Errorf("/metrics: %d\n%s", code, body)
+	}
+	if !src.deadline {
+		t.Error("the scrape's Collect had no deadline")
+	}
+	if code, _ := get("/nothing", nil); code != 404 {
+		t.Errorf("/nothing: %d", code)
+	}
+}
+
+func TestListenLoopbackOnly(t *testing.T) {
+	ctx := context.Background()
+	for _, addr := range []string{"0.0.0.0:0", ":0", "[::]:0", "192.0.2.1:9465", "nonsense", "127.0.0.1:99999"} {
+		ln, err := Listen(ctx, addr, false)
+		if err == nil {
+			ln.Close()
+			t.Errorf("Listen(%q) accepted", addr)
+			continue
+		}
+		if !errors.Is(err, errs.ErrInvalid) {
+			t.Errorf("Listen(%q) = %v, want ErrInvalid", addr, err)
+		}
+		if strings.Contains(addr, ":0") && !strings.Contains(err.Error(), "--allow-remote") {
+			t.Errorf("Listen(%q) = %v: does not say what to do", addr, err)
+		}
+	}
+	for _, addr := range []string{"127.0.0.1:0", "localhost:0"} {
+		ln, err := Listen(ctx, addr, false)
+		if err != nil {
+			t.Errorf("Listen(%q) = %v", addr, err)
+			continue
+		}
+		ln.Close()
+	}
+}
+
+func TestReasonLabelBounded(t *testing.T) {
+	long := strings.Repeat("é", 1000)
+	if r := reasonLabel(long); len(r) > maxReason+3 || !strings.HasSuffix(r, "...") {
+		t.Errorf("reasonLabel: %d bytes", len(r))
+	}
+}

@@ -1,0 +1,182 @@
+package exporter
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/netctl/netctl/stats"
+)
+
+// The metrics. Names follow Prometheus's conventions (base units,
+// counters end in _total) and node_exporter's node_network_* for the
+// link. Every per-NIC metric has the labels vm (QEMU's -name, or the QMP
+// socket when QEMU has none), nic (the device id in QEMU) and backend
+// (vhost-net, vdpa, userspace; "" for a NIC netctl did not attach).
+// Directions are the guest's: "receive" and rx are what the guest
+// received: a tap's transmit counter, a macvtap's receive counter
+// (package stats measured both and turns them the guest's way).
+var nicLabels = []string{"vm", "nic", "backend"}
+
+func withNIC(extra ...string) []string { return append(append([]string(nil), nicLabels...), extra...) }
+
+var (
+	descNICUp = prometheus.NewDesc("netctl_nic_up",
+		"1 if the NIC's VM answered this scrape and the NIC is there, 0 if it is gone (VM exited, NIC detached) or no source answered.",
+		nicLabels, nil)
+	descNICInfo = prometheus.NewDesc("netctl_nic_info",
+		"The NIC's host side: its link (tap or macvtap), QEMU netdev, QMP socket and vdpa device; always 1.",
+		withNIC("link", "netdev", "qmp", "vdpa"), nil)
+	descQueuePairs = prometheus.NewDesc("netctl_nic_queue_pairs",
+		"Queue pairs of the NIC.", nicLabels, nil)
+	descSourceUp = prometheus.NewDesc("netctl_source_up",
+		"1 if the source (link, rings, vhost, vdpa, qmp) gave figures for the NIC in this scrape, 0 if not; netctl_source_missing_info says why.",
+		withNIC("source"), nil)
+	descSourceMissing = prometheus.NewDesc("netctl_source_missing_info",
+		"Why a source gave nothing for the NIC in this scrape; always 1.",
+		withNIC("source", "reason"), nil)
+
+	descQueueDesc = prometheus.NewDesc("netctl_queue_descriptors_total",
+		"Descriptors of a queue's ring: kind=offered are the avail-ring entries the guest posted, kind=completed the used-ring entries the device returned. direction is the guest's (rx: the guest's receive queue).",
+		withNIC("queue", "direction", "kind"), nil)
+	descWorkerCPU = prometheus.NewDesc("netctl_vhost_worker_cpu_seconds_total",
+		"CPU time of the vhost-net worker thread of a queue pair (one per /dev/vhost-net fd).",
+		withNIC("queue"), nil)
+	descVDPAReceived = prometheus.NewDesc("netctl_vdpa_queue_received_descriptors_total",
+		"vdpa vstats received_desc of a virtqueue (the parent driver's own counter; only some drivers, e.g. mlx5_vdpa, have it).",
+		withNIC("queue", "type"), nil)
+	descVDPACompleted = prometheus.NewDesc("netctl_vdpa_queue_completed_descriptors_total",
+		"vdpa vstats completed_desc of a virtqueue (the parent driver's own counter; only some drivers, e.g. mlx5_vdpa, have it).",
+		withNIC("queue", "type"), nil)
+
+	descTargetUp = prometheus.NewDesc("netctl_target_up",
+		"1 if the target the exporter was given (--vm NAME, --qmp SOCKET, or the state directory) could be listed in this scrape, 0 if not (netctl_target_error_info says why).",
+		[]string{"target"}, nil)
+	descTargetError = prometheus.NewDesc("netctl_target_error_info",
+		"Why a target could not be listed in this scrape; always 1.",
+		[]string{"target", "reason"}, nil)
+	descScrapeSeconds = prometheus.NewDesc("netctl_scrape_duration_seconds",
+		"How long this scrape took to list and sample every NIC.", nil, nil)
+	descScrapeNICs = prometheus.NewDesc("netctl_scrape_nics",
+		"NICs in this scrape, including those gone since an earlier one.", nil, nil)
+)
+
+// linkDirs are node_exporter's four per-direction link counters.
+var linkDescs = func() (m [2][4]*prometheus.Desc) {
+	for d, dir := range []string{"receive", "transmit"} {
+		for i, c := range []struct{ name, help string }{
+			{"bytes", "Bytes"}, {"packets", "Packets"}, {"errs", "Errors"}, {"drop", "Dropped packets"},
+		} {
+			m[d][i] = prometheus.NewDesc("netctl_link_"+dir+"_"+c.name+"_total",
+				c.help+" the guest "+map[string]string{"receive": "received (a tap's transmit counter, a macvtap's receive counter)", "transmit": "sent (a tap's receive counter, a macvtap's transmit counter)"}[dir]+
+					"; per NIC: tun and macvtap have no per-queue counters.",
+				withNIC("device"), nil)
+		}
+	}
+	return m
+}()
+
+// allDescs are every metric the exporter can give.
+func allDescs() []*prometheus.Desc {
+	d := []*prometheus.Desc{descNICUp, descNICInfo, descQueuePairs, descSourceUp, descSourceMissing, descQueueDesc, descWorkerCPU,
+		descVDPAReceived, descVDPACompleted, descTargetUp, descTargetError, descScrapeSeconds, descScrapeNICs}
+	for _, dir := range linkDescs {
+		d = append(d, dir[:]...)
+	}
+	return d
+}
+
+// maxReason bounds a reason label: reasons come from outside (QEMU,
+// netlink, /proc) and a label value should stay short.
+const maxReason = 240
+
+func reasonLabel(s string) string {
+	if len(s) <= maxReason {
+		return s
+	}
+	// Cut at a rune boundary.
+	r := []rune(s[:maxReason])
+	return string(r[:len(r)-1]) + "..."
+}
+
+// nicMetrics are one NIC's metrics in a scrape. up is the decision of
+// nicUp; labels are vm, nic, backend.
+func nicMetrics(s stats.NICStats, up bool, labels []string, emit func(prometheus.Metric)) {
+	gauge := func(d *prometheus.Desc, v float64, extra ...string) {
+		emit(prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append(append([]string(nil), labels...), extra...)...))
+	}
+	counter := func(d *prometheus.Desc, v float64, extra ...string) {
+		emit(prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, append(append([]string(nil), labels...), extra...)...))
+	}
+	t := s.Target
+	gauge(descNICUp, b2f(up))
+	gauge(descNICInfo, 1, t.Link, t.Netdev, t.QMP, t.VDPA)
+	if t.QueuePairs > 0 {
+		gauge(descQueuePairs, float64(t.QueuePairs))
+	}
+	sources := map[string]bool{}
+	if l := s.Link; l != nil {
+		sources[stats.SourceLink] = true
+		for d, c := range []stats.Counters{l.RX, l.TX} {
+			for i, v := range []uint64{c.Bytes, c.Packets, c.Errors, c.Drops} {
+				counter(linkDescs[d][i], float64(v), t.Link)
+			}
+		}
+	}
+	if len(s.Queues) > 0 {
+		sources[stats.SourceRings] = true
+	}
+	seenQ := map[[2]string]bool{}
+	for _, q := range s.Queues {
+		k := [2]string{strconv.Itoa(q.Pair), q.Direction}
+		if seenQ[k] { // a source that repeats a queue must not break the whole scrape
+			continue
+		}
+		seenQ[k] = true
+		counter(descQueueDesc, float64(q.Offered), k[0], k[1], "offered")
+		counter(descQueueDesc, float64(q.Completed), k[0], k[1], "completed")
+	}
+	if len(s.Workers) > 0 {
+		sources[stats.SourceVhost] = true
+	}
+	seenW := map[int]bool{}
+	for _, w := range s.Workers {
+		if seenW[w.Pair] {
+			continue
+		}
+		seenW[w.Pair] = true
+		counter(descWorkerCPU, w.CPUSeconds, strconv.Itoa(w.Pair))
+	}
+	if len(s.VDPA) > 0 {
+		sources[stats.SourceVDPA] = true
+	}
+	seenV := map[int]bool{}
+	for _, v := range s.VDPA {
+		if seenV[v.Queue] {
+			continue
+		}
+		seenV[v.Queue] = true
+		counter(descVDPAReceived, float64(v.ReceivedDesc), strconv.Itoa(v.Queue), v.Type)
+		counter(descVDPACompleted, float64(v.CompletedDesc), strconv.Itoa(v.Queue), v.Type)
+	}
+	if _, busy := s.Missing[stats.SourceQMP]; t.QMP != "" && !busy && up {
+		sources[stats.SourceQMP] = true
+	}
+	for src, why := range s.Missing {
+		if sources[src] {
+			continue // figures and a note both: the figures count
+		}
+		sources[src] = false
+		gauge(descSourceMissing, 1, src, reasonLabel(why))
+	}
+	for src, ok := range sources {
+		gauge(descSourceUp, b2f(ok), src)
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
