@@ -51,7 +51,7 @@ func vhostUserCommand() *cli.Command {
 			&cli.StringFlag{Name: "tap", Usage: "the tap NAME to use (created if missing, deleted at exit if created)"},
 			&cli.StringFlag{Name: "macvtap", Usage: "create a macvtap on LOWER[:MODE] (mode bridge by default; deleted at exit)"},
 			&cli.IntFlag{Name: "queues", Value: 1, Usage: "queue pairs (1 to 128), one /dev/vhost-net each"},
-			&cli.StringFlag{Name: "owner", Usage: "USER (or UID) that owns the socket; netctl drops to it once the devices are open"},
+			&cli.StringFlag{Name: "owner", Usage: "USER[:GROUP] (names or ids) that owns the socket; netctl drops to it once the devices are open"},
 			&cli.StringFlag{Name: "profile", Value: vhostuser.ProfileThroughput, Usage: "throughput, latency (vhost busy-polls) or compat (checksum and TSO only)"},
 			&cli.StringFlag{Name: "json-status", Usage: "keep FILE up to date (rewritten atomically) with the front-end, features and rings"},
 		},
@@ -150,22 +150,39 @@ func parseVhostUser(c *cli.Context) (vhostUserOptions, error) {
 	return o, nil
 }
 
-// lookupOwner reads USER or UID from the user database; the group is the
-// user's primary group.
+// lookupOwner reads USER[:GROUP] from the user database (the group
+// defaults to the user's primary group); numeric ids need no database
+// entry ("65534:65534", or "65534" for the same gid).
 func lookupOwner(s string) (*vhostuser.Owner, error) {
-	u, err := user.Lookup(s)
-	if err != nil {
-		if _, nerr := strconv.Atoi(s); nerr == nil {
-			u, err = user.LookupId(s)
+	name, group, hasGroup := strings.Cut(s, ":")
+	bad := func(format string, args ...any) (*vhostuser.Owner, error) {
+		return nil, fmt.Errorf("vhost-user: --owner %q: "+format+": %w", append(append([]any{s}, args...), errs.ErrInvalid)...)
+	}
+	var uid, gid int
+	if n, err := strconv.Atoi(name); err == nil {
+		uid, gid = n, n
+		if u, err := user.LookupId(name); err == nil {
+			gid, _ = strconv.Atoi(u.Gid)
+		}
+	} else {
+		u, err := user.Lookup(name)
+		if err != nil {
+			return bad("%v: give a user name or uid that exists", err)
+		}
+		uid, _ = strconv.Atoi(u.Uid)
+		gid, _ = strconv.Atoi(u.Gid)
+	}
+	if hasGroup {
+		if n, err := strconv.Atoi(group); err == nil {
+			gid = n
+		} else if g, err := user.LookupGroup(group); err == nil {
+			gid, _ = strconv.Atoi(g.Gid)
+		} else {
+			return bad("%v: give a group name or gid that exists", err)
 		}
 	}
-	if err != nil {
-		return nil, fmt.Errorf("vhost-user: --owner %q: %v: %w: give a user name or uid that exists", s, err, errs.ErrInvalid)
-	}
-	uid, err1 := strconv.Atoi(u.Uid)
-	gid, err2 := strconv.Atoi(u.Gid)
-	if err1 != nil || err2 != nil || uid <= 0 || gid <= 0 {
-		return nil, fmt.Errorf("vhost-user: --owner %q is uid %s gid %s: %w: give a user other than root", s, u.Uid, u.Gid, errs.ErrInvalid)
+	if uid <= 0 || gid <= 0 {
+		return bad("uid %d gid %d: give a user and group other than root", uid, gid)
 	}
 	return &vhostuser.Owner{UID: uid, GID: gid}, nil
 }
@@ -241,6 +258,13 @@ func runVhostUser(c *cli.Context) error {
 		}
 		dropped = true
 		log.Info("vhost-user: privileges dropped", "how", note)
+	}
+	if o.status != "" {
+		// Fail now, not at the first front-end, if the file cannot be kept.
+		if err := writeStatus(o.status, b.Status()); err != nil {
+			// The message says what to do; the generic "run as root" hint would not.
+			return &oneLineError{fmt.Errorf("vhost-user: status file %s: %w", o.status, err)}
+		}
 	}
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

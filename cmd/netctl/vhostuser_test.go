@@ -36,6 +36,8 @@ func TestVhostUserUsage(t *testing.T) {
 		{[]string{"--socket", "/run/x.sock", "--macvtap", ":bridge"}, "LOWER[:MODE]"},
 		{[]string{"--socket", "/run/x.sock", "--tap", "t0", "--owner", "no-such-user-netctl"}, "give a user name or uid that exists"},
 		{[]string{"--socket", "/run/x.sock", "--tap", "t0", "--owner", "root"}, "other than root"},
+		{[]string{"--socket", "/run/x.sock", "--tap", "t0", "--owner", "0:5"}, "other than root"},
+		{[]string{"--socket", "/run/x.sock", "--tap", "t0", "--owner", "5:no-such-group-netctl"}, "group name or gid"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := runMain(append([]string{"netctl", "vhost-user"}, c.args...), &stdout, &stderr)
