@@ -48,6 +48,21 @@ func startBridge(t *testing.T, queues int, mod func(*Config)) *rig {
 	return r
 }
 
+// startBridgeUnserved makes a bridge on a fake kernel and tap, for a test
+// to set up before r.serve.
+func startBridgeUnserved(t *testing.T, queues int) *rig {
+	t.Helper()
+	r := &rig{k: newFakeKernel(), tap: newFakeTap(queues), path: filepath.Join(socketDir(t), "vu.sock")}
+	t.Cleanup(func() { r.tap.Close() })
+	b, err := NewBridge(Config{Socket: r.path, Backend: r.tap, Queues: queues, OpenVhost: r.k.open,
+		Offloads: macvtap.OffloadCSUM | macvtap.OffloadTSO4 | macvtap.OffloadTSO6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.b = b
+	return r
+}
+
 // startBridgeWith serves a bridge made from cfg until the test ends.
 func startBridgeWith(t *testing.T, cfg Config) *rig {
 	t.Helper()
@@ -57,6 +72,13 @@ func startBridgeWith(t *testing.T, cfg Config) *rig {
 		t.Fatal(err)
 	}
 	r.b = b
+	r.serve(t)
+	return r
+}
+
+// serve runs r.b.Serve until the test ends.
+func (r *rig) serve(t *testing.T) {
+	b := r.b
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- b.Serve(ctx) }()
@@ -75,7 +97,6 @@ func startBridgeWith(t *testing.T, cfg Config) *rig {
 			t.Error(err)
 		}
 	})
-	return r
 }
 
 // waitIdle waits until no front-end is connected and n sessions were

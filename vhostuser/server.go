@@ -89,6 +89,8 @@ type Bridge struct {
 	serving  bool
 	sockIno  uint64 // the socket's inode, to remove only our own
 	sockPath string
+	// trace, set only by tests before Serve, sees every message read.
+	trace func(*Message)
 }
 
 // NewBridge checks cfg, opens the vhost-net devices and listens on the

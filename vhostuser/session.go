@@ -127,6 +127,9 @@ func (s *session) serve() error {
 // learn that its setup is incomplete.
 func (s *session) one(m *Message) error {
 	defer m.CloseFDs()
+	if s.b.trace != nil {
+		s.b.trace(m)
+	}
 	body, err := Decode(m)
 	if err != nil {
 		return err
