@@ -18,7 +18,13 @@ type fakeKernel struct {
 	mu    sync.Mutex // guards all below and every fakeVhost
 	devs  []*fakeVhost
 	calls []string
-	fail  map[string]error // call name -> error to return once
+	fail  map[string]*failure // call name -> the failure to inject
+}
+
+// failure makes the call fail once, after skip successful calls.
+type failure struct {
+	skip int
+	err  error
 }
 
 type fakeVring struct {
@@ -46,7 +52,7 @@ type fakeVhost struct {
 const fakeVhostOffers = virtio.NetMrgRxbuf | virtio.NotifyOnEmpty | virtio.LogAll | virtio.AnyLayout |
 	virtio.IndirectDesc | virtio.EventIdx | virtio.Version1 | virtio.AccessPlatform | virtio.RingReset
 
-func newFakeKernel() *fakeKernel { return &fakeKernel{fail: map[string]error{}} }
+func newFakeKernel() *fakeKernel { return &fakeKernel{fail: map[string]*failure{}} }
 
 func (k *fakeKernel) open() (Vhost, error) {
 	k.mu.Lock()
@@ -77,9 +83,12 @@ func (d *fakeVhost) do(name string, f func() error) error {
 	d.k.mu.Lock()
 	defer d.k.mu.Unlock()
 	d.k.calls = append(d.k.calls, fmt.Sprintf("%d:%s", d.id, name))
-	if err := d.k.fail[name]; err != nil {
-		delete(d.k.fail, name)
-		return err
+	if f := d.k.fail[name]; f != nil {
+		if f.skip == 0 {
+			delete(d.k.fail, name)
+			return f.err
+		}
+		f.skip--
 	}
 	if d.closed {
 		return vhostnet.ErrClosed
@@ -285,10 +294,11 @@ func (k *fakeKernel) callLog() []string {
 	return append([]string(nil), k.calls...)
 }
 
-func (k *fakeKernel) failNext(name string, err error) {
+// failAfter makes the call name fail with err after skip successful ones.
+func (k *fakeKernel) failAfter(name string, skip int, err error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.fail[name] = err
+	k.fail[name] = &failure{skip: skip, err: err}
 }
 
 // fakeTap is a macvtap.Backend whose queues are eventfds (never read:

@@ -190,9 +190,13 @@ func (s *session) handle(m *Message, body Body) (Body, error) {
 	case SetOwner:
 		return nil, nil // the session became the owner when it began
 	case ResetOwner:
+		// Deprecated, but a front-end may send it: everything is
+		// released as at a disconnect; the protocol features stay.
+		proto := s.proto
 		if err := s.stop(); err != nil {
 			return nil, err
 		}
+		s.proto = proto
 		return nil, s.start()
 	case SetMemTable:
 		return nil, s.setMemTable(body.(MemoryTable).Regions, m.FDs)
