@@ -12,6 +12,8 @@ import (
 	"github.com/netctl/netctl/internal/testenv"
 	"github.com/netctl/netctl/macvtap"
 	"github.com/netctl/netctl/vhostnet/guest"
+	"github.com/netctl/netctl/virtio"
+	"golang.org/x/sys/unix"
 )
 
 // vmBridge serves a bridge on real /dev/vhost-net over a 2-queue tap.
@@ -100,6 +102,53 @@ func TestVMBridge(t *testing.T) {
 		}
 		f.c.Close()
 		r.waitIdle(t, 3)
+	})
+
+	t.Run("dirty log", func(t *testing.T) {
+		f := dialDataPathLog(t, r.path, 1, true)
+		framesBothWays(t, f, h, 5) // running before migration starts
+		// Migration starts: the log, its eventfd, then LOG_ALL, as QEMU does.
+		pages := uint64(len(f.mem.Buf)) / 4096
+		logSize := (pages/8 + 4095) &^ 4095
+		logFD := memfd(t, "netctl-log", int64(logSize))
+		logBuf, err := unix.Mmap(logFD, 0, int(logSize), unix.PROT_READ, unix.MAP_SHARED)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Munmap(logBuf)
+		if err := WriteMessage(f.c, NewMessage(SetLogBase, Log{MmapSize: logSize}, logFD)); err != nil {
+			t.Fatal(err)
+		}
+		if rep, err := f.read(SetLogBase); err != nil || decodeU64(rep.Payload) != 0 {
+			t.Fatalf("SET_LOG_BASE: %v %v", rep, err)
+		}
+		f.must(SetLogFD, nil, eventfd(t))
+		f.must(SetFeatures, U64(virtio.Version1|virtio.LogAll|virtio.Features(FeatureProtocolFeatures)))
+		bit := func(gpa uint64) bool { return logBuf[gpa/4096/8]&(1<<(gpa/4096%8)) != 0 }
+		for _, b := range logBuf {
+			if b != 0 {
+				t.Fatal("log bits set before vhost wrote anything under LOG_ALL")
+			}
+		}
+		framesBothWays(t, f, h, 6)
+		rx := f.rx[0]
+		if !bit(rx.UsedGPA()) {
+			t.Errorf("the RX used ring's page (gpa %#x) is not marked dirty", rx.UsedGPA())
+		}
+		dirty := 0
+		for i := 0; i < int(rx.Num()); i++ {
+			if bit(rx.BufGPA(i)) {
+				dirty++
+			}
+		}
+		if dirty == 0 {
+			t.Error("no RX buffer page is marked dirty after vhost wrote a frame into one")
+		}
+		if st := r.b.Status(); !st.DirtyLog {
+			t.Errorf("status %+v: want the dirty log", st)
+		}
+		f.c.Close()
+		r.waitIdle(t, 4)
 	})
 
 	t.Run("bad frontends", func(t *testing.T) { runBadFrontends(t, r, 2) })

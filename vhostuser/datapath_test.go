@@ -19,15 +19,22 @@ import (
 // (vhostnet/guest) in a memfd, so that packets really cross the bridge.
 type dpFrontend struct {
 	*testFrontend
-	mem    *guest.Memory
-	rx, tx []*guest.Queue
+	mem     *guest.Memory
+	rx, tx  []*guest.Queue
+	logUsed bool // rings are set up with VHOST_VRING_F_LOG
 }
 
 // dialDataPath connects and sets up queues queue pairs with VERSION_1
 // (a 12-byte header), every ring enabled.
 func dialDataPath(t *testing.T, path string, queues int) *dpFrontend {
+	return dialDataPathLog(t, path, queues, false)
+}
+
+// dialDataPathLog is dialDataPath with LOG_SHMFD negotiated and, with
+// logUsed, every used ring logged.
+func dialDataPathLog(t *testing.T, path string, queues int, logUsed bool) *dpFrontend {
 	t.Helper()
-	f := &dpFrontend{testFrontend: dialFrontend(t, path)}
+	f := &dpFrontend{testFrontend: dialFrontend(t, path), logUsed: logUsed}
 	var err error
 	if f.mem, err = guest.NewMemory(16 << 20); err != nil {
 		t.Fatal(err)
@@ -49,8 +56,12 @@ func dialDataPath(t *testing.T, path string, queues int) *dpFrontend {
 	f.must(SetOwner, nil)
 	f.get(GetFeatures, nil)
 	f.get(GetProtocolFeatures, nil)
-	f.must(SetProtocolFeatures, U64(ProtocolReplyAck|ProtocolMQ))
-	f.proto = ProtocolReplyAck | ProtocolMQ
+	proto := ProtocolReplyAck | ProtocolMQ
+	if logUsed {
+		proto |= ProtocolLogShmFD
+	}
+	f.must(SetProtocolFeatures, U64(proto)) // REPLY_ACK counts from the next message on
+	f.proto = proto
 	f.must(SetFeatures, U64(virtio.Version1|virtio.Features(FeatureProtocolFeatures)))
 	f.must(SetMemTable, MemoryTable{Regions: []MemRegion{{GuestPhysAddr: 0, Size: uint64(len(f.mem.Buf)), UserAddr: f.mem.VA(0)}}}, f.mem.FD())
 	for i := 0; i < queues; i++ {
@@ -64,12 +75,17 @@ func dialDataPath(t *testing.T, path string, queues int) *dpFrontend {
 	return f
 }
 
-// startRing gives the bridge ring idx's size, base, addresses and eventfds.
+// startRing gives the bridge ring idx's size, base, addresses (asking for
+// the used ring to be logged when f.logUsed) and eventfds.
 func (f *dpFrontend) startRing(idx uint32, q *guest.Queue, base uint16) {
 	d, a, u := q.Addrs()
 	f.must(SetVringNum, VringState{Index: idx, Num: uint32(q.Num())})
 	f.must(SetVringBase, VringState{Index: idx, Num: uint32(base)})
-	f.must(SetVringAddr, VringAddr{Index: idx, Desc: d, Avail: a, Used: u})
+	addr := VringAddr{Index: idx, Desc: d, Avail: a, Used: u}
+	if f.logUsed {
+		addr.Flags, addr.Log = VringAddrFlagLog, q.UsedGPA()
+	}
+	f.must(SetVringAddr, addr)
 	f.must(SetVringCall, RingFile{Index: idx}, q.CallFD())
 	f.must(SetVringKick, RingFile{Index: idx}, q.KickFD())
 }
