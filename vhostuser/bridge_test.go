@@ -363,3 +363,16 @@ func TestOfferedFeatures(t *testing.T) {
 		t.Errorf("vhost gets %v", v)
 	}
 }
+
+// TestBridgeReplyAckOnSetProtocolFeatures: a front-end that negotiates
+// REPLY_ACK with NEED_REPLY on SET_PROTOCOL_FEATURES itself gets its ack.
+func TestBridgeReplyAckOnSetProtocolFeatures(t *testing.T) {
+	r := startBridge(t, 1, nil)
+	f := dialFrontend(t, r.path)
+	f.get(GetFeatures, nil)
+	if err := f.send(SetProtocolFeatures, U64(ProtocolReplyAck|ProtocolMQ), FlagNeedReply); err != nil {
+		t.Fatal(err)
+	}
+	f.proto = ProtocolReplyAck | ProtocolMQ
+	f.must(SetOwner, nil)
+}

@@ -155,8 +155,8 @@ func (f *testFrontend) handshake(queues int) virtio.Features {
 	}
 	f.must(SetProtocolFeatures, U64(want))
 	f.proto = want
-	if n := decodeU64(f.get(GetQueueNum, nil)); int(n) < queues {
-		f.t.Fatalf("GET_QUEUE_NUM %d < %d", n, queues)
+	if n := decodeU64(f.get(GetQueueNum, nil)); int(n) != 2*queues {
+		f.t.Fatalf("GET_QUEUE_NUM %d, want %d virtqueues", n, 2*queues)
 	}
 	if n := decodeU64(f.get(GetMaxMemSlots, nil)); n == 0 {
 		f.t.Fatalf("GET_MAX_MEM_SLOTS %d", n)

@@ -134,8 +134,10 @@ func (s *session) one(m *Message) error {
 	if err != nil {
 		return err
 	}
-	ack := m.Flags&FlagNeedReply != 0 && s.proto.Has(ProtocolReplyAck) && !s.replyRequired(m.Request)
 	reply, herr := s.handle(m, body)
+	// After handling: a SET_PROTOCOL_FEATURES that negotiates REPLY_ACK
+	// with NEED_REPLY set is answered (rust-vmm's front-end then waits).
+	ack := m.Flags&FlagNeedReply != 0 && s.proto.Has(ProtocolReplyAck) && !s.replyRequired(m.Request)
 	s.b.publish(s) // before the reply: a front-end that has its answer sees the new status
 	if herr != nil {
 		s.log.Warn("vhost-user: request refused", "request", m.Request.String(), "err", herr)
@@ -184,7 +186,10 @@ func (s *session) handle(m *Message, body Body) (Body, error) {
 		s.proto = p
 		return nil, nil
 	case GetQueueNum:
-		return U64(s.b.queues), nil
+		// Virtqueues, as libvhost-user, passt and Cloud Hypervisor count
+		// them; QEMU reads it as a bound on queue pairs, which 2N also
+		// satisfies (a ring index past 2N is refused).
+		return U64(2 * s.b.queues), nil
 	case GetMaxMemSlots:
 		return U64(s.b.maxSlots), nil
 	case SetOwner:
