@@ -3,10 +3,10 @@ package vhostuser
 import (
 	"fmt"
 	"os"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/netctl/netctl/internal/linux"
 	"github.com/netctl/netctl/vhostnet"
 )
 
@@ -47,10 +47,9 @@ func mapFile(fd int, offset, size uint64, what string) (*fileMap, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: mmap %#x bytes at offset %#x: %w", what, length, start, err)
 	}
-	// The address goes to vhost-net as a number in its memory table, not as
-	// a pointer argument; the mapping is outside Go's heap and never moves.
-	base := uint64(uintptr(unsafe.Pointer(unsafe.SliceData(data))))
-	return &fileMap{data: data, local: base + (offset - start)}, nil
+	// The address goes to vhost-net as a number in its memory table; the
+	// mapping is outside Go's heap and never moves.
+	return &fileMap{data: data, local: linux.MappedAddr(data, 0) + (offset - start)}, nil
 }
 
 func (m *fileMap) unmap() error {
