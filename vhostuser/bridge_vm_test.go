@@ -153,6 +153,20 @@ func TestVMBridge(t *testing.T) {
 
 	t.Run("bad frontends", func(t *testing.T) { runBadFrontends(t, r, 2) })
 
+	t.Run("bridge restart", func(t *testing.T) {
+		f := dialDataPath(t, r.path, 2)
+		framesBothWays(t, f, h, 10)
+		if err := r.stop(); err != nil { // the bridge goes away under a running front-end
+			t.Fatal(err)
+		}
+		f.expectClosed()
+		r2 := startBridgeWith(t, Config{Socket: r.path, Backend: tap, Queues: 2, MaxMemSlots: 4})
+		g := dialDataPath(t, r2.path, 2) // the front-end reconnects: a fresh handshake
+		framesBothWays(t, g, h, 11)
+		g.c.Close()
+		r2.waitIdle(t, 1)
+	})
+
 	t.Run("privileges dropped", func(t *testing.T) {
 		out, err := helper(t, "vhost-net")
 		if err != nil {
