@@ -343,17 +343,17 @@ func TestOfferedFeatures(t *testing.T) {
 	f := offerFeatures(fakeVhostOffers, all, 2, ProfileThroughput)
 	for _, want := range []virtio.Features{virtio.Version1, virtio.NetMrgRxbuf, virtio.EventIdx, virtio.LogAll,
 		virtio.NetCsum, virtio.NetGuestCsum, virtio.NetGuestTSO4, virtio.NetHostTSO6, virtio.NetGuestUSO4, virtio.NetHostUSO,
-		virtio.NetMQ, virtio.AnyLayout, virtio.Features(FeatureProtocolFeatures)} {
+		virtio.NetMQ, virtio.NetCtrlVQ, virtio.AnyLayout, virtio.Features(FeatureProtocolFeatures)} {
 		if !f.Has(want) {
 			t.Errorf("offer %v lacks %v", f, want)
 		}
 	}
-	for _, not := range []virtio.Features{virtio.AccessPlatform, virtio.RingReset, virtio.NetMTU, virtio.NetCtrlVQ} {
+	for _, not := range []virtio.Features{virtio.AccessPlatform, virtio.RingReset, virtio.NetMTU} {
 		if f.Has(not) {
 			t.Errorf("offer %v has %v", f, not)
 		}
 	}
-	if c := offerFeatures(fakeVhostOffers, all, 1, ProfileCompat); c.Has(virtio.NetGuestUFO) || c.Has(virtio.NetGuestUSO4) || !c.Has(virtio.NetGuestTSO6) || c.Has(virtio.NetMQ) {
+	if c := offerFeatures(fakeVhostOffers, all, 1, ProfileCompat); c.Has(virtio.NetGuestUFO) || c.Has(virtio.NetGuestUSO4) || !c.Has(virtio.NetGuestTSO6) || c.Has(virtio.NetMQ) || c.Has(virtio.NetCtrlVQ) {
 		t.Errorf("compat offer %v", c)
 	}
 	if n := offerFeatures(fakeVhostOffers, macvtap.OffloadTSO4, 1, ProfileThroughput); n.Has(virtio.NetGuestTSO4) {

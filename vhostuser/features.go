@@ -35,8 +35,8 @@ var offloadFeatures = []struct {
 const compatOffloads = macvtap.OffloadCSUM | macvtap.OffloadTSO4 | macvtap.OffloadTSO6
 
 // offerFeatures is the GET_FEATURES answer: vhost-net's ring bits, the
-// offload bits the tap takes (all but checksum need checksum), MQ with
-// more than one queue pair, GUEST_ANNOUNCE (the VMM announces through its
+// offload bits the tap takes (all but checksum need checksum), MQ and
+// CTRL_VQ with more than one queue pair, GUEST_ANNOUNCE (the VMM announces through its
 // config space; the bridge has nothing to do), and bit 30.
 func offerFeatures(vhost virtio.Features, tap macvtap.Offloads, queues int, profile string) virtio.Features {
 	f := vhost&ringFeatures | virtio.Features(FeatureProtocolFeatures) | virtio.NetGuestAnnounce
@@ -57,7 +57,11 @@ func offerFeatures(vhost virtio.Features, tap macvtap.Offloads, queues int, prof
 		}
 	}
 	if queues > 1 {
-		f |= virtio.NetMQ
+		// MQ needs CTRL_VQ (virtio spec 5.1.3.1): the guest sets the
+		// number of queue pairs through it. vhost-user front-ends keep the
+		// control queue themselves (QEMU, Cloud Hypervisor); Cloud
+		// Hypervisor makes one only when the back-end offers the bit.
+		f |= virtio.NetMQ | virtio.NetCtrlVQ
 	}
 	return f
 }
