@@ -1,7 +1,9 @@
 package vhostuser
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
@@ -375,4 +377,34 @@ func TestBridgeReplyAckOnSetProtocolFeatures(t *testing.T) {
 	}
 	f.proto = ProtocolReplyAck | ProtocolMQ
 	f.must(SetOwner, nil)
+}
+
+// TestBridgeSendRARP: with RARP negotiated, SEND_RARP writes the
+// announcement, after a zero header of the tap's size, to the tap's first
+// queue; a multicast MAC is refused.
+func TestBridgeSendRARP(t *testing.T) {
+	r := startBridge(t, 1, nil)
+	f := dialFrontend(t, r.path)
+	f.get(GetFeatures, nil)
+	f.must(SetProtocolFeatures, U64(ProtocolReplyAck|ProtocolRARP))
+	f.proto = ProtocolReplyAck | ProtocolRARP
+	f.must(SetFeatures, U64(virtio.Version1|virtio.Features(FeatureProtocolFeatures)))
+	mac := []byte{0x52, 0x54, 0x00, 0x12, 0x34, 0x56}
+	var v [8]byte
+	copy(v[:], mac)
+	f.must(SendRARP, U64(binary.LittleEndian.Uint64(v[:])))
+	buf := make([]byte, 256)
+	n, err := unix.Read(r.tap.peers[0], buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append(make([]byte, 12), rarpFrame(mac)...)
+	if !bytes.Equal(buf[:n], want) {
+		t.Errorf("the tap got % x\nwant % x", buf[:n], want)
+	}
+	if !bytes.Equal(want[12+6:12+12], mac) || want[12+12] != 0x80 || want[12+13] != 0x35 {
+		t.Errorf("frame % x: want the MAC as source and ethertype 0x8035", want)
+	}
+	v[0] |= 1
+	f.refused(SendRARP, U64(binary.LittleEndian.Uint64(v[:])))
 }

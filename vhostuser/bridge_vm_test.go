@@ -2,6 +2,7 @@ package vhostuser
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"os"
 	"os/exec"
@@ -149,6 +150,23 @@ func TestVMBridge(t *testing.T) {
 		}
 		f.c.Close()
 		r.waitIdle(t, 4)
+	})
+
+	t.Run("SEND_RARP", func(t *testing.T) {
+		f := dialFrontend(t, r.path)
+		f.get(GetFeatures, nil)
+		f.must(SetProtocolFeatures, U64(ProtocolReplyAck|ProtocolRARP))
+		f.proto = ProtocolReplyAck | ProtocolRARP
+		f.must(SetFeatures, U64(virtio.Version1|virtio.Features(FeatureProtocolFeatures)))
+		mac := []byte{0x52, 0x54, 0x00, 0xab, 0xcd, 0xef}
+		var v [8]byte
+		copy(v[:], mac)
+		f.must(SendRARP, U64(binary.LittleEndian.Uint64(v[:])))
+		if !h.recv(rarpFrame(mac)) {
+			t.Fatal("the host did not see the RARP announcement on the tap")
+		}
+		f.c.Close()
+		r.waitIdle(t, 5)
 	})
 
 	t.Run("bad frontends", func(t *testing.T) { runBadFrontends(t, r, 2) })

@@ -301,11 +301,13 @@ func (k *fakeKernel) failAfter(name string, skip int, err error) {
 	k.fail[name] = &failure{skip: skip, err: err}
 }
 
-// fakeTap is a macvtap.Backend whose queues are eventfds (never read:
-// the fake kernel only records them).
+// fakeTap is a macvtap.Backend whose queues are datagram sockets: what
+// the bridge writes to queue q can be read from peers[q] (the fake kernel
+// only records the fds).
 type fakeTap struct {
 	mu       sync.Mutex
 	fds      []int
+	peers    []int
 	hdr      int
 	offloads macvtap.Offloads
 }
@@ -313,8 +315,8 @@ type fakeTap struct {
 func newFakeTap(queues int) *fakeTap {
 	t := &fakeTap{hdr: 10}
 	for i := 0; i < queues; i++ {
-		fd, _ := unix.Eventfd(0, unix.EFD_CLOEXEC)
-		t.fds = append(t.fds, fd)
+		p, _ := unix.Socketpair(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+		t.fds, t.peers = append(t.fds, p[0]), append(t.peers, p[1])
 	}
 	return t
 }
@@ -347,9 +349,9 @@ func (t *fakeTap) Offloads() macvtap.Offloads {
 	return t.offloads
 }
 func (t *fakeTap) Close() error {
-	for _, fd := range t.fds {
+	for _, fd := range append(t.fds, t.peers...) {
 		unix.Close(fd)
 	}
-	t.fds = nil
+	t.fds, t.peers = nil, nil
 	return nil
 }

@@ -154,7 +154,7 @@ func NewBridge(cfg Config) (*Bridge, error) {
 	}
 	b.vhostOffered = f
 	b.offered = offerFeatures(f, cfg.Offloads, cfg.Queues, cfg.Profile)
-	b.protoOffered = ProtocolMQ | ProtocolReplyAck | ProtocolLogShmFD | ProtocolConfigureMemSlots
+	b.protoOffered = ProtocolMQ | ProtocolReplyAck | ProtocolLogShmFD | ProtocolConfigureMemSlots | ProtocolRARP
 	b.maxSlots = maxSlotsCap
 	if n, err := vhostnet.MaxMemRegions(); err == nil && n > 0 {
 		b.maxSlots = min(n, maxSlotsCap)

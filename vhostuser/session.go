@@ -329,6 +329,11 @@ func (s *session) handle(m *Message, body Body) (Body, error) {
 			}
 		}
 		return nil, nil
+	case SendRARP:
+		if !s.proto.Has(ProtocolRARP) {
+			return nil, fmt.Errorf("SEND_RARP needs RARP, which was not negotiated: %w", ErrInvalid)
+		}
+		return nil, s.sendRARP(uint64(body.(U64)))
 	case SetVringEnable:
 		st := body.(VringState)
 		q, err := s.ringIndex(st.Index)
