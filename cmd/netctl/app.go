@@ -41,6 +41,8 @@ func newApp() *cli.App {
 			hookCommand(),
 			statsCommand(),
 			exporterCommand(),
+			vhostUserCommand(),
+			vhostUserReapCommand(),
 			versionCommand(),
 		},
 		// urfave/cli would call os.Exit itself for an ExitCoder; runMain

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/netctl/netctl/internal/testenv"
+	"github.com/netctl/netctl/vhostuser"
+	"github.com/netctl/netctl/virtio"
+)
+
+// eventually polls cond for up to a minute (a wait, not a timed assertion).
+func eventually(cond func() bool) bool {
+	for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return false
+}
+
+// vuHandshake connects to the bridge as a front-end and negotiates
+// features with REPLY_ACK; it returns the open connection.
+func vuHandshake(t *testing.T, sock string) *net.UnixConn {
+	t.Helper()
+	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(time.Minute))
+	call := func(r vhostuser.Request, b vhostuser.Body, flags vhostuser.Flags) []byte {
+		t.Helper()
+		m := vhostuser.NewMessage(r, b)
+		m.Flags |= flags
+		if err := vhostuser.WriteMessage(c, m); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := vhostuser.ReadMessage(c)
+		if err != nil {
+			t.Fatalf("%v: %v", r, err)
+		}
+		rep.CloseFDs()
+		if rep.Request != r || len(rep.Payload) != 8 {
+			t.Fatalf("%v: reply %v", r, rep)
+		}
+		return rep.Payload
+	}
+	u64 := func(b []byte) uint64 {
+		var v uint64
+		for i := 7; i >= 0; i-- {
+			v = v<<8 | uint64(b[i])
+		}
+		return v
+	}
+	offered := virtio.Features(u64(call(vhostuser.GetFeatures, nil, 0)))
+	if !offered.Has(virtio.Version1) || uint64(offered)&vhostuser.FeatureProtocolFeatures == 0 {
+		t.Fatalf("offered %v", offered)
+	}
+	call(vhostuser.GetProtocolFeatures, nil, 0)
+	if err := vhostuser.WriteMessage(c, vhostuser.NewMessage(vhostuser.SetProtocolFeatures, vhostuser.U64(vhostuser.ProtocolReplyAck))); err != nil {
+		t.Fatal(err)
+	}
+	if v := u64(call(vhostuser.SetFeatures, vhostuser.U64(virtio.Version1|virtio.NetMrgRxbuf|virtio.Features(vhostuser.FeatureProtocolFeatures)), vhostuser.FlagNeedReply)); v != 0 {
+		t.Fatalf("SET_FEATURES refused: %d", v)
+	}
+	return c
+}
+
+func procStatus(pid int) map[string]string {
+	b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	st := map[string]string{}
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok {
+			st[k] = strings.TrimSpace(v)
+		}
+	}
+	return st
+}
+
+// TestVMVhostUser runs netctl vhost-user as root with --owner 65534 on the
+// VM's vhost-net: it drops to nobody, answers a front-end, keeps the
+// status file, and on SIGTERM exits 0 leaving no socket, no status file
+// and no tap or macvtap it created (the reaper deletes what needs root).
+func TestVMVhostUser(t *testing.T) {
+	testenv.VM(t)
+	testenv.Host(t)
+	for _, c := range []struct {
+		name    string
+		backend []string
+		link    func(st vhostuser.Status) string
+	}{
+		{"tap", []string{"--tap", "vucli0", "--queues", "2"}, func(vhostuser.Status) string { return "vucli0" }},
+		{"macvtap", []string{"--macvtap", "vulower0:bridge"}, func(st vhostuser.Status) string { return strings.TrimPrefix(st.Backend, "macvtap ") }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.name == "macvtap" {
+				if err := netlink.LinkAdd(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: "vulower0"}}); err != nil {
+					t.Fatal(err)
+				}
+				defer netlink.LinkDel(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: "vulower0"}})
+				if l, err := netlink.LinkByName("vulower0"); err == nil {
+					netlink.LinkSetUp(l)
+				}
+			}
+			dir := t.TempDir() // root's, 0700: the dropped bridge cannot remove its socket here; the reaper does
+			sock := filepath.Join(dir, "vu.sock")
+			statusDir, err := os.MkdirTemp("", "vustatus")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer os.RemoveAll(statusDir)
+			os.Chown(statusDir, 65534, 65534) // the dropped process rewrites the file there
+			status := filepath.Join(statusDir, "vu.json")
+			args := append([]string{"vhost-user", "--socket", sock, "--owner", "65534:65534", "--json-status", status}, c.backend...)
+			cmd := asNetctl(args...)
+			var out strings.Builder
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			defer func() {
+				cmd.Process.Kill()
+				t.Logf("netctl %s:\n%s", strings.Join(args, " "), out.String())
+			}()
+			if !eventually(func() bool { _, err := os.Stat(status); return err == nil }) {
+				t.Fatal("no status file: the bridge did not start")
+			}
+			var st vhostuser.Status
+			var fi os.FileInfo
+			readStatus := func() vhostuser.Status {
+				var st vhostuser.Status
+				b, _ := os.ReadFile(status)
+				json.Unmarshal(b, &st)
+				return st
+			}
+			st = readStatus()
+			link := c.link(st)
+			if _, err := net.InterfaceByName(link); err != nil {
+				t.Fatalf("backend %q: %v", st.Backend, err)
+			}
+			fi, err = os.Lstat(sock)
+			if err != nil || fi.Mode().Perm() != 0o600 || fi.Sys().(*syscall.Stat_t).Uid != 65534 {
+				t.Fatalf("socket: %v %v", err, fi)
+			}
+			conn := vuHandshake(t, sock)
+			if !eventually(func() bool { st = readStatus(); return st.Connected && st.Features != "" }) {
+				t.Fatalf("status %+v: want the front-end connected with its features", st)
+			}
+			if st.FrontendPID != os.Getpid() || !strings.Contains(strings.Join(st.FeatureNames, " "), "VERSION_1") {
+				t.Errorf("status %+v", st)
+			}
+			ps := procStatus(cmd.Process.Pid)
+			if !strings.HasPrefix(ps["Uid"], "65534\t65534\t65534") || ps["CapEff"] != "0000000000000000" || ps["CapBnd"] != "0000000000000000" {
+				t.Errorf("the bridge runs with Uid %q CapEff %q CapBnd %q: want nobody and no capabilities", ps["Uid"], ps["CapEff"], ps["CapBnd"])
+			}
+			conn.Close()
+			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-exited; err != nil {
+				t.Fatalf("netctl vhost-user after SIGTERM: %v", err)
+			}
+			gone := func(path string) bool { _, err := os.Lstat(path); return errors.Is(err, os.ErrNotExist) }
+			if !eventually(func() bool { return gone(sock) }) {
+				t.Error("the socket is still there")
+			}
+			if !eventually(func() bool { _, err := net.InterfaceByName(link); return err != nil }) {
+				t.Errorf("%s is still there", link)
+			}
+			if !gone(status) {
+				t.Error("the status file is still there")
+			}
+		})
+	}
+}
