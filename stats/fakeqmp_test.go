@@ -11,9 +11,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/netctl/netctl/internal/linux"
 )
 
 const greeting72 = `{"QMP": {"version": {"qemu": {"micro": 22, "minor": 2, "major": 7}, "package": "Debian 1:7.2+dfsg-7+deb12u18+b3"}, "capabilities": ["oob"]}}`
@@ -73,7 +74,7 @@ func (f *fakeVM) setIdx(q int, avail, used uint16) {
 }
 
 func (f *fakeVM) hva(gpa uint64) uint64 {
-	return uint64(uintptr(unsafe.Pointer(&f.mem[0]))) + gpa
+	return linux.MappedAddr(f.mem, 0) + gpa
 }
 
 func (f *fakeVM) serve(c net.Conn) {
