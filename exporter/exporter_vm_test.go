@@ -3,25 +3,20 @@ package exporter
 import (
 	"context"
 	"errors"
-	"net"
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/netctl/netctl/internal/testenv"
-	"github.com/netctl/netctl/macvtap"
 	"github.com/netctl/netctl/policy"
 	"github.com/netctl/netctl/stats"
 	"github.com/netctl/netctl/test/vduse"
+	"github.com/netctl/netctl/test/vhostrig"
 	"github.com/netctl/netctl/vdpa"
-	"github.com/netctl/netctl/vhostnet"
-	"github.com/netctl/netctl/vhostnet/guest"
-	"github.com/netctl/netctl/virtio"
 )
 
 // fixedSource lists fixed targets and samples them with a real
@@ -104,43 +99,10 @@ func TestVM(t *testing.T) {
 // counts them; the output passes client_golang's linter.
 func testVhostMetrics(t *testing.T, k *testenv.Kernel) {
 	testenv.Host(t)
-	tap, err := macvtap.CreateTap(macvtap.TapConfig{Name: "exv%d", VnetHdr: true, VnetHdrSize: 12, Queues: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tap.Close()
-	testenv.LinkUp(t, tap.Name())
-	mem, err := guest.NewMemory(64 << 20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mem.Close()
-	cfg := vhostnet.NICConfig{Features: virtio.Version1,
-		Memory: []vhostnet.MemoryRegion{{GuestPhysAddr: 0, Size: uint64(len(mem.Buf)), UserAddr: mem.VA(0)}}}
-	var tx []*guest.Queue
-	for i := 0; i < 2; i++ {
-		rxq, err := guest.NewQueue(mem, guest.QueueConfig{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rxq.Close()
-		txq, err := guest.NewQueue(mem, guest.QueueConfig{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer txq.Close()
-		tx = append(tx, txq)
-		cfg.Queues = append(cfg.Queues, vhostnet.NewQueuePair(rxq, txq, tap.QueueFD(i)))
-	}
-	nic, err := vhostnet.NewNIC(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nic.Close()
+	rig := vhostrig.New(t, "exv%d", 2)
+	tap := rig.Tap
 	target := stats.Target{VM: "self", NIC: "vh0", PID: os.Getpid(), Backend: policy.BackendVhostNet, Link: tap.Name(), QueuePairs: 2}
-	if ifi, err := net.InterfaceByName(tap.Name()); err == nil {
-		target.Ifindex = ifi.Index
-	}
+	target.Ifindex = rig.Ifindex
 	e := New(&fixedSource{ts: []stats.Target{target}, c: stats.NewCollector(stats.Options{})}, Options{})
 	nicL := map[string]string{"vm": "self", "nic": "vh0", "backend": policy.BackendVhostNet}
 	with := func(k, v string) map[string]string {
@@ -163,24 +125,8 @@ func testVhostMetrics(t *testing.T, k *testenv.Kernel) {
 		t.Errorf("netctl_nic_up = %v", v)
 	}
 
-	frame := guest.IPv4Frame(17, guest.GuestIP, guest.HostIP, 4001, 5000, guest.Pattern(1400, 1), false)
-	pkt := append(guest.NetHdr{}.Append(nil, 12), frame...)
 	const frames = 20000
-	for sent := 0; sent < frames; sent++ {
-		for tx[1].Free() == 0 {
-			if _, err := tx[1].Used(5 * time.Second); err != nil {
-				t.Fatalf("after %d frames: %v", sent, err)
-			}
-		}
-		if err := tx[1].AddOut(pkt); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for tx[1].Pending() > 0 {
-		if _, err := tx[1].Used(5 * time.Second); err != nil {
-			t.Fatal(err)
-		}
-	}
+	rig.Send(t, 1, frames)
 	after := gathered(t, e)
 	delta := func(name string, l map[string]string) float64 {
 		a, ok1 := sample(after, name, l)

@@ -12,15 +12,12 @@ import (
 
 	"github.com/netctl/netctl/attach"
 	"github.com/netctl/netctl/internal/testenv"
-	"github.com/netctl/netctl/macvtap"
 	"github.com/netctl/netctl/policy"
 	"github.com/netctl/netctl/qmp"
 	"github.com/netctl/netctl/test/l2"
 	"github.com/netctl/netctl/test/vduse"
+	"github.com/netctl/netctl/test/vhostrig"
 	"github.com/netctl/netctl/vdpa"
-	"github.com/netctl/netctl/vhostnet"
-	"github.com/netctl/netctl/vhostnet/guest"
-	"github.com/netctl/netctl/virtio"
 )
 
 // TestVM runs in the 6.12 and 6.1 VMs, one boot each.
@@ -184,44 +181,11 @@ func testRingsVhost(t *testing.T, k *testenv.Kernel) {
 // worker CPU time, and pair 0's worker, which carried nothing, less.
 func testWorkers(t *testing.T, k *testenv.Kernel) {
 	testenv.Host(t)
-	tap, err := macvtap.CreateTap(macvtap.TapConfig{Name: "stw%d", VnetHdr: true, VnetHdrSize: 12, Queues: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tap.Close()
-	testenv.LinkUp(t, tap.Name())
-	mem, err := guest.NewMemory(64 << 20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mem.Close()
-	cfg := vhostnet.NICConfig{Features: virtio.Version1,
-		Memory: []vhostnet.MemoryRegion{{GuestPhysAddr: 0, Size: uint64(len(mem.Buf)), UserAddr: mem.VA(0)}}}
-	var tx []*guest.Queue
-	for i := 0; i < 2; i++ {
-		rxq, err := guest.NewQueue(mem, guest.QueueConfig{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rxq.Close()
-		txq, err := guest.NewQueue(mem, guest.QueueConfig{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer txq.Close()
-		tx = append(tx, txq)
-		cfg.Queues = append(cfg.Queues, vhostnet.NewQueuePair(rxq, txq, tap.QueueFD(i)))
-	}
-	nic, err := vhostnet.NewNIC(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nic.Close()
+	rig := vhostrig.New(t, "stw%d", 2)
+	tap := rig.Tap
 
 	target := Target{VM: "self", NIC: "vh0", PID: os.Getpid(), Backend: policy.BackendVhostNet, Link: tap.Name(), QueuePairs: 2}
-	if ifi, err := net.InterfaceByName(tap.Name()); err == nil {
-		target.Ifindex = ifi.Index
-	}
+	target.Ifindex = rig.Ifindex
 	c := NewCollector(Options{})
 	ctx := context.Background()
 	before := c.Collect(ctx, []Target{target})[0]
@@ -250,24 +214,8 @@ func testWorkers(t *testing.T, k *testenv.Kernel) {
 	raw, _ := os.ReadFile("/proc/" + strconv.Itoa(before.Workers[0].TID) + "/stat")
 	t.Logf("kernel %s workers: %+v; stat of the first: %s", k.Name, before.Workers, raw)
 
-	frame := guest.IPv4Frame(17, guest.GuestIP, guest.HostIP, 4001, 5000, guest.Pattern(1400, 1), false)
-	pkt := append(guest.NetHdr{}.Append(nil, 12), frame...)
 	const frames = 20000
-	for sent := 0; sent < frames; sent++ {
-		for tx[1].Free() == 0 {
-			if _, err := tx[1].Used(5 * time.Second); err != nil {
-				t.Fatalf("after %d frames: %v", sent, err)
-			}
-		}
-		if err := tx[1].AddOut(pkt); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for tx[1].Pending() > 0 {
-		if _, err := tx[1].Used(5 * time.Second); err != nil {
-			t.Fatal(err)
-		}
-	}
+	rig.Send(t, 1, frames)
 	after := c.Collect(ctx, []Target{target})[0]
 	if len(after.Workers) != 2 || after.Workers[1].TID != before.Workers[1].TID {
 		t.Fatalf("workers after: %+v", after.Workers)
