@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/netctl/netctl/vhostnet/guest"
+	"github.com/netctl/netctl/vhostuser"
 	"github.com/netctl/netctl/virtio"
 )
 
@@ -46,8 +47,8 @@ type Frontend struct {
 
 	// Negotiated state.
 	offered, acked virtio.Features
-	protoOffered   ProtocolFeatures
-	proto          ProtocolFeatures
+	protoOffered   vhostuser.ProtocolFeatures
+	proto          vhostuser.ProtocolFeatures
 	maxQueues      uint64
 	hdrLen         int
 	mergeable      bool
@@ -57,21 +58,9 @@ type Frontend struct {
 	log *dirtyLog // EnableLog's, or nil
 }
 
-// ProtocolFeatures is the vhost-user protocol feature word.
-type ProtocolFeatures uint64
-
-// Protocol feature bits the frontend knows (docs/interop/vhost-user.rst).
-const (
-	ProtoMQ       ProtocolFeatures = 1 << 0
-	ProtoLogShmfd ProtocolFeatures = 1 << 1
-	ProtoRARP     ProtocolFeatures = 1 << 2
-	ProtoReplyAck ProtocolFeatures = 1 << 3
-	ProtoMTU      ProtocolFeatures = 1 << 4
-)
-
 // FeatureProtocol is VHOST_USER_F_PROTOCOL_FEATURES (bit 30) of
 // GET_FEATURES: the backend speaks the protocol feature messages.
-const FeatureProtocol = virtio.Features(1) << 30
+const FeatureProtocol = virtio.Features(vhostuser.FeatureProtocolFeatures)
 
 // Dial connects to the backend's socket, retrying until ctx ends while
 // the socket is missing or refuses (a backend still starting or
@@ -123,7 +112,7 @@ func (f *Frontend) Acked() virtio.Features   { return f.acked }
 func (f *Frontend) Offered() virtio.Features { return f.offered }
 
 // Protocol is the protocol feature word SET_PROTOCOL_FEATURES sent.
-func (f *Frontend) Protocol() ProtocolFeatures { return f.proto }
+func (f *Frontend) Protocol() vhostuser.ProtocolFeatures { return f.proto }
 
 // MaxQueues is GET_QUEUE_NUM's answer (queue pairs), 1 without MQ.
 func (f *Frontend) MaxQueues() int { return int(f.maxQueues) }
