@@ -73,7 +73,9 @@ func TestFrontendHandshake(t *testing.T) {
 	}
 	f.Disconnect()
 	// Wait for the stub to have read everything.
-	log := waitLog(t, stub, func(log []Recorded) bool { return len(log) > 0 && log[len(log)-1].Msg.Request == vhostuser.SetVringEnable })
+	log := waitLog(t, stub, func(log []Recorded) bool {
+		return len(log) > 0 && log[len(log)-1].Msg.Request == vhostuser.SetVringEnable
+	})
 	got := requests(log)
 	want := "GET_FEATURES GET_PROTOCOL_FEATURES SET_PROTOCOL_FEATURES GET_QUEUE_NUM SET_OWNER SET_FEATURES SET_MEM_TABLE" +
 		strings.Repeat(" SET_VRING_NUM SET_VRING_BASE SET_VRING_ADDR SET_VRING_KICK SET_VRING_CALL", 4) +
