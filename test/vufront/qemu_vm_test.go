@@ -41,7 +41,7 @@ func qemuFrontendDHCP(t *testing.T) {
 	}
 	defer srv.Close()
 	srvStart := time.Now() // srv's event times count from about here
-	offl, err := macvtap.ProbeOffloads(macvtap.KindTap)
+	offl, err := tapOffloads()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"errors"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -61,7 +61,7 @@ func newBridgeRig(t *testing.T, queues int) *bridgeRig {
 	}
 	r.ifindex = ifi.Index
 	r.sock = packetSocket(t, ifi.Index)
-	if r.offl, err = macvtap.ProbeOffloads(macvtap.KindTap); err != nil {
+	if r.offl, err = tapOffloads(); err != nil {
 		t.Fatal(err)
 	}
 	r.start()
@@ -239,4 +239,29 @@ func waitResources(t *testing.T, wantFDs, wantMaps int) {
 	t.Errorf("%d fds and %d memfd mappings, want %d and %d (the bridge kept a session's)", fds, maps, wantFDs, wantMaps)
 }
 
-var errNoFrame = errors.New("no frame")
+// tapOffloads are the offloads this kernel's tap takes, probed once.
+var tapOffloads = sync.OnceValues(func() (macvtap.Offloads, error) { return macvtap.ProbeOffloads(macvtap.KindTap) })
+
+// hostToAny sends a UDP frame from the host and checks it arrives byte for
+// byte on one of the pairs (tun picks the queue by the flow's hash).
+func (r *bridgeRig) hostToAny(f *Frontend, seq int) {
+	r.t.Helper()
+	want := guest.IPv4Frame(17, guest.HostIP, guest.GuestIP, 5000, uint16(4000+seq), guest.Pattern(400+seq, byte(seq)), false)
+	r.hostSend(want)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		for q, p := range f.Pairs() {
+			if p.RX.DeviceUsedIdx() == p.RX.LastUsed() {
+				continue
+			}
+			_, got, err := f.Recv(q, time.Second)
+			if err != nil {
+				r.t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				r.t.Fatalf("host to guest, frame %d: pair %d got %d bytes, want the %d bytes sent", seq, q, len(got), len(want))
+			}
+			return
+		}
+	}
+	r.t.Fatalf("host to guest, frame %d: no pair received it", seq)
+}
