@@ -169,7 +169,7 @@ func TestDecodeHostile(t *testing.T) {
 		"log no fd":          NewMessage(SetLogBase, Log{}),
 		"log fd no fd":       NewMessage(SetLogFD, nil),
 		"config short":       with(NewMessage(GetConfig, U64(0)), func(m *Message) {}),
-		"config size lies":   with(NewMessage(GetConfig, Config{Size: 4, Data: []byte{1}}), func(m *Message) {}),
+		"config size lies":   with(NewMessage(GetConfig, ConfigSpace{Size: 4, Data: []byte{1}}), func(m *Message) {}),
 	}
 	for name, m := range cases {
 		t.Run(name, func(t *testing.T) {

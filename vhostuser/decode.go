@@ -6,7 +6,7 @@ import (
 )
 
 // Body is a decoded payload: U64, VringState, VringAddr, MemoryTable,
-// SingleMemRegion, Log, RingFile, Config or Empty.
+// SingleMemRegion, Log, RingFile, ConfigSpace or Empty.
 type Body interface {
 	Encode() []byte
 }
@@ -205,7 +205,7 @@ func Decode(m *Message) (Body, error) {
 			return nil, err
 		}
 		le := binary.LittleEndian
-		c := Config{Offset: le.Uint32(p[0:]), Size: le.Uint32(p[4:]), Flags: le.Uint32(p[8:])}
+		c := ConfigSpace{Offset: le.Uint32(p[0:]), Size: le.Uint32(p[4:]), Flags: le.Uint32(p[8:])}
 		if int(c.Size) != len(p)-ConfigHeaderSize {
 			return nil, bad(r, "config size %d, but %d bytes follow the header", c.Size, len(p)-ConfigHeaderSize)
 		}

@@ -15,4 +15,6 @@ var (
 	// ErrNotSupported: the request or feature is one the bridge does not
 	// implement (and did not offer).
 	ErrNotSupported = errs.ErrNotSupported
+	// ErrConflict: the socket path holds a file that is not a socket.
+	ErrConflict = errs.ErrConflict
 )

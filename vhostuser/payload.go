@@ -180,10 +180,10 @@ func (f RingFile) Encode() []byte {
 	return U64(v).Encode()
 }
 
-// Config is "Device configuration space" (GET_CONFIG, SET_CONFIG). The
+// ConfigSpace is "Device configuration space" (GET_CONFIG, SET_CONFIG). The
 // bridge does not offer ProtocolConfig (QEMU keeps virtio-net's config
 // space), so it only decodes this to refuse it with a clear error.
-type Config struct {
+type ConfigSpace struct {
 	Offset, Size, Flags uint32
 	Data                []byte
 }
@@ -191,7 +191,7 @@ type Config struct {
 // ConfigHeaderSize is the size of Config's fixed part.
 const ConfigHeaderSize = 12
 
-func (c Config) Encode() []byte {
+func (c ConfigSpace) Encode() []byte {
 	b := make([]byte, ConfigHeaderSize+len(c.Data))
 	binary.LittleEndian.PutUint32(b[0:], c.Offset)
 	binary.LittleEndian.PutUint32(b[4:], c.Size)

@@ -1,0 +1,370 @@
+package vhostuser
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+
+	"github.com/netctl/netctl/macvtap"
+	"github.com/netctl/netctl/virtio"
+)
+
+// session is one front-end's connection. It is used by one goroutine (the
+// connection's), which owns every field; Status snapshots go out through
+// the Bridge.
+type session struct {
+	b    *Bridge
+	conn *net.UnixConn
+	log  *slog.Logger
+	pid  int
+
+	acked       virtio.Features  // SET_FEATURES
+	featuresSet bool             // SET_FEATURES came
+	proto       ProtocolFeatures // SET_PROTOCOL_FEATURES
+	hdrSize     int              // the tap's virtio-net header size as set
+	regions     regionList       // mapped guest memory, in table order
+	logMap      *fileMap         // the dirty log, when SET_LOG_BASE came
+	logDesc     Log
+	rings       []ring
+}
+
+func newSession(b *Bridge, conn *net.UnixConn, pid int) *session {
+	s := &session{b: b, conn: conn, pid: pid, log: b.log.With("frontend_pid", pid)}
+	s.resetState()
+	return s
+}
+
+func (s *session) resetState() {
+	s.acked, s.featuresSet, s.proto = 0, false, 0
+	s.rings = make([]ring, 2*s.b.queues)
+	for i := range s.rings {
+		s.rings[i].enable = -1
+	}
+}
+
+// start makes this process the owner of every vhost-net device again
+// (VHOST_SET_OWNER); on failure it resets the ones it set.
+func (s *session) start() error {
+	for i, d := range s.b.devs {
+		if err := d.SetOwner(); err != nil {
+			for _, u := range s.b.devs[:i] {
+				u.ResetOwner()
+			}
+			return fmt.Errorf("queue pair %d: %w", i, err)
+		}
+	}
+	hdr, err := s.b.cfg.Backend.VnetHdrSize()
+	if err != nil {
+		s.stop()
+		return err
+	}
+	s.hdrSize = hdr
+	return nil
+}
+
+// stop releases everything the front-end gave: each ring is detached,
+// each device reset (VHOST_RESET_OWNER drops the memory table, the
+// eventfds, the log and the worker), and the memory and log unmapped.
+// The devices stay open for the next front-end.
+func (s *session) stop() error {
+	var first error
+	keep := func(err error) {
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	for q := range s.rings {
+		keep(s.detach(uint32(q)))
+	}
+	for i, d := range s.b.devs {
+		if err := d.ResetOwner(); err != nil {
+			keep(fmt.Errorf("queue pair %d: reset owner: %w", i, err))
+		}
+	}
+	s.regions.unmapAll()
+	s.regions = nil
+	keep(s.logMap.unmap())
+	s.logMap = nil
+	s.resetState()
+	return first
+}
+
+// replyRequired are the requests whose reply the spec makes mandatory
+// (a NEED_REPLY on them asks for nothing more).
+func (s *session) replyRequired(r Request) bool {
+	switch r {
+	case GetFeatures, GetProtocolFeatures, GetVringBase, GetQueueNum, GetMaxMemSlots, GetConfig, GetInflightFD, GetStatus:
+		return true
+	case SetLogBase:
+		return s.proto.Has(ProtocolLogShmFD)
+	}
+	return false
+}
+
+// serve reads and answers messages until the front-end goes away or
+// breaks the protocol. The returned error says why the connection ended
+// (nil for a clean close).
+func (s *session) serve() error {
+	for {
+		m, err := ReadMessage(s.conn)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		if err := s.one(m); err != nil {
+			return err
+		}
+		s.b.publish(s)
+	}
+}
+
+// one handles one message. A malformed message ends the connection; a
+// refused one gets a failure REPLY_ACK when the front-end asked for one,
+// and otherwise ends the connection too, since the front-end would not
+// learn that its setup is incomplete.
+func (s *session) one(m *Message) error {
+	defer m.CloseFDs()
+	body, err := Decode(m)
+	if err != nil {
+		return err
+	}
+	ack := m.Flags&FlagNeedReply != 0 && s.proto.Has(ProtocolReplyAck) && !s.replyRequired(m.Request)
+	reply, herr := s.handle(m, body)
+	if herr != nil {
+		s.log.Warn("vhost-user: request refused", "request", m.Request.String(), "err", herr)
+		s.b.noteError(herr)
+		if ack {
+			return WriteMessage(s.conn, NewReply(m.Request, U64(1)))
+		}
+		return fmt.Errorf("%v refused: %w", m.Request, herr)
+	}
+	switch {
+	case s.replyRequired(m.Request):
+		if reply == nil {
+			reply = U64(0)
+		}
+		return WriteMessage(s.conn, NewReply(m.Request, reply))
+	case ack:
+		return WriteMessage(s.conn, NewReply(m.Request, U64(0)))
+	}
+	return nil
+}
+
+func (s *session) ringIndex(idx uint32) (uint32, error) {
+	return idx, checkRingIndex(idx, s.b.queues)
+}
+
+// handle carries out one decoded request. The message's fds are closed by
+// the caller afterwards: vhost-net takes its own reference to each eventfd
+// and a mapping keeps its file.
+func (s *session) handle(m *Message, body Body) (Body, error) {
+	fd0 := -1
+	if len(m.FDs) > 0 {
+		fd0 = m.FDs[0]
+	}
+	switch m.Request {
+	case GetFeatures:
+		return U64(s.b.offered), nil
+	case SetFeatures:
+		return nil, s.setFeatures(virtio.Features(body.(U64)))
+	case GetProtocolFeatures:
+		return U64(s.b.protoOffered), nil
+	case SetProtocolFeatures:
+		p := ProtocolFeatures(body.(U64))
+		if extra := p &^ s.b.protoOffered; extra != 0 {
+			return nil, fmt.Errorf("protocol features %v were not offered (offered %v): %w", extra, s.b.protoOffered, ErrInvalid)
+		}
+		s.proto = p
+		return nil, nil
+	case GetQueueNum:
+		return U64(s.b.queues), nil
+	case GetMaxMemSlots:
+		return U64(s.b.maxSlots), nil
+	case SetOwner:
+		return nil, nil // the session became the owner when it began
+	case ResetOwner:
+		if err := s.stop(); err != nil {
+			return nil, err
+		}
+		return nil, s.start()
+	case SetMemTable:
+		return nil, s.setMemTable(body.(MemoryTable).Regions, m.FDs)
+	case AddMemReg:
+		if !s.proto.Has(ProtocolConfigureMemSlots) {
+			return nil, fmt.Errorf("ADD_MEM_REG needs CONFIGURE_MEM_SLOTS, which was not negotiated: %w", ErrInvalid)
+		}
+		return nil, s.addMemReg(body.(SingleMemRegion).Region, fd0)
+	case RemMemReg:
+		if !s.proto.Has(ProtocolConfigureMemSlots) {
+			return nil, fmt.Errorf("REM_MEM_REG needs CONFIGURE_MEM_SLOTS, which was not negotiated: %w", ErrInvalid)
+		}
+		return nil, s.remMemReg(body.(SingleMemRegion).Region)
+	case SetLogBase:
+		if !s.proto.Has(ProtocolLogShmFD) {
+			return nil, fmt.Errorf("SET_LOG_BASE needs LOG_SHMFD, which was not negotiated: %w", ErrInvalid)
+		}
+		return U64(0), s.setLogBase(body.(Log), fd0)
+	case SetLogFD:
+		for i, d := range s.b.devs {
+			if err := d.SetLogFD(fd0); err != nil {
+				return nil, fmt.Errorf("queue pair %d: %w", i, err)
+			}
+		}
+		return nil, nil
+	case SetVringNum:
+		st := body.(VringState)
+		q, err := s.ringIndex(st.Index)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkRingNum(q, st.Num); err != nil {
+			return nil, err
+		}
+		if err := s.detach(q); err != nil {
+			return nil, err
+		}
+		d, idx := s.dev(q)
+		if err := d.SetVringNum(idx, st.Num); err != nil {
+			return nil, fmt.Errorf("ring %d: %w", q, err)
+		}
+		s.rings[q].num = st.Num
+		aerr := s.applyAddr(q)
+		return nil, errors.Join(aerr, s.reconcile(q))
+	case SetVringBase:
+		st := body.(VringState)
+		q, err := s.ringIndex(st.Index)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkRingBase(q, st.Num); err != nil {
+			return nil, err
+		}
+		if err := s.detach(q); err != nil {
+			return nil, err
+		}
+		d, idx := s.dev(q)
+		if err := d.SetVringBase(idx, uint16(st.Num)); err != nil {
+			return nil, fmt.Errorf("ring %d: %w", q, err)
+		}
+		return nil, s.reconcile(q)
+	case SetVringAddr:
+		a := body.(VringAddr)
+		q, err := s.ringIndex(a.Index)
+		if err != nil {
+			return nil, err
+		}
+		r := &s.rings[q]
+		if r.num != 0 && len(s.regions) > 0 {
+			if err := checkRingAddr(a, r.num, s.regions.wire()); err != nil {
+				return nil, err
+			}
+		}
+		old := r.addr
+		r.addr = &a
+		if err := s.applyAddr(q); err != nil {
+			r.addr = old
+			s.applyAddr(q)
+			return nil, err
+		}
+		return nil, s.reconcile(q)
+	case GetVringBase:
+		st := body.(VringState)
+		q, err := s.ringIndex(st.Index)
+		if err != nil {
+			return nil, err
+		}
+		// Stop the ring first: vhost-net then holds no buffer, and the
+		// base read is where the front-end resumes.
+		if err := s.detach(q); err != nil {
+			return nil, err
+		}
+		s.rings[q].started = false
+		d, idx := s.dev(q)
+		base, err := d.VringBase(idx)
+		if err != nil {
+			return nil, fmt.Errorf("ring %d: %w", q, err)
+		}
+		return VringState{Index: q, Num: uint32(base)}, nil
+	case SetVringKick, SetVringCall, SetVringErr:
+		f := body.(RingFile)
+		q, err := s.ringIndex(f.Index)
+		if err != nil {
+			return nil, err
+		}
+		d, idx := s.dev(q)
+		switch m.Request {
+		case SetVringKick:
+			if f.NoFD {
+				return nil, fmt.Errorf("ring %d: a kick without an eventfd (polling) is something vhost-net cannot do: "+
+					"send an eventfd: %w", q, ErrNotSupported)
+			}
+			if err := d.SetVringKick(idx, fd0); err != nil {
+				return nil, fmt.Errorf("ring %d: %w", q, err)
+			}
+			s.rings[q].started = true
+			return nil, s.reconcile(q)
+		case SetVringCall:
+			if err := d.SetVringCall(idx, fd0); err != nil {
+				return nil, fmt.Errorf("ring %d: %w", q, err)
+			}
+		default:
+			if err := d.SetVringErr(idx, fd0); err != nil {
+				return nil, fmt.Errorf("ring %d: %w", q, err)
+			}
+		}
+		return nil, nil
+	case SetVringEnable:
+		st := body.(VringState)
+		q, err := s.ringIndex(st.Index)
+		if err != nil {
+			return nil, err
+		}
+		if st.Num > 1 {
+			return nil, fmt.Errorf("ring %d: enable %d: %w: use 0 or 1", q, st.Num, ErrInvalid)
+		}
+		s.rings[q].enable = int8(st.Num)
+		return nil, s.reconcile(q)
+	}
+	return nil, fmt.Errorf("%v is not implemented by the vhost-net bridge (and its feature was not offered): %w", m.Request, ErrNotSupported)
+}
+
+// setFeatures acknowledges the front-end's features: the tap's header
+// size and offloads follow the guest's bits (macvtap.ApplyGuestFeatures),
+// vhost-net gets the ring bits. A header size change happens with every
+// ring detached. On failure the devices keep the features they had.
+func (s *session) setFeatures(f virtio.Features) error {
+	if extra := f &^ s.b.offered; extra != 0 {
+		return fmt.Errorf("features %v were not offered (offered %v): %w", extra, s.b.offered, ErrInvalid)
+	}
+	if f.Has(virtio.LogAll) && s.logMap == nil {
+		return fmt.Errorf("LOG_ALL before SET_LOG_BASE: vhost-net would log to no memory: %w", ErrInvalid)
+	}
+	if hdr := macvtap.VnetHdrSizeFor(f); hdr != s.hdrSize {
+		for q := range s.rings {
+			if err := s.detach(uint32(q)); err != nil {
+				return errors.Join(err, s.reconcileAll())
+			}
+		}
+	}
+	if _, err := macvtap.ApplyGuestFeatures(s.b.cfg.Backend, f); err != nil {
+		return errors.Join(fmt.Errorf("tap: %w", err), s.reconcileAll())
+	}
+	vf := vhostFeatures(f, s.b.vhostOffered)
+	old := vhostFeatures(s.acked, s.b.vhostOffered)
+	for i, d := range s.b.devs {
+		if err := d.SetFeatures(vf); err != nil {
+			for _, u := range s.b.devs[:i] {
+				u.SetFeatures(old)
+			}
+			macvtap.ApplyGuestFeatures(s.b.cfg.Backend, s.acked)
+			return errors.Join(fmt.Errorf("queue pair %d: %w", i, err), s.reconcileAll())
+		}
+	}
+	s.acked, s.featuresSet = f, true
+	s.hdrSize = macvtap.VnetHdrSizeFor(f)
+	return s.reconcileAll()
+}
