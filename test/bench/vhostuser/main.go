@@ -1,0 +1,73 @@
+// Command vhostuser-bench measures issue 15's benchmarks for make bench
+// (BENCH=vhostuser), in the 6.12 test VM, and prints one schema-2 JSON
+// line each (test/bench/result):
+//
+//   - datapath: the vhost-user bridge's data path against direct
+//     vhost-net, with the same userspace driver (vhostnet/guest) in the same
+//     VM: on one side test/vufront's frontend drives a vhostuser.Bridge
+//     (in this process) onto /dev/vhost-net over a tap, on the other
+//     vhostnet.NewNIC programs /dev/vhost-net over another tap directly.
+//     Guest to host 1500-byte frames and 64 KiB TSO frames, and host to
+//     guest 64 KiB GSO frames into mergeable buffers. The kernel does the
+//     same work on both sides; only the setup differs (goal: at least
+//     0.95x).
+//   - firstpacket: from starting a firmware-only QEMU (SeaBIOS + iPXE) to
+//     the first DHCPDISCOVER on the tap: its NIC on -netdev vhost-user to
+//     the bridge against QEMU's own -netdev tap,vhost=on.
+//
+// Sides run interleaved round by round (A B A B ...), each figure the
+// median of its rounds. Nothing here is a test: the figures are recorded,
+// not asserted. It runs as root in the VM's own network namespace: all
+// traffic stays inside the VM.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/netctl/netctl/test/bench/result"
+)
+
+var (
+	commit   = flag.String("commit", "", "commit being measured")
+	hostLoad = flag.String("host-load", "", "the host's /proc/loadavg when make bench started")
+	only     = flag.String("only", "datapath,firstpacket", "comma-separated: datapath, firstpacket")
+	rounds   = flag.Int("rounds", 5, "interleaved rounds per side (at least 5)")
+	duration = flag.Duration("d", 1500*time.Millisecond, "duration of one throughput round")
+)
+
+func main() {
+	flag.Parse()
+	if *rounds < 5 || *rounds > 1000 {
+		fatal("-rounds %d: every figure is the median of at least 5 rounds (5 to 1000)", *rounds)
+	}
+	for _, b := range strings.Split(*only, ",") {
+		switch b {
+		case "datapath":
+			benchDatapath()
+		case "firstpacket":
+			benchFirstPacket()
+		default:
+			fatal("-only %s: use datapath, firstpacket", b)
+		}
+	}
+}
+
+func emit(l result.Line) { result.Print(result.Finish(l, *commit, *hostLoad)) }
+
+// interleave runs a and b alternately, rounds times each.
+func interleave(a, b func() float64) (as, bs []float64) {
+	for i := 0; i < *rounds; i++ {
+		as = append(as, a())
+		bs = append(bs, b())
+	}
+	return as, bs
+}
+
+func fatal(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "vhostuser-bench: "+format+"\n", args...)
+	os.Exit(1)
+}
