@@ -85,8 +85,9 @@ demo: vm-prepare
 	$(BIN)/netctl-demo
 
 ## bench: vhost-net benchmarks in the 6.12 VM, and attach's (latency on this host and in the VM,
-## the data path of a nested guest in the VM); JSON lines appended to bench/results.jsonl.
-## BENCH=vhostnet or BENCH=attach runs one of the two sets.
+## the data path of a nested guest in the VM) and the vhost-user bridge's (data path against direct
+## vhost-net, QEMU's first packet through it); JSON lines appended to bench/results.jsonl.
+## BENCH=vhostnet, BENCH=attach or BENCH=vhostuser runs one of the sets.
 BENCH ?= all
 bench: KERNEL := 6.12
 bench: vm-prepare
@@ -96,6 +97,7 @@ bench: vm-prepare
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/attach-bench ./test/bench/attach
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/l2agent ./test/bench/l2agent
 	gcc -O2 -static -o $(BIN)/attach-c test/bench/cattach/attach.c
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/vhostuser-bench ./test/bench/vhostuser
 	BIN=$(BIN) BENCH=$(BENCH) bash test/bench/run.sh
 
 clean:

@@ -1,8 +1,8 @@
 #!/bin/bash
 # make bench: runs the benchmarks and appends their JSON lines to
 # bench/results.jsonl (one line per benchmark, with the commit), so runs
-# can be compared across commits. BENCH selects: all (default), vhostnet
-# or attach.
+# can be compared across commits. BENCH selects: all (default), vhostnet,
+# attach or vhostuser.
 #   vhostnet: vhostnet-bench in one 6.12 VM with 2 vCPUs (the vhost worker
 #     and the driver each get one); every figure the median of 5
 #     interleaved rounds, with min and max (schema 2, see
@@ -10,6 +10,10 @@
 #   attach: attach-bench (test/bench/attach): attach latency on this host
 #     (QEMU's userspace path), then in one 6.12 VM attach latency on the
 #     vhost-net path and a nested guest's TCP streams.
+#   vhostuser: vhostuser-bench (test/bench/vhostuser) in one 6.12 VM with
+#     2 vCPUs: the vhost-user bridge's data path against direct vhost-net
+#     with the same driver, and a firmware QEMU's first DHCP packet through
+#     the bridge against QEMU's own tap,vhost=on.
 set -euo pipefail
 BIN=${BIN:?}
 VMEXEC=${VMEXEC:?}
@@ -23,13 +27,13 @@ run() {
   "$VMEXEC" run -kernel 6.12 -timeout 15m "$@" | tee -a "$out"
 }
 BENCH=${BENCH:-all}
-case "$BENCH" in all|vhostnet|attach) ;; *) echo "bench: BENCH=$BENCH: use all, vhostnet or attach" >&2; exit 2;; esac
-if [ "$BENCH" != attach ]; then
+case "$BENCH" in all|vhostnet|attach|vhostuser) ;; *) echo "bench: BENCH=$BENCH: use all, vhostnet, attach or vhostuser" >&2; exit 2;; esac
+if [ "$BENCH" = all ] || [ "$BENCH" = vhostnet ]; then
 run -smp 2 -mem 2048 -- "/host$BIN/vhostnet-bench" -commit "$commit" -c "/host$BIN/setup-c" -vdpa-c "/host$BIN/vdpa-setup-c" -rounds 5 \
   -host-load "$(cat /proc/loadavg)" \
   -only tx,rx,rxtcp,txtcp,uso,backends,zerocopy,setup,scale,iotlb,vdpasetup
 fi
-if [ "$BENCH" != vhostnet ]; then
+if [ "$BENCH" = all ] || [ "$BENCH" = attach ]; then
   # Attach latency on this host (QEMU's userspace path: no vhost-net here),
   # in a network namespace attach-bench makes for itself.
   "$BIN/attach-bench" -netctl "$BIN/netctl" -attach-c "$BIN/attach-c" -commit "$commit" \
@@ -43,6 +47,10 @@ if [ "$BENCH" != vhostnet ]; then
   run -smp 2 -mem 2048 -- "/host$BIN/attach-bench" -root /host -netctl "/host$BIN/netctl" \
     -attach-c "/host$BIN/attach-c" -agent "/host$BIN/l2agent" -vmlinuz "/host$vmlinuz" -commit "$commit" \
     -host-load "$(cat /proc/loadavg)" -only latency,datapath
+fi
+if [ "$BENCH" = all ] || [ "$BENCH" = vhostuser ]; then
+  run -smp 2 -mem 2048 -- "/host$BIN/vhostuser-bench" -commit "$commit" -rounds 5 \
+    -host-load "$(cat /proc/loadavg)" -only datapath,firstpacket
 fi
 grep '^{' "$out" >> bench/results.jsonl
 echo "bench: $(grep -c '^{' "$out") results appended to bench/results.jsonl in $(( $(date +%s) - t0 ))s"
