@@ -132,15 +132,19 @@ func (s *Stub) conn(n int, c *net.UnixConn) error {
 		if reply == nil && m.Flags&vhostuser.FlagNeedReply != 0 && proto.Has(vhostuser.ProtocolReplyAck) {
 			reply = vhostuser.U64(0)
 		}
+		// Recorded before the reply goes out: a frontend that has its
+		// reply finds the message in the log.
+		var rm *vhostuser.Message
 		if reply != nil {
-			rm := vhostuser.NewReply(m.Request, reply)
+			rm = vhostuser.NewReply(m.Request, reply)
 			r.Reply = rm.Payload
+		}
+		s.add(r)
+		if rm != nil {
 			if err := vhostuser.WriteMessage(c, rm); err != nil {
-				s.add(r)
 				return err
 			}
 		}
-		s.add(r)
 	}
 }
 
