@@ -72,8 +72,6 @@ func TestHostQEMUHandshake(t *testing.T) {
 		return false
 	}
 	log := waitLog(t, stub, started)
-	time.Sleep(200 * time.Millisecond) // the enables that follow
-	log, _ = stub.Log()
 	t.Logf("%d messages: %s", len(log), requests(log))
 	if dir := os.Getenv("NETCTL_VUFRONT_SEEDS"); dir != "" {
 		if err := stub.WriteSeeds(dir); err != nil {

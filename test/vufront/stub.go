@@ -88,9 +88,9 @@ func (s *Stub) serve() {
 		if err != nil {
 			return // Close
 		}
-		err = s.conn(n, c)
+		err = s.conn(n, c) // never nil: it serves until the connection fails or ends
 		c.Close()
-		if err != nil && !errors.Is(err, io.EOF) {
+		if !errors.Is(err, io.EOF) {
 			s.fail(err)
 		}
 	}
