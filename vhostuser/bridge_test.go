@@ -43,6 +43,15 @@ func startBridge(t *testing.T, queues int, mod func(*Config)) *rig {
 	if mod != nil {
 		mod(&cfg)
 	}
+	r2 := startBridgeWith(t, cfg)
+	r.b, r.stop = r2.b, r2.stop
+	return r
+}
+
+// startBridgeWith serves a bridge made from cfg until the test ends.
+func startBridgeWith(t *testing.T, cfg Config) *rig {
+	t.Helper()
+	r := &rig{path: cfg.Socket}
 	b, err := NewBridge(cfg)
 	if err != nil {
 		t.Fatal(err)

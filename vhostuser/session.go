@@ -118,7 +118,6 @@ func (s *session) serve() error {
 		if err := s.one(m); err != nil {
 			return err
 		}
-		s.b.publish(s)
 	}
 }
 
@@ -134,6 +133,7 @@ func (s *session) one(m *Message) error {
 	}
 	ack := m.Flags&FlagNeedReply != 0 && s.proto.Has(ProtocolReplyAck) && !s.replyRequired(m.Request)
 	reply, herr := s.handle(m, body)
+	s.b.publish(s) // before the reply: a front-end that has its answer sees the new status
 	if herr != nil {
 		s.log.Warn("vhost-user: request refused", "request", m.Request.String(), "err", herr)
 		s.b.noteError(herr)

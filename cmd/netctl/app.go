@@ -39,6 +39,8 @@ func newApp() *cli.App {
 			planCommand(),
 			diagnoseCommand(),
 			hookCommand(),
+			vhostUserCommand(),
+			vhostUserReapCommand(),
 			versionCommand(),
 		},
 		// urfave/cli would call os.Exit itself for an ExitCoder; runMain

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestMain lets tests run this test binary as netctl itself
+// (NETCTL_TEST_AS_NETCTL=1), for commands that must run in a process of
+// their own, such as netctl vhost-user (it drops privileges and re-executes
+// itself as its reaper) in the VM, where no go toolchain builds the binary.
+func TestMain(m *testing.M) {
+	if os.Getenv("NETCTL_TEST_AS_NETCTL") == "1" {
+		os.Exit(runMain(os.Args, os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+func TestVhostUserUsage(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--tap", "t0"}, "--socket is required"},
+		{[]string{"--socket", "/run/x.sock"}, "exactly one of --tap NAME and --macvtap"},
+		{[]string{"--socket", "/run/x.sock", "--tap", "t0", "--macvtap", "eth0"}, "exactly one of"},
+		{[]string{"--socket", "/run/x.sock", "--tap", "t0", "--queues", "0"}, "--queues 0: use 1 to 128"},
+		{[]string{"--socket", "/run/x.sock", "--tap", "t0", "--queues", "129"}, "use 1 to 128"},
+		{[]string{"--socket", "x.sock", "--tap", "t0"}, "absolute path"},
+		{[]string{"--socket", "/run/x.sock", "--tap", "t0", "--profile", "fast"}, "use throughput, latency or compat"},
+		{[]string{"--socket", "/run/x.sock", "--macvtap", "eth0:loud"}, "unknown mode"},
+		{[]string{"--socket", "/run/x.sock", "--macvtap", ":bridge"}, "LOWER[:MODE]"},
+		{[]string{"--socket", "/run/x.sock", "--tap", "t0", "--owner", "no-such-user-netctl"}, "give a user name or uid that exists"},
+		{[]string{"--socket", "/run/x.sock", "--tap", "t0", "--owner", "root"}, "other than root"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := runMain(append([]string{"netctl", "vhost-user"}, c.args...), &stdout, &stderr)
+		if code != exitUsage || !strings.Contains(stderr.String(), c.want) {
+			t.Errorf("netctl vhost-user %v: exit %d, stderr %q; want exit 2 and %q", c.args, code, stderr.String(), c.want)
+		}
+		if _, err := os.Lstat("/run/x.sock"); err == nil {
+			t.Errorf("netctl vhost-user %v left /run/x.sock", c.args)
+		}
+	}
+}
+
+// asNetctl is a command that runs this test binary as netctl.
+func asNetctl(args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "NETCTL_TEST_AS_NETCTL=1")
+	return cmd
+}
+
+// execAsNetctl runs netctl args in a process of its own.
+func execAsNetctl(t *testing.T, args ...string) result {
+	t.Helper()
+	cmd := asNetctl(args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("netctl %v: %v", args, err)
+	}
+	return result{cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()}
+}

@@ -1,0 +1,127 @@
+package vhostuser
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/netctl/netctl/internal/testenv"
+	"github.com/netctl/netctl/macvtap"
+	"github.com/netctl/netctl/vhostnet/guest"
+)
+
+// vmBridge serves a bridge on real /dev/vhost-net over a 2-queue tap.
+func vmBridge(t *testing.T, queues int) (*rig, *macvtap.Tap) {
+	t.Helper()
+	tap, err := macvtap.CreateTap(macvtap.TapConfig{Name: "vub%d", VnetHdr: true, VnetHdrSize: 12, Queues: queues})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tap.Close() })
+	offl, err := macvtap.ProbeOffloads(macvtap.KindTap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{path: filepath.Join(socketDir(t), "vu.sock")}
+	r.b, err = NewBridge(Config{Socket: r.path, Backend: tap, Queues: queues, Offloads: offl, MaxMemSlots: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.b.Serve(ctx) }()
+	stopped := false
+	r.stop = func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		cancel()
+		return errors.Join(<-done, r.b.Close())
+	}
+	t.Cleanup(func() {
+		if err := r.stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return r, tap
+}
+
+// TestVMBridge drives the bridge on the VM's real vhost-net: frames both
+// ways on two queue pairs, a stopped and restarted ring that keeps its
+// position, reconnecting, every bad front-end, and a bridge that dropped
+// its privileges. vhost-net is in both VM kernels (6.12 and 6.1).
+func TestVMBridge(t *testing.T) {
+	testenv.VM(t)
+	testenv.Host(t)
+	r, tap := vmBridge(t, 2)
+	h := newHostSide(t, tap.Name())
+
+	t.Run("frames both ways, reconnect", func(t *testing.T) {
+		f := dialDataPath(t, r.path, 2)
+		framesBothWays(t, f, h, 1)
+		if st := r.b.Status(); st.Features == "" || len(st.Rings) != 4 || !st.Rings[3].Attached {
+			t.Errorf("status %+v", st)
+		}
+		f.c.Close()
+		r.waitIdle(t, 1)
+		g := dialDataPath(t, r.path, 2)
+		framesBothWays(t, g, h, 2)
+		g.c.Close()
+		r.waitIdle(t, 2)
+	})
+
+	t.Run("GET_VRING_BASE stops, SET_VRING_BASE resumes", func(t *testing.T) {
+		f := dialDataPath(t, r.path, 1)
+		framesBothWays(t, f, h, 3)
+		framesBothWays(t, f, h, 4)
+		tx := f.tx[0]
+		rep := f.get(GetVringBase, VringState{Index: 1})
+		if got := decodeVringState(rep); got.Num != uint32(tx.AvailIdx()) {
+			t.Fatalf("GET_VRING_BASE of TX: %d, the driver made %d buffers available (all used)", got.Num, tx.AvailIdx())
+		}
+		// Stopped: a frame pushed now stays in the ring.
+		want := guest.IPv4Frame(17, guest.GuestIP, guest.HostIP, 4444, 5000, guest.Pattern(600, 9), false)
+		if err := tx.PushOut(append(guest.NetHdr{}.Append(nil, 12), want...)); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Notify(); err != nil {
+			t.Fatal(err)
+		}
+		base := decodeVringState(rep).Num
+		// Restart where it stopped: the pending frame goes out.
+		f.startRing(1, tx, uint16(base))
+		if !h.recv(want) {
+			t.Fatal("the frame pushed while the ring was stopped did not go out after the restart")
+		}
+		f.c.Close()
+		r.waitIdle(t, 3)
+	})
+
+	t.Run("bad frontends", func(t *testing.T) { runBadFrontends(t, r, 2) })
+
+	t.Run("privileges dropped", func(t *testing.T) {
+		out, err := helper(t, "vhost-net")
+		if err != nil {
+			t.Fatalf("the helper failed: %v\n%s", err, out)
+		}
+		t.Logf("helper:\n%s", out)
+	})
+}
+
+// helper runs TestBridgeHelperProcess in a child process as root; its
+// bridge drops to nobody after opening the devices and must then still
+// serve front-ends.
+func helper(t *testing.T, mode string) (string, error) {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestBridgeHelperProcess$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), "NETCTL_VU_HELPER="+mode)
+	out, err := cmd.CombinedOutput()
+	if err == nil && !strings.Contains(string(out), "--- PASS: TestBridgeHelperProcess") {
+		err = errors.New("the helper did not run")
+	}
+	return string(out), err
+}

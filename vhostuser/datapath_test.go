@@ -1,0 +1,161 @@
+package vhostuser
+
+import (
+	"bytes"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/netctl/netctl/internal/linux"
+	"github.com/netctl/netctl/macvtap"
+	"github.com/netctl/netctl/vhostnet/guest"
+	"github.com/netctl/netctl/virtio"
+)
+
+// dpFrontend is a front-end with real rings: the userspace virtio driver
+// (vhostnet/guest) in a memfd, so that packets really cross the bridge.
+type dpFrontend struct {
+	*testFrontend
+	mem    *guest.Memory
+	rx, tx []*guest.Queue
+}
+
+// dialDataPath connects and sets up queues queue pairs with VERSION_1
+// (a 12-byte header), every ring enabled.
+func dialDataPath(t *testing.T, path string, queues int) *dpFrontend {
+	t.Helper()
+	f := &dpFrontend{testFrontend: dialFrontend(t, path)}
+	var err error
+	if f.mem, err = guest.NewMemory(16 << 20); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.mem.Close() })
+	for i := 0; i < queues; i++ {
+		rx, err := guest.NewQueue(f.mem, guest.QueueConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx, err := guest.NewQueue(f.mem, guest.QueueConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(rx.Close)
+		t.Cleanup(tx.Close)
+		f.rx, f.tx = append(f.rx, rx), append(f.tx, tx)
+	}
+	f.must(SetOwner, nil)
+	f.get(GetFeatures, nil)
+	f.get(GetProtocolFeatures, nil)
+	f.must(SetProtocolFeatures, U64(ProtocolReplyAck|ProtocolMQ))
+	f.proto = ProtocolReplyAck | ProtocolMQ
+	f.must(SetFeatures, U64(virtio.Version1|virtio.Features(FeatureProtocolFeatures)))
+	f.must(SetMemTable, MemoryTable{Regions: []MemRegion{{GuestPhysAddr: 0, Size: uint64(len(f.mem.Buf)), UserAddr: f.mem.VA(0)}}}, f.mem.FD())
+	for i := 0; i < queues; i++ {
+		for j, q := range []*guest.Queue{f.rx[i], f.tx[i]} {
+			f.startRing(uint32(2*i+j), q, 0)
+		}
+	}
+	for q := uint32(0); q < uint32(2*queues); q++ {
+		f.must(SetVringEnable, VringState{Index: q, Num: 1})
+	}
+	return f
+}
+
+// startRing gives the bridge ring idx's size, base, addresses and eventfds.
+func (f *dpFrontend) startRing(idx uint32, q *guest.Queue, base uint16) {
+	d, a, u := q.Addrs()
+	f.must(SetVringNum, VringState{Index: idx, Num: uint32(q.Num())})
+	f.must(SetVringBase, VringState{Index: idx, Num: uint32(base)})
+	f.must(SetVringAddr, VringAddr{Index: idx, Desc: d, Avail: a, Used: u})
+	f.must(SetVringCall, RingFile{Index: idx}, q.CallFD())
+	f.must(SetVringKick, RingFile{Index: idx}, q.KickFD())
+}
+
+// hostSide is an AF_PACKET socket on the tap.
+type hostSide struct {
+	t       *testing.T
+	sock    int
+	ifindex int
+}
+
+func newHostSide(t *testing.T, name string) *hostSide {
+	t.Helper()
+	os.WriteFile("/proc/sys/net/ipv6/conf/"+name+"/disable_ipv6", []byte("1"), 0)
+	if err := macvtap.LinkUp(name); err != nil {
+		t.Fatal(err)
+	}
+	ifi, err := net.InterfaceByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(s) })
+	if err := unix.Bind(s, &unix.SockaddrLinklayer{Protocol: linux.Htons(unix.ETH_P_ALL), Ifindex: ifi.Index}); err != nil {
+		t.Fatal(err)
+	}
+	tv := unix.NsecToTimeval(int64(100 * time.Millisecond))
+	unix.SetsockoptTimeval(s, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	return &hostSide{t: t, sock: s, ifindex: ifi.Index}
+}
+
+func (h *hostSide) send(frame []byte) {
+	h.t.Helper()
+	if err := unix.Sendto(h.sock, frame, 0, &unix.SockaddrLinklayer{Ifindex: h.ifindex, Halen: 6,
+		Addr: [8]byte{frame[0], frame[1], frame[2], frame[3], frame[4], frame[5]}}); err != nil {
+		h.t.Fatalf("host send: %v", err)
+	}
+}
+
+// recv waits up to a minute for a frame equal to want.
+func (h *hostSide) recv(want []byte) bool {
+	buf := make([]byte, 128<<10)
+	for end := time.Now().Add(time.Minute); time.Now().Before(end); {
+		n, _, err := unix.Recvfrom(h.sock, buf, 0)
+		if err == nil && bytes.Equal(buf[:n], want) {
+			return true
+		}
+	}
+	return false
+}
+
+// framesBothWays sends a frame from each TX ring to the host and one from
+// the host into each RX ring (the tap spreads host frames over its
+// queues, so every RX ring gets buffers and the frame must land in one).
+func framesBothWays(t *testing.T, f *dpFrontend, h *hostSide, seed byte) {
+	t.Helper()
+	for q := range f.tx {
+		want := guest.IPv4Frame(17, guest.GuestIP, guest.HostIP, 4000+uint16(q), 5000, guest.Pattern(1000, seed+byte(q)), false)
+		if err := f.tx[q].AddOut(append(guest.NetHdr{}.Append(nil, 12), want...)); err != nil {
+			t.Fatal(err)
+		}
+		if !h.recv(want) {
+			t.Fatalf("queue pair %d: the host did not receive the guest's frame", q)
+		}
+	}
+	for q := range f.rx {
+		for f.rx[q].Free() > 0 {
+			if err := f.rx[q].AddIn(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	want := guest.IPv4Frame(17, guest.HostIP, guest.GuestIP, 5000, 4000, guest.Pattern(1200, seed+100), false)
+	h.send(want)
+	for end := time.Now().Add(time.Minute); time.Now().Before(end); {
+		for q := range f.rx {
+			if el, ok, err := f.rx[q].Poll(); err == nil && ok {
+				if len(el.Data) >= 12 && bytes.Equal(el.Data[12:], want) {
+					return
+				}
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatal("no RX ring received the host's frame")
+}
