@@ -300,5 +300,7 @@ func TestVMBridge(t *testing.T) {
 		}
 	})
 
-	t.Run("qemu_frontend_dhcp", func(t *testing.T) { qemuFrontendDHCP(t) })
+	t.Run("bridge_process_restart", processRestart)
+
+	t.Run("qemu_frontend_dhcp", qemuFrontendDHCP)
 }

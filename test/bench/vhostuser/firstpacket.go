@@ -70,8 +70,10 @@ func benchFirstPacket() {
 	if err != nil {
 		fatal("%v", err)
 	}
-	defer tapB.Delete()
 	tapB.Close()
+	if ifi, err := net.InterfaceByName("vufpb0"); err == nil {
+		defer macvtap.DeleteLinkIfSame("vufpb0", ifi.Index)
+	}
 	for _, n := range []string{"vufpa0", "vufpb0"} {
 		os.WriteFile("/proc/sys/net/ipv6/conf/"+n+"/disable_ipv6", []byte("1"), 0)
 		if err := macvtap.LinkUp(n); err != nil {
