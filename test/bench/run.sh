@@ -12,8 +12,10 @@
 #     vhost-net path and a nested guest's TCP streams.
 #   vhostuser: vhostuser-bench (test/bench/vhostuser) in one 6.12 VM with
 #     2 vCPUs: the vhost-user bridge's data path against direct vhost-net
-#     with the same driver, and a firmware QEMU's first DHCP packet through
-#     the bridge against QEMU's own tap,vhost=on.
+#     with the same driver, a firmware QEMU's first DHCP packet through
+#     the bridge against QEMU's own tap,vhost=on, and a nested Linux
+#     guest's TCP streams on a vhost-user NIC against QEMU's own vhost-net
+#     NIC (one guest boot).
 set -euo pipefail
 BIN=${BIN:?}
 VMEXEC=${VMEXEC:?}
@@ -49,8 +51,11 @@ if [ "$BENCH" = all ] || [ "$BENCH" = attach ]; then
     -host-load "$(cat /proc/loadavg)" -only latency,datapath
 fi
 if [ "$BENCH" = all ] || [ "$BENCH" = vhostuser ]; then
+  cache=${NETCTL_VM_CACHE:-$PWD/.cache/vm}
+  vmlinuz=$(sed -n 's/.*"vmlinuz": *"\([^"]*\)".*/\1/p' "$cache/kernel-6.12/image.json")
   run -smp 2 -mem 2048 -- "/host$BIN/vhostuser-bench" -commit "$commit" -rounds 5 \
-    -host-load "$(cat /proc/loadavg)" -only datapath,firstpacket
+    -host-load "$(cat /proc/loadavg)" -only datapath,firstpacket,nested \
+    -agent "/host$BIN/l2agent" -vmlinuz "/host$vmlinuz"
 fi
 grep '^{' "$out" >> bench/results.jsonl
 echo "bench: $(grep -c '^{' "$out") results appended to bench/results.jsonl in $(( $(date +%s) - t0 ))s"

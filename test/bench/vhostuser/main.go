@@ -11,17 +11,17 @@
 //     guest 64 KiB GSO frames into mergeable buffers. The kernel does the
 //     same work on both sides; only the setup differs (goal: at least
 //     0.95x).
-//   - nested (not in make bench): a nested Linux guest (the VM's own
-//     kernel, busybox and l2agent) with two NICs, one on -netdev
-//     vhost-user to the bridge and one on QEMU's own -netdev tap,vhost=on,
-//     512 MiB of shared memfd RAM; TCP streams between the VM's stack and
-//     the guest's over each, both ways (goal: the bridge at least 0.95x).
-//     With Debian's QEMU 7.2 it measures nothing yet: QEMU dies with
-//     SIGSEGV when the guest's virtio_net probes the vhost-user NIC (after
-//     the pre-start handshake, before SET_FEATURES), with the bridge and
-//     equally with test/vufront's Stub (-nested-stub), so the crash is
-//     QEMU's; without that NIC (-nested-vu=false) the same guest boots in
-//     about 65 s. iPXE drives the same NIC without trouble.
+//   - nested: a nested Linux guest (the VM's own kernel, busybox and
+//     l2agent) with two NICs, one on -netdev vhost-user to the bridge and
+//     one on QEMU's own -netdev tap,vhost=on, 512 MiB of shared memfd RAM;
+//     TCP streams between the VM's stack and the guest's over each, both
+//     ways (goal: the bridge at least 0.95x). Both NICs run without MSI-X
+//     (virtio-net-pci.vectors=0): Debian's QEMU 7.2 dies with SIGSEGV when
+//     it starts vhost for a vhost-user NIC whose driver uses MSI-X under
+//     TCG (virtio_set_status -> vhost_net_start ->
+//     msix_set_vector_notifiers), with the bridge and equally with
+//     test/vufront's Stub (-nested-stub), so the crash is QEMU's; iPXE
+//     (INTx) never hits it. -nested-gdb shows the backtrace.
 //   - firstpacket: from starting a firmware-only QEMU (SeaBIOS + iPXE) to
 //     the first DHCPDISCOVER on the tap: its NIC on -netdev vhost-user to
 //     the bridge against QEMU's own -netdev tap,vhost=on.
@@ -45,13 +45,14 @@ import (
 var (
 	commit       = flag.String("commit", "", "commit being measured")
 	hostLoad     = flag.String("host-load", "", "the host's /proc/loadavg when make bench started")
-	only         = flag.String("only", "datapath,firstpacket", "comma-separated: datapath, firstpacket, nested")
+	only         = flag.String("only", "datapath,firstpacket,nested", "comma-separated: datapath, firstpacket, nested")
 	agent        = flag.String("agent", "", "the static l2agent binary (nested)")
 	vmlinuz      = flag.String("vmlinuz", "", "the kernel the nested guest boots (nested; default: the test VM's own)")
 	streamD      = flag.Duration("stream", 5*time.Second, "duration of one TCP stream round (nested)")
 	nestedVU     = flag.Bool("nested-vu", true, "give the nested guest its vhost-user NIC (false: only QEMU's own, to check the guest alone)")
 	nestedAppend = flag.String("nested-append", "", "more kernel arguments for the nested guest (debugging)")
 	nestedStub   = flag.Bool("nested-stub", false, "serve the nested guest's vhost-user NIC with test/vufront's Stub instead of the bridge (debugging)")
+	nestedGDB    = flag.Bool("nested-gdb", false, "run the nested guest's QEMU under gdb and print its backtrace (debugging)")
 	verbose      = flag.Bool("v", false, "log the bridge's status after every message (nested)")
 	bootWait     = flag.Duration("boot-wait", 7*time.Minute, "how long the nested guest may take to boot (nested)")
 	rounds       = flag.Int("rounds", 5, "interleaved rounds per side (at least 5)")
