@@ -85,9 +85,10 @@ demo: vm-prepare
 	$(BIN)/netctl-demo
 
 ## bench: vhost-net benchmarks in the 6.12 VM, and attach's (latency on this host and in the VM,
-## the data path of a nested guest in the VM), and stats' (exporter scrape cost, stats --watch CPU, on this
-## host); JSON lines appended to bench/results.jsonl.
-## BENCH=vhostnet, BENCH=attach or BENCH=stats runs one of the sets.
+## the data path of a nested guest in the VM), stats' (exporter scrape cost, stats --watch CPU, on this
+## host) and the vhost-user bridge's (data path against direct vhost-net, QEMU's first packet through it,
+## in the VM); JSON lines appended to bench/results.jsonl.
+## BENCH=vhostnet, BENCH=attach, BENCH=stats or BENCH=vhostuser runs one of the sets.
 BENCH ?= all
 bench: KERNEL := 6.12
 bench: vm-prepare
@@ -98,6 +99,7 @@ bench: vm-prepare
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/l2agent ./test/bench/l2agent
 	gcc -O2 -static -o $(BIN)/attach-c test/bench/cattach/attach.c
 	$(GO) build -o $(BIN)/stats-bench ./test/bench/stats
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/vhostuser-bench ./test/bench/vhostuser
 	BIN=$(BIN) BENCH=$(BENCH) bash test/bench/run.sh
 
 clean:

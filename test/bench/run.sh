@@ -2,7 +2,7 @@
 # make bench: runs the benchmarks and appends their JSON lines to
 # bench/results.jsonl (one line per benchmark, with the commit), so runs
 # can be compared across commits. BENCH selects: all (default), vhostnet,
-# attach or stats.
+# attach, stats or vhostuser.
 #   vhostnet: vhostnet-bench in one 6.12 VM with 2 vCPUs (the vhost worker
 #     and the driver each get one); every figure the median of 5
 #     interleaved rounds, with min and max (schema 2, see
@@ -14,6 +14,12 @@
 #     scrape with 1, 16 and 64 NICs (per NIC), and netctl stats --watch's
 #     CPU at a 1 s interval over 30 s (16 NICs vs 1 on paused QEMUs; 1 NIC
 #     of a booted guest carrying a ping flood vs 1 of a paused QEMU).
+#   vhostuser: vhostuser-bench (test/bench/vhostuser) in one 6.12 VM with
+#     2 vCPUs: the vhost-user bridge's data path against direct vhost-net
+#     with the same driver, a firmware QEMU's first DHCP packet through
+#     the bridge against QEMU's own tap,vhost=on, and a nested Linux
+#     guest's TCP streams on a vhost-user NIC against QEMU's own vhost-net
+#     NIC (one guest boot).
 set -euo pipefail
 BIN=${BIN:?}
 VMEXEC=${VMEXEC:?}
@@ -27,7 +33,7 @@ run() {
   "$VMEXEC" run -kernel 6.12 -timeout 15m "$@" | tee -a "$out"
 }
 BENCH=${BENCH:-all}
-case "$BENCH" in all|vhostnet|attach|stats) ;; *) echo "bench: BENCH=$BENCH: use all, vhostnet, attach or stats" >&2; exit 2;; esac
+case "$BENCH" in all|vhostnet|attach|stats|vhostuser) ;; *) echo "bench: BENCH=$BENCH: use all, vhostnet, attach, stats or vhostuser" >&2; exit 2;; esac
 if [ "$BENCH" = all ] || [ "$BENCH" = vhostnet ]; then
 run -smp 2 -mem 2048 -- "/host$BIN/vhostnet-bench" -commit "$commit" -c "/host$BIN/setup-c" -vdpa-c "/host$BIN/vdpa-setup-c" -rounds 5 \
   -host-load "$(cat /proc/loadavg)" \
@@ -52,6 +58,13 @@ if [ "$BENCH" = all ] || [ "$BENCH" = stats ]; then
   # The exporter's scrape cost and netctl stats --watch's CPU, on this host
   # (QEMU's userspace path), in a network namespace stats-bench makes.
   "$BIN/stats-bench" -netctl "$BIN/netctl" -commit "$commit" -host-load "$(cat /proc/loadavg)" | tee -a "$out"
+fi
+if [ "$BENCH" = all ] || [ "$BENCH" = vhostuser ]; then
+  cache=${NETCTL_VM_CACHE:-$PWD/.cache/vm}
+  vmlinuz=$(sed -n 's/.*"vmlinuz": *"\([^"]*\)".*/\1/p' "$cache/kernel-6.12/image.json")
+  run -smp 2 -mem 2048 -- "/host$BIN/vhostuser-bench" -commit "$commit" -rounds 5 \
+    -host-load "$(cat /proc/loadavg)" -only datapath,firstpacket,nested \
+    -agent "/host$BIN/l2agent" -vmlinuz "/host$vmlinuz"
 fi
 grep '^{' "$out" >> bench/results.jsonl
 echo "bench: $(grep -c '^{' "$out") results appended to bench/results.jsonl in $(( $(date +%s) - t0 ))s"

@@ -37,6 +37,10 @@ type Firmware struct {
 	// client per monitor, so the test keeps one while the code under test
 	// (netctl attach) uses the other.
 	SecondMonitor bool
+	// Extra are more QEMU arguments, appended last (a -chardev, -netdev
+	// and -device for a NIC present from the start, such as a vhost-user
+	// one). Paths in them are as QEMU sees them (in the chroot, Run).
+	Extra []string
 	// Dir, when set, runs the host's QEMU directly (the host layer, no
 	// chroot) with its QMP socket and serial log in Dir. Empty: in L1,
 	// chrooted in /host, files under /host/run/l2.
@@ -92,6 +96,7 @@ func StartFirmware(ctx context.Context, f Firmware) (*Guest, error) {
 	for i := 0; i < f.RootPorts; i++ {
 		g.Args = append(g.Args, "-device", fmt.Sprintf("pcie-root-port,id=rp%d,bus=pcie.0,chassis=%d", i, i+1))
 	}
+	g.Args = append(g.Args, f.Extra...)
 	if root == "" {
 		g.cmd = exec.Command(g.Args[0], g.Args[1:]...)
 	} else {

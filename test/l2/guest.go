@@ -74,7 +74,12 @@ func (g *Guest) ChrootQMP() string { return strings.TrimPrefix(g.QMP, Root) }
 // /dev, /proc and /sys bound in, a tmpfs on /host/run (the host's /run
 // is not needed there). Idempotent.
 func Chroot() error {
-	mounts, err := os.ReadFile("/proc/mounts")
+	// This thread's mounts, not /proc/mounts (the thread group leader's):
+	// a goroutine that unshared its mount namespace on a locked main
+	// thread and ended (macvtap.ProbeOffloads can) leaves the leader
+	// wedged in that namespace, whose /host/run has no tmpfs; a second
+	// tmpfs would then hide the first and every socket in it.
+	mounts, err := os.ReadFile("/proc/thread-self/mounts")
 	if err != nil {
 		return err
 	}
