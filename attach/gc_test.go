@@ -62,7 +62,9 @@ func findCollected(t *testing.T, res *GCResult, id string) Collected {
 // and lock stay. A second gc does nothing.
 func TestGCQEMUGone(t *testing.T) {
 	dead, live, h, dir := newFakeQEMU(t), newFakeQEMU(t), newFakeHost(t, "probe-host-root.json"), t.TempDir()
+	live.mu.Lock() // its monitor already serves (a connection may be reading the name)
 	live.name = "vm2"
+	live.mu.Unlock()
 	h.links["tap9"] = 9
 	mv, err := Attach(ctxT(t), Request{QMP: dead.sock, ID: "mv", Macvtap: "eth0", StateDir: dir, Host: h})
 	if err != nil {
