@@ -80,10 +80,22 @@ func (s *session) setMemTable(regs []MemRegion, fds []int) error {
 		return err
 	}
 	if err := s.replaceTable(rs); err != nil {
-		rs.unmapAll()
+		s.unmapUnheld(rs)
 		return err
 	}
 	return nil
+}
+
+// unmapUnheld unmaps the mappings of rs that the current table does not
+// hold. replaceTable can fail after vhost-net took the new table (a ring
+// that does not attach): those mappings are then the devices' memory and
+// stay until the table changes or the session ends.
+func (s *session) unmapUnheld(rs regionList) {
+	for _, r := range rs {
+		if !s.regions.holds(r.m) {
+			r.m.unmap()
+		}
+	}
 }
 
 func (s *session) addMemReg(r MemRegion, fd int) error {
@@ -97,7 +109,7 @@ func (s *session) addMemReg(r MemRegion, fd int) error {
 	}
 	rs := append(append(regionList(nil), s.regions...), region{MemRegion: r, m: m})
 	if err := s.replaceTable(rs); err != nil {
-		m.unmap()
+		s.unmapUnheld(rs[len(rs)-1:])
 		return err
 	}
 	return nil
