@@ -152,5 +152,12 @@ func (s *session) setLogBase(l Log, fd int) error {
 	}
 	s.logMap.unmap()
 	s.logMap, s.logDesc = m, l
-	return nil
+	// Rings whose used ring is logged waited for a log (applyAddr).
+	var errs []error
+	for q := range s.rings {
+		if r := &s.rings[q]; !r.applied && r.addr != nil && r.addr.Flags&VringAddrFlagLog != 0 {
+			errs = append(errs, s.applyAddr(uint32(q)))
+		}
+	}
+	return errors.Join(append(errs, s.reconcileAll())...)
 }
