@@ -169,6 +169,29 @@ var badFrontends = []struct {
 		f.refused(NetSetMTU, U64(1400))
 		f.refused(SetVringKick, RingFile{Index: 0, NoFD: true})
 	}},
+	{"kick, call, err and log fds that are not eventfds", func(t *testing.T, f *testFrontend, _ int) {
+		f.setup()
+		sock, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(sock)
+		for _, fd := range []int{f.mem, sock} {
+			f.refused(SetVringKick, RingFile{Index: 0}, fd)
+			f.refused(SetVringCall, RingFile{Index: 0}, fd)
+			f.refused(SetVringErr, RingFile{Index: 1}, fd)
+			f.refused(SetLogFD, nil, fd)
+		}
+		// A memory region that is a socket or a directory.
+		dir, err := unix.Open("/", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(dir)
+		f.refused(SetMemTable, f.table(), sock)
+		f.refused(SetMemTable, f.table(), dir)
+		f.must(SetVringKick, RingFile{Index: 0}, f.efd)
+	}},
 	{"dirty log too small", func(t *testing.T, f *testFrontend, _ int) {
 		f.setup()
 		f.must(AddMemReg, SingleMemRegion{Region: MemRegion{GuestPhysAddr: 1 << 36, Size: 4096, UserAddr: 1 << 40}}, f.mem)
