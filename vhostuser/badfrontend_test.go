@@ -165,7 +165,6 @@ var badFrontends = []struct {
 		f.refused(SetFeatures, U64(1<<63))
 		f.refused(SetFeatures, U64(virtio.AccessPlatform))
 		f.refused(SetProtocolFeatures, U64(ProtocolBackendReq))
-		f.refused(SetFeatures, U64(virtio.LogAll|virtio.Version1)) // LOG_ALL before a log
 		f.refused(NetSetMTU, U64(1400))
 		f.refused(SetVringKick, RingFile{Index: 0, NoFD: true})
 	}},

@@ -38,7 +38,7 @@ func (s *session) enabled(q uint32) bool {
 // (VHOST_NET_SET_BACKEND -1): it has no started-but-dropping state.
 func (s *session) reconcile(q uint32) error {
 	r := &s.rings[q]
-	want := s.featuresSet && len(s.regions) > 0 && r.num != 0 && r.applied && r.started && s.enabled(q)
+	want := s.featuresSet && len(s.regions) > 0 && r.num != 0 && r.applied && r.started && s.enabled(q) && !s.waitsForLog()
 	if want == r.attached {
 		return nil
 	}

@@ -3,6 +3,8 @@ package vhostuser
 import (
 	"errors"
 	"fmt"
+
+	"github.com/netctl/netctl/virtio"
 )
 
 // setTable gives every vhost-net device the table of rs; on a failure the
@@ -150,10 +152,22 @@ func (s *session) setLogBase(l Log, fd int) error {
 			return fmt.Errorf("queue pair %d: %w", i, err)
 		}
 	}
+	hadLog := s.logMap != nil
 	s.logMap.unmap()
 	s.logMap, s.logDesc = m, l
-	// Rings whose used ring is logged waited for a log (applyAddr).
 	var errs []error
+	if !hadLog && s.acked.Has(virtio.LogAll) {
+		// LOG_ALL waited for a log (kernelFeatures).
+		for i, d := range s.b.devs {
+			if err := d.SetFeatures(s.kernelFeatures(s.acked)); err != nil {
+				errs = append(errs, fmt.Errorf("queue pair %d: LOG_ALL: %w", i, err))
+			}
+		}
+		if len(errs) > 0 {
+			return errors.Join(errs...) // the rings stay stopped: the connection ends
+		}
+	}
+	// Rings whose used ring is logged waited for a log (applyAddr).
 	for q := range s.rings {
 		if r := &s.rings[q]; !r.applied && r.addr != nil && r.addr.Flags&VringAddrFlagLog != 0 {
 			errs = append(errs, s.applyAddr(uint32(q)))
