@@ -28,6 +28,7 @@ type session struct {
 	logMap      *fileMap         // the dirty log, when SET_LOG_BASE came
 	logDesc     Log
 	rings       []ring
+	owned       bool // start set this process as every device's owner; stop not yet reset them
 }
 
 func newSession(b *Bridge, conn *net.UnixConn, pid int) *session {
@@ -55,6 +56,7 @@ func (s *session) start() error {
 			return fmt.Errorf("queue pair %d: %w", i, err)
 		}
 	}
+	s.owned = true
 	hdr, err := s.b.cfg.Backend.VnetHdrSize()
 	if err != nil {
 		s.stop()
@@ -78,11 +80,17 @@ func (s *session) stop() error {
 	for q := range s.rings {
 		keep(s.detach(uint32(q)))
 	}
+	// Only devices this session owns: after a RESET_OWNER whose new
+	// SET_OWNER failed there is none, and VHOST_RESET_OWNER of a device
+	// without an owner is EPERM, which would stop the bridge.
 	for i, d := range s.b.devs {
-		if err := d.ResetOwner(); err != nil {
-			keep(fmt.Errorf("queue pair %d: reset owner: %w", i, err))
+		if s.owned {
+			if err := d.ResetOwner(); err != nil {
+				keep(fmt.Errorf("queue pair %d: reset owner: %w", i, err))
+			}
 		}
 	}
+	s.owned = false
 	s.regions.unmapAll()
 	s.regions = nil
 	keep(s.logMap.unmap())
