@@ -108,7 +108,8 @@ func TestVMBridge(t *testing.T) {
 	t.Run("dirty log", func(t *testing.T) {
 		f := dialDataPathLog(t, r.path, 1, true)
 		framesBothWays(t, f, h, 5) // running before migration starts
-		// Migration starts: the log, its eventfd, then LOG_ALL, as QEMU does.
+		// Migration starts: the log, its eventfd, then LOG_ALL and the rings'
+		// used rings logged, as QEMU does (vhost_migration_log).
 		pages := uint64(len(f.mem.Buf)) / 4096
 		logSize := (pages/8 + 4095) &^ 4095
 		logFD := memfd(t, "netctl-log", int64(logSize))
@@ -125,6 +126,7 @@ func TestVMBridge(t *testing.T) {
 		}
 		f.must(SetLogFD, nil, eventfd(t))
 		f.must(SetFeatures, U64(virtio.Version1|virtio.LogAll|virtio.Features(FeatureProtocolFeatures)))
+		f.logRings()
 		bit := func(gpa uint64) bool { return logBuf[gpa/4096/8]&(1<<(gpa/4096%8)) != 0 }
 		for _, b := range logBuf {
 			if b != 0 {

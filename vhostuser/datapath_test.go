@@ -30,11 +30,12 @@ func dialDataPath(t *testing.T, path string, queues int) *dpFrontend {
 	return dialDataPathLog(t, path, queues, false)
 }
 
-// dialDataPathLog is dialDataPath with LOG_SHMFD negotiated and, with
-// logUsed, every used ring logged.
-func dialDataPathLog(t *testing.T, path string, queues int, logUsed bool) *dpFrontend {
+// dialDataPathLog is dialDataPath with, when logShmFD, LOG_SHMFD
+// negotiated. The rings start unlogged: QEMU sets VHOST_VRING_F_LOG only
+// once the log is there (logRings).
+func dialDataPathLog(t *testing.T, path string, queues int, logShmFD bool) *dpFrontend {
 	t.Helper()
-	f := &dpFrontend{testFrontend: dialFrontend(t, path), logUsed: logUsed}
+	f := &dpFrontend{testFrontend: dialFrontend(t, path)}
 	var err error
 	if f.mem, err = guest.NewMemory(16 << 20); err != nil {
 		t.Fatal(err)
@@ -57,7 +58,7 @@ func dialDataPathLog(t *testing.T, path string, queues int, logUsed bool) *dpFro
 	f.get(GetFeatures, nil)
 	f.get(GetProtocolFeatures, nil)
 	proto := ProtocolReplyAck | ProtocolMQ
-	if logUsed {
+	if logShmFD {
 		proto |= ProtocolLogShmFD
 	}
 	f.must(SetProtocolFeatures, U64(proto)) // REPLY_ACK counts from the next message on
@@ -88,6 +89,19 @@ func (f *dpFrontend) startRing(idx uint32, q *guest.Queue, base uint16) {
 	f.must(SetVringAddr, addr)
 	f.must(SetVringCall, RingFile{Index: idx}, q.CallFD())
 	f.must(SetVringKick, RingFile{Index: idx}, q.KickFD())
+}
+
+// logRings sends every ring's addresses again with its used ring logged,
+// as QEMU's vhost_dev_set_log does once migration has given the back-end
+// its log; rings started later are logged too.
+func (f *dpFrontend) logRings() {
+	f.logUsed = true
+	for i := range f.rx {
+		for j, q := range []*guest.Queue{f.rx[i], f.tx[i]} {
+			d, a, u := q.Addrs()
+			f.must(SetVringAddr, VringAddr{Index: uint32(2*i + j), Desc: d, Avail: a, Used: u, Flags: VringAddrFlagLog, Log: q.UsedGPA()})
+		}
+	}
 }
 
 // hostSide is an AF_PACKET socket on the tap.

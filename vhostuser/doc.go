@@ -33,7 +33,8 @@
 // closes the devices.
 //
 // Because the devices are opened once, the process needs no privilege
-// after NewBridge: DropPrivileges drops it for good. VHOST_SET_OWNER,
+// after NewBridge: DropPrivileges drops it for good and makes the process
+// non-dumpable (the VMM runs as the same user). VHOST_SET_OWNER,
 // VHOST_RESET_OWNER and the tap's TUNSETVNETHDRSZ and TUNSETOFFLOAD on
 // open fds need none.
 //
@@ -50,6 +51,13 @@
 // and every ring's addresses are translated again. SET_FEATURES sets the
 // tap's header size and offloads (macvtap.ApplyGuestFeatures) and gives
 // vhost-net only the ring bits.
+//
+// The dirty log: vhost-net logs at its log base plus gpa/32768 whether or
+// not a log was set (0 then, so anywhere in this process). LOG_ALL and a
+// ring whose used ring is logged (VHOST_VRING_F_LOG) are therefore held
+// back from vhost-net until SET_LOG_BASE has mapped a log covering every
+// region, and no ring affected runs meanwhile; QEMU sends both before
+// SET_LOG_BASE when it starts a device during migration.
 //
 // Every message is checked before any mapping or ioctl (Decode, then
 // validate.go's rules); a refused one gets a failure REPLY_ACK when the

@@ -2,6 +2,7 @@ package vhostuser
 
 import (
 	"fmt"
+	"os"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -99,8 +100,15 @@ func (d *fakeVhost) do(name string, f func() error) error {
 	return f()
 }
 
-// ref keeps a duplicate of fd, as the kernel keeps a file reference.
+// ref keeps a duplicate of fd, as the kernel keeps a file reference. Like
+// vhost (eventfd_fget, eventfd_ctx_fdget), it refuses an fd that is not an
+// eventfd with EINVAL and keeps what it had.
 func ref(slot *int, fd int) error {
+	if fd >= 0 {
+		if l, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd)); err != nil || l != "anon_inode:[eventfd]" {
+			return unix.EINVAL
+		}
+	}
 	if *slot > 0 {
 		unix.Close(*slot)
 	}

@@ -40,6 +40,10 @@ func mapFile(fd int, offset, size uint64, what string) (*fileMap, error) {
 	}
 	start := offset &^ (align - 1)
 	length := size + (offset - start)
+	// hugetlbfs maps whole huge pages and refuses to munmap a length
+	// that ends inside one (EINVAL): map (and later unmap) whole ones.
+	// The file's size is a multiple of them, so this stays inside it.
+	length = (length + align - 1) &^ (align - 1)
 	if length > 1<<46 || int64(start) < 0 {
 		return nil, fmt.Errorf("%s: a mapping of %#x bytes at %#x: %w", what, length, start, ErrInvalid)
 	}

@@ -25,6 +25,8 @@ import (
 //   - setgroups([]), setresgid(gid), setresuid(uid): Go's syscall package
 //     applies these to every thread (since Go 1.16), and a uid change away
 //     from 0 clears the permitted, effective and ambient capabilities;
+//   - PR_SET_DUMPABLE 0 (whatever fs.suid_dumpable says), so that the
+//     owner's other processes (the VMM) cannot ptrace this one;
 //   - a check of every thread in /proc/self/task: real, effective, saved
 //     and filesystem ids are uid and gid, and no capability is left.
 //
@@ -73,10 +75,19 @@ func DropPrivileges(uid, gid int) (string, error) {
 	if err := syscall.Setresuid(uid, uid, uid); err != nil {
 		return "", fmt.Errorf("drop privileges: setresuid %d: %w", uid, err)
 	}
+	// The kernel makes the process dumpable again after a uid change when
+	// fs.suid_dumpable is 1; the front-end's VMM runs as the same user and
+	// must not ptrace the bridge or open its fds through /proc/PID/fd.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return "", fmt.Errorf("drop privileges: PR_SET_DUMPABLE: %w", err)
+	}
 	if err := checkDropped(uid, gid, allThreads); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("running as %d:%d with no groups and no capabilities; %s", uid, gid, note), nil
+	if d, err := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0); err != nil || d != 0 {
+		return "", fmt.Errorf("drop privileges: the process is still dumpable (%d, %v) after PR_SET_DUMPABLE 0", d, err)
+	}
+	return fmt.Sprintf("running as %d:%d with no groups and no capabilities, not dumpable; %s", uid, gid, note), nil
 }
 
 func lastCap() (int, error) {

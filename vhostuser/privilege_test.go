@@ -47,11 +47,28 @@ func TestBridgeHelperProcess(t *testing.T) {
 	if mode == "vhost-net" {
 		h = newHostSide(t, tap.Name()) // link up and a packet socket: privileged, so before the drop
 	}
+	if mode == "vhost-net" {
+		// In the VM only (a machine-wide sysctl): with suid_dumpable 1 the
+		// kernel leaves a process that changed uid dumpable, so the
+		// front-end's VMM, running as the same user, could ptrace the
+		// bridge or open its fds through /proc.
+		old, err := os.ReadFile("/proc/sys/fs/suid_dumpable")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile("/proc/sys/fs/suid_dumpable", []byte("1"), 0); err != nil {
+			t.Fatal(err)
+		}
+		defer os.WriteFile("/proc/sys/fs/suid_dumpable", old, 0)
+	}
 	note, err := DropPrivileges(nobody, nobody)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Log(note)
+	if d, err := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0); err != nil || d != 0 {
+		t.Errorf("dumpable %d (%v) after the drop: the owner's processes could ptrace the bridge", d, err)
+	}
 	// What needs privilege now fails: a new tap, a link change.
 	if _, err := macvtap.CreateTap(macvtap.TapConfig{Name: "vudenied%d", VnetHdr: true}); err == nil {
 		t.Error("a new tap could still be created after the drop")

@@ -38,7 +38,7 @@ func (s *session) enabled(q uint32) bool {
 // (VHOST_NET_SET_BACKEND -1): it has no started-but-dropping state.
 func (s *session) reconcile(q uint32) error {
 	r := &s.rings[q]
-	want := s.featuresSet && len(s.regions) > 0 && r.num != 0 && r.applied && r.started && s.enabled(q)
+	want := s.featuresSet && len(s.regions) > 0 && r.num != 0 && r.applied && r.started && s.enabled(q) && !s.waitsForLog()
 	if want == r.attached {
 		return nil
 	}
@@ -87,7 +87,8 @@ func (s *session) detach(q uint32) error {
 // applyAddr gives vhost-net ring q's addresses translated through the
 // current memory table, when the ring has a size, addresses and the table
 // holds them. A ring whose addresses the table does not hold is left
-// unapplied (it cannot start) and the error says why.
+// unapplied (it cannot start) and the error says why; a ring whose used
+// ring is logged stays unapplied, without an error, until a log is mapped.
 func (s *session) applyAddr(q uint32) error {
 	r := &s.rings[q]
 	r.applied = false
@@ -97,6 +98,14 @@ func (s *session) applyAddr(q uint32) error {
 	a := *r.addr
 	if err := checkRingAddr(a, r.num, s.regions.wire()); err != nil {
 		return err
+	}
+	if a.Flags&VringAddrFlagLog != 0 && s.logMap == nil {
+		// vhost-net would log the used ring at log_base (0 here) +
+		// gpa/32768, anywhere in this process. QEMU sends the flag
+		// before SET_LOG_BASE when it starts a device during migration:
+		// the ring waits for the log (setLogBase applies it again).
+		s.log.Info("vhost-user: ring waits for SET_LOG_BASE: its used ring is logged", "ring", q)
+		return nil
 	}
 	desc, ok1 := s.regions.translate(a.Desc)
 	avail, ok2 := s.regions.translate(a.Avail)

@@ -28,6 +28,7 @@ type session struct {
 	logMap      *fileMap         // the dirty log, when SET_LOG_BASE came
 	logDesc     Log
 	rings       []ring
+	owned       bool // start set this process as every device's owner; stop not yet reset them
 }
 
 func newSession(b *Bridge, conn *net.UnixConn, pid int) *session {
@@ -55,6 +56,7 @@ func (s *session) start() error {
 			return fmt.Errorf("queue pair %d: %w", i, err)
 		}
 	}
+	s.owned = true
 	hdr, err := s.b.cfg.Backend.VnetHdrSize()
 	if err != nil {
 		s.stop()
@@ -78,11 +80,17 @@ func (s *session) stop() error {
 	for q := range s.rings {
 		keep(s.detach(uint32(q)))
 	}
+	// Only devices this session owns: after a RESET_OWNER whose new
+	// SET_OWNER failed there is none, and VHOST_RESET_OWNER of a device
+	// without an owner is EPERM, which would stop the bridge.
 	for i, d := range s.b.devs {
-		if err := d.ResetOwner(); err != nil {
-			keep(fmt.Errorf("queue pair %d: reset owner: %w", i, err))
+		if s.owned {
+			if err := d.ResetOwner(); err != nil {
+				keep(fmt.Errorf("queue pair %d: reset owner: %w", i, err))
+			}
 		}
 	}
+	s.owned = false
 	s.regions.unmapAll()
 	s.regions = nil
 	keep(s.logMap.unmap())
@@ -351,14 +359,11 @@ func (s *session) handle(m *Message, body Body) (Body, error) {
 
 // setFeatures acknowledges the front-end's features: the tap's header
 // size and offloads follow the guest's bits (macvtap.ApplyGuestFeatures),
-// vhost-net gets the ring bits. A header size change happens with every
+// vhost-net gets the ring bits (LOG_ALL only once a log is mapped). A header size change happens with every
 // ring detached. On failure the devices keep the features they had.
 func (s *session) setFeatures(f virtio.Features) error {
 	if extra := f &^ s.b.offered; extra != 0 {
 		return fmt.Errorf("features %v were not offered (offered %v): %w", extra, s.b.offered, ErrInvalid)
-	}
-	if f.Has(virtio.LogAll) && s.logMap == nil {
-		return fmt.Errorf("LOG_ALL before SET_LOG_BASE: vhost-net would log to no memory: %w", ErrInvalid)
 	}
 	if hdr := macvtap.VnetHdrSizeFor(f); hdr != s.hdrSize {
 		for q := range s.rings {
@@ -370,8 +375,8 @@ func (s *session) setFeatures(f virtio.Features) error {
 	if _, err := macvtap.ApplyGuestFeatures(s.b.cfg.Backend, f); err != nil {
 		return errors.Join(fmt.Errorf("tap: %w", err), s.reconcileAll())
 	}
-	vf := vhostFeatures(f, s.b.vhostOffered)
-	old := vhostFeatures(s.acked, s.b.vhostOffered)
+	vf := s.kernelFeatures(f)
+	old := s.kernelFeatures(s.acked)
 	for i, d := range s.b.devs {
 		if err := d.SetFeatures(vf); err != nil {
 			for _, u := range s.b.devs[:i] {
@@ -385,3 +390,21 @@ func (s *session) setFeatures(f virtio.Features) error {
 	s.hdrSize = macvtap.VnetHdrSizeFor(f)
 	return s.reconcileAll()
 }
+
+// kernelFeatures are the bits vhost-net gets for the acknowledged f:
+// LOG_ALL only once a dirty log is mapped. With LOG_ALL and no log,
+// vhost-net would log every write at log_base (0) + gpa/32768, anywhere in
+// this process; QEMU's vhost_dev_start sends LOG_ALL before SET_LOG_BASE
+// when it starts a device during migration, so the bit waits for the log
+// (setLogBase) and, meanwhile, no ring runs (waitsForLog).
+func (s *session) kernelFeatures(f virtio.Features) virtio.Features {
+	vf := vhostFeatures(f, s.b.vhostOffered)
+	if s.logMap == nil {
+		vf &^= virtio.LogAll
+	}
+	return vf
+}
+
+// waitsForLog reports whether LOG_ALL was acknowledged without a log: no
+// ring may run unlogged while the front-end migrates.
+func (s *session) waitsForLog() bool { return s.acked.Has(virtio.LogAll) && s.logMap == nil }

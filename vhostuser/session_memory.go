@@ -3,6 +3,8 @@ package vhostuser
 import (
 	"errors"
 	"fmt"
+
+	"github.com/netctl/netctl/virtio"
 )
 
 // setTable gives every vhost-net device the table of rs; on a failure the
@@ -80,10 +82,22 @@ func (s *session) setMemTable(regs []MemRegion, fds []int) error {
 		return err
 	}
 	if err := s.replaceTable(rs); err != nil {
-		rs.unmapAll()
+		s.unmapUnheld(rs)
 		return err
 	}
 	return nil
+}
+
+// unmapUnheld unmaps the mappings of rs that the current table does not
+// hold. replaceTable can fail after vhost-net took the new table (a ring
+// that does not attach): those mappings are then the devices' memory and
+// stay until the table changes or the session ends.
+func (s *session) unmapUnheld(rs regionList) {
+	for _, r := range rs {
+		if !s.regions.holds(r.m) {
+			r.m.unmap()
+		}
+	}
 }
 
 func (s *session) addMemReg(r MemRegion, fd int) error {
@@ -97,7 +111,7 @@ func (s *session) addMemReg(r MemRegion, fd int) error {
 	}
 	rs := append(append(regionList(nil), s.regions...), region{MemRegion: r, m: m})
 	if err := s.replaceTable(rs); err != nil {
-		m.unmap()
+		s.unmapUnheld(rs[len(rs)-1:])
 		return err
 	}
 	return nil
@@ -138,7 +152,26 @@ func (s *session) setLogBase(l Log, fd int) error {
 			return fmt.Errorf("queue pair %d: %w", i, err)
 		}
 	}
+	hadLog := s.logMap != nil
 	s.logMap.unmap()
 	s.logMap, s.logDesc = m, l
-	return nil
+	var errs []error
+	if !hadLog && s.acked.Has(virtio.LogAll) {
+		// LOG_ALL waited for a log (kernelFeatures).
+		for i, d := range s.b.devs {
+			if err := d.SetFeatures(s.kernelFeatures(s.acked)); err != nil {
+				errs = append(errs, fmt.Errorf("queue pair %d: LOG_ALL: %w", i, err))
+			}
+		}
+		if len(errs) > 0 {
+			return errors.Join(errs...) // the rings stay stopped: the connection ends
+		}
+	}
+	// Rings whose used ring is logged waited for a log (applyAddr).
+	for q := range s.rings {
+		if r := &s.rings[q]; !r.applied && r.addr != nil && r.addr.Flags&VringAddrFlagLog != 0 {
+			errs = append(errs, s.applyAddr(uint32(q)))
+		}
+	}
+	return errors.Join(append(errs, s.reconcileAll())...)
 }
