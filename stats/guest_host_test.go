@@ -248,6 +248,15 @@ func TestHostGuestQueues(t *testing.T) {
 	if mid[1].Link == nil {
 		t.Errorf("the other target during the kill: %v", mid[1].Missing)
 	}
+	// SIGKILL is not death yet: until the kernel has torn QEMU down (a
+	// zombie, or reaped) its monitor socket may still take a connection
+	// that never gets a greeting. "After" means after that.
+	for deadline := time.Now().Add(30 * time.Second); alive(ts[1]); {
+		if time.Now().After(deadline) {
+			t.Fatalf("QEMU pid %d still runs 30 s after SIGKILL", ts[1].PID)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	dead := c.Collect(ctx, []Target{ts[1], other})
 	if len(dead[0].Queues) != 0 || !strings.Contains(dead[0].Missing[SourceRings], "gone") || !strings.Contains(dead[0].Missing[SourceQMP], "gone") {
 		t.Errorf("after QEMU was killed: queues %v missing %v", dead[0].Queues, dead[0].Missing)
