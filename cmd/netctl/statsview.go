@@ -145,7 +145,7 @@ func writeStatsTable(w io.Writer, s statsSample) error {
 	}
 	perQueue := false
 	for _, n := range s.NICs {
-		name := clip(nicName(n), nicCol)
+		name := clipNIC(nicName(n), nicCol)
 		switch n.State {
 		case stateGone:
 			fmt.Fprintf(&b, "%-*s %s\n", nicCol, name, "gone: detached, or its VM exited")
@@ -285,6 +285,24 @@ func human(v float64) string {
 		}
 	}
 	return "huge"
+}
+
+// clipNIC fits "VM/NIC" into n runes, shortening the VM's name first: the
+// NIC id is what tells the rows of one VM apart.
+func clipNIC(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	i := strings.LastIndexByte(s, '/')
+	if i < 0 {
+		return clip(s, n)
+	}
+	vm, nic := []rune(s[:i]), []rune(s[i:])
+	if keep := n - len(nic) - 1; keep >= 2 && keep < len(vm) {
+		return string(vm[:keep]) + "~" + string(nic)
+	}
+	return clip(s, n)
 }
 
 // clip shortens s to n runes, marking the cut with '~'.

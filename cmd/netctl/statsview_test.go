@@ -50,7 +50,7 @@ func TestStatsTable80Columns(t *testing.T) {
 	}
 	for _, want := range []string{
 		"rx/tx are the guest's", "a tap's tx", // the header names the directions
-		"a-very-long-vm~ all", // clipped, not spilling
+		"a-very-lo~/net1 all", // the VM name clipped, the NIC id kept, not spilling
 		"123M", "9.87T", "1.00M", "4.00M", "100.0%", "400%",
 		"web1/net2", "web1/net3       gone: detached, or its VM exited",
 		"db.qmp/net4     no source answered",
@@ -66,7 +66,7 @@ func TestStatsTable80Columns(t *testing.T) {
 	// The 4-queue NIC: an "all" row, then one row per pair with "-" for
 	// the per-queue packets it has no source for.
 	lines := strings.Split(out, "\n")
-	i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "a-very-long") })
+	i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "a-very-lo~/net1") })
 	if i < 0 || !strings.Contains(lines[i], " all ") {
 		t.Fatalf("no 'all' row for the 4-queue NIC")
 	}

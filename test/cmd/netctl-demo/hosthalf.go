@@ -266,7 +266,7 @@ func (h *hostHalf) traffic(ctx context.Context) error {
 }
 
 func (h *hostHalf) inspect(ctx context.Context) error {
-	h.n.heading("netctl diagnose and netctl list")
+	h.n.heading("netctl diagnose, netctl list and netctl stats")
 	out, err := h.n.run(ctx, h.netctl("diagnose", "--qmp", h.g.QMP(), "--id", "net1"))
 	if err != nil {
 		return err
@@ -281,6 +281,11 @@ func (h *hostHalf) inspect(ctx context.Context) error {
 	}
 	h.n.note("the guest's own driver acknowledged %s (/sys/class/net/%s/device/features): diagnose read the same from QEMU", hex, h.guest)
 	if _, err := h.n.runWant(ctx, h.netctl("list"), "net1", "netctl list does not show net1"); err != nil {
+		return err
+	}
+	// Rates per queue pair over one second: the link, and the rings read
+	// in QEMU's memory (QEMU serves this NIC itself here).
+	if _, err := h.n.runWant(ctx, h.netctl("stats", "--vm", h.cfg.VMName, "--interval", "1s"), "/net1 ", "netctl stats does not show net1"); err != nil {
 		return err
 	}
 	return nil
