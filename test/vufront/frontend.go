@@ -114,7 +114,9 @@ func (f *Frontend) Offered() virtio.Features { return f.offered }
 // Protocol is the protocol feature word SET_PROTOCOL_FEATURES sent.
 func (f *Frontend) Protocol() vhostuser.ProtocolFeatures { return f.proto }
 
-// MaxQueues is GET_QUEUE_NUM's answer (queue pairs), 1 without MQ.
+// MaxQueues is GET_QUEUE_NUM's answer as the backend gives it (netctl's
+// bridge counts virtqueues, two per pair; QEMU reads it as a bound on
+// pairs), 1 without MQ.
 func (f *Frontend) MaxQueues() int { return int(f.maxQueues) }
 
 func (f *Frontend) pairOf(i int) (*Pair, error) {
