@@ -1,22 +1,18 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"time"
 
-	vnl "github.com/vishvananda/netlink"
-
 	"github.com/netctl/netctl/qmp"
+	"github.com/netctl/netctl/test/bench/l2guest"
 	"github.com/netctl/netctl/test/bench/result"
 	"github.com/netctl/netctl/test/l2"
 )
@@ -30,7 +26,6 @@ const (
 	netctlGuest = "10.91.0.2"
 	qemuGuest   = "10.92.0.2"
 	qemuTap     = "bq0"
-	agentPort   = "5201"
 )
 
 // benchDatapath boots one nested guest and measures TCP streams on it.
@@ -85,7 +80,7 @@ func benchDatapath() error {
 		return fmt.Errorf("netctl attach --json printed %.300q (want a tap on vhost-net): %v", out.Bytes(), err)
 	}
 	for tap, addr := range map[string]string{nic.Tap.Name: "10.91.0.1/24", qemuTap: "10.92.0.1/24"} {
-		if err := addrUp(tap, addr); err != nil {
+		if err := l2guest.AddrUp(tap, addr); err != nil {
 			return err
 		}
 	}
@@ -99,8 +94,8 @@ func benchDatapath() error {
 	}
 	attached := time.Since(t0)
 	for _, ip := range []string{netctlGuest, qemuGuest} {
-		if err := g.wait(ctx, 420*time.Second, func() bool { _, err := agentCmd(ip, "ping"); return err == nil }); err != nil {
-			return fmt.Errorf("the nested guest's agent at %s: %w; console:\n%s", ip, err, tail(g.Console(), 2000))
+		if err := g.wait(ctx, 420*time.Second, func() bool { _, err := l2guest.AgentCmd(ip, "ping"); return err == nil }); err != nil {
+			return fmt.Errorf("the nested guest's agent at %s: %w; console:\n%s", ip, err, l2guest.Tail(g.Console(), 2000))
 		}
 	}
 	booted := time.Since(t0)
@@ -136,7 +131,7 @@ func benchDatapath() error {
 			if err != nil {
 				return 0, err
 			}
-			v, err := streamFromGuest(ip, d)
+			v, err := l2guest.StreamFromGuest(ip, d)
 			if err != nil {
 				return 0, err
 			}
@@ -149,7 +144,7 @@ func benchDatapath() error {
 		}
 	}
 	rx := func(ip string) func() (float64, error) {
-		return func() (float64, error) { return streamToGuest(ip, d) }
+		return func() (float64, error) { return l2guest.StreamToGuest(ip, d) }
 	}
 	runs := map[string]func() (float64, error){
 		"tx_netctl": tx(netctlGuest), "tx_qemu": tx(qemuGuest), "rx_netctl": rx(netctlGuest), "rx_qemu": rx(qemuGuest),
@@ -157,7 +152,7 @@ func benchDatapath() error {
 	got := map[string][]float64{}
 	offloads := func(on bool) error {
 		state := map[bool]string{true: "on", false: "off"}[on]
-		r, err := agentCmd(qemuGuest, "offload "+netctlMAC+" "+state)
+		r, err := l2guest.AgentCmd(qemuGuest, "offload "+netctlMAC+" "+state)
 		if err != nil {
 			return fmt.Errorf("offloads %s: %w", state, err)
 		}
@@ -226,106 +221,12 @@ func lastOf(got map[string][]float64) map[string]float64 {
 	return m
 }
 
-// agentCmd sends one command to the agent at ip and returns its answer
-// line (bounded), which must start with "ok".
-func agentCmd(ip, line string) (string, error) {
-	c, err := net.DialTimeout("tcp", net.JoinHostPort(ip, agentPort), 2*time.Second)
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(30 * time.Second))
-	if _, err := io.WriteString(c, line+"\n"); err != nil {
-		return "", err
-	}
-	return readReply(c)
-}
-
-// readReply reads the agent's one answer line, at most 4 KiB.
-func readReply(r io.Reader) (string, error) {
-	line, err := bufio.NewReaderSize(io.LimitReader(r, 4096), 4096).ReadString('\n')
-	if err != nil && line == "" {
-		return "", fmt.Errorf("the agent answered nothing: %w", err)
-	}
-	if len(line) < 2 || line[:2] != "ok" {
-		return "", fmt.Errorf("the agent answered %.200q", line)
-	}
-	return line[:len(line)-1], nil
-}
-
-// streamFromGuest asks the guest to send for d and returns the Mbit/s
-// that arrived here, from the first byte to the end.
-func streamFromGuest(ip string, d time.Duration) (float64, error) {
-	c, err := net.DialTimeout("tcp", net.JoinHostPort(ip, agentPort), 5*time.Second)
-	if err != nil {
-		return 0, err
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(d + 60*time.Second))
-	if _, err := fmt.Fprintf(c, "send %d\n", d.Milliseconds()); err != nil {
-		return 0, err
-	}
-	buf := make([]byte, 256<<10)
-	var n int64
-	var first time.Time
-	for {
-		k, err := c.Read(buf)
-		if k > 0 && first.IsZero() {
-			first = time.Now()
-		}
-		n += int64(k)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return 0, err
-		}
-	}
-	secs := time.Since(first).Seconds()
-	if n == 0 || secs <= 0 {
-		return 0, fmt.Errorf("nothing arrived from %s", ip)
-	}
-	return float64(n) * 8 / secs / 1e6, nil
-}
-
-// streamToGuest sends to the guest for d and returns the Mbit/s the guest
-// counted, from its first byte to the end.
-func streamToGuest(ip string, d time.Duration) (float64, error) {
-	c, err := net.DialTimeout("tcp", net.JoinHostPort(ip, agentPort), 5*time.Second)
-	if err != nil {
-		return 0, err
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(d + 60*time.Second))
-	if _, err := io.WriteString(c, "recv\n"); err != nil {
-		return 0, err
-	}
-	buf := make([]byte, 256<<10)
-	for end := time.Now().Add(d); time.Now().Before(end); {
-		if _, err := c.Write(buf); err != nil {
-			return 0, err
-		}
-	}
-	if err := c.(*net.TCPConn).CloseWrite(); err != nil {
-		return 0, err
-	}
-	line, err := readReply(c)
-	if err != nil {
-		return 0, err
-	}
-	n, ns, err := parseRecvReply(line)
-	if err != nil {
-		return 0, err
-	}
-	return float64(n) * 8 / (float64(ns) / 1e9) / 1e6, nil
-}
-
 var statsReply = regexp.MustCompile(`^ok ([0-9]{1,18}) ([0-9]{1,18})$`)
 
 // guestTCPStats asks the agent (over QEMU's NIC) for the guest's TCP
 // OutSegs and RetransSegs.
 func guestTCPStats() (out, retrans int64, err error) {
-	line, err := agentCmd(qemuGuest, "tcpstats")
+	line, err := l2guest.AgentCmd(qemuGuest, "tcpstats")
 	if err != nil {
 		return 0, 0, err
 	}
@@ -336,39 +237,6 @@ func guestTCPStats() (out, retrans int64, err error) {
 	fmt.Sscan(m[1], &out)
 	fmt.Sscan(m[2], &retrans)
 	return out, retrans, nil
-}
-
-var recvReply = regexp.MustCompile(`^ok ([0-9]{1,18}) ([0-9]{1,18})$`)
-
-// parseRecvReply parses the agent's "ok BYTES NS" after a recv.
-func parseRecvReply(line string) (bytes, ns int64, err error) {
-	m := recvReply.FindStringSubmatch(line)
-	if m == nil {
-		return 0, 0, fmt.Errorf("the agent answered %.100q, want ok BYTES NS", line)
-	}
-	fmt.Sscan(m[1], &bytes)
-	fmt.Sscan(m[2], &ns)
-	if bytes == 0 || ns <= 0 {
-		return 0, 0, fmt.Errorf("the agent received %d bytes in %d ns", bytes, ns)
-	}
-	return bytes, ns, nil
-}
-
-// addrUp puts addr on link and sets it up (in this process's network
-// namespace: the bench's own).
-func addrUp(link, cidr string) error {
-	l, err := vnl.LinkByName(link)
-	if err != nil {
-		return fmt.Errorf("link %s: %w", link, err)
-	}
-	a, err := vnl.ParseAddr(cidr)
-	if err != nil {
-		return err
-	}
-	if err := vnl.AddrAdd(l, a); err != nil {
-		return fmt.Errorf("address %s on %s: %w", cidr, link, err)
-	}
-	return vnl.LinkSetUp(l)
 }
 
 func qemuVersion(ctx context.Context, c *qmp.Client) string {
@@ -391,11 +259,4 @@ func guestFeatures(console string) map[string]string {
 		m[s[2]] = s[3]
 	}
 	return m
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
 }

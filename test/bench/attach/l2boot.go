@@ -2,24 +2,16 @@ package main
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	_ "embed"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"strings"
 	"time"
 
+	"github.com/netctl/netctl/test/bench/l2guest"
 	"github.com/netctl/netctl/test/l2"
-	"github.com/netctl/netctl/test/vm"
 )
-
-// l2Init is the nested guest's /init.
-//
-//go:embed l2init.sh
-var l2Init []byte
 
 // benchDir is the nested guest's work directory as QEMU (chrooted in
 // l2.Root) sees it.
@@ -48,7 +40,7 @@ func bootNested(ctx context.Context, vmlinuz, agentBin, qemuTap string) (*nested
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	if err := writeNestedFiles(ctx, vmlinuz, agentBin, dir); err != nil {
+	if err := l2guest.WriteFiles(ctx, vmlinuz, agentBin, l2guest.Init(netctlGuest+"/24", qemuGuest+"/24"), dir); err != nil {
 		return nil, err
 	}
 	g := &nestedGuest{QMP: dir + "/qmp.sock", Serial: dir + "/serial.log", done: make(chan struct{})}
@@ -73,66 +65,6 @@ func bootNested(ctx context.Context, vmlinuz, agentBin, qemuTap string) (*nested
 		return nil, fmt.Errorf("the nested guest's QMP socket: %w", err)
 	}
 	return g, nil
-}
-
-// writeNestedFiles writes vmlinux (from vmlinuz's compressed payload) and
-// initrd.gz (busybox, the virtio-net modules of the test VM, l2agent and
-// l2init.sh) into dir.
-func writeNestedFiles(ctx context.Context, vmlinuz, agentBin, dir string) error {
-	bz, err := os.ReadFile(vmlinuz)
-	if err != nil {
-		return err
-	}
-	p, kind, err := l2.Payload(bz)
-	if err != nil {
-		return fmt.Errorf("%s: %w", vmlinuz, err)
-	}
-	tool := map[string]string{l2.Zstd: "/usr/bin/zstd", l2.XZ: "/usr/bin/xz", l2.Gzip: "/usr/bin/gzip"}[kind]
-	elf, err := l2.Host(ctx, p, tool, "-dc")
-	if err != nil {
-		return fmt.Errorf("decompress %s: %w", vmlinuz, err)
-	}
-	if err := os.WriteFile(dir+"/vmlinux", elf, 0o644); err != nil {
-		return err
-	}
-	busybox, err := os.ReadFile("/bin/busybox")
-	if err != nil {
-		return err
-	}
-	agent, err := os.ReadFile(agentBin)
-	if err != nil {
-		return err
-	}
-	var buf bytes.Buffer
-	gz, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
-	c := vm.NewCPIO(gz)
-	for _, d := range []string{"bin", "dev", "proc", "sys", "mods"} {
-		c.Dir(d)
-	}
-	c.CharDev("dev/console", 5, 1)
-	c.File("init", 0o755, l2Init)
-	c.File("bin/busybox", 0o755, busybox)
-	c.File("bin/l2agent", 0o755, agent)
-	var order []string
-	for _, m := range l2.Modules {
-		b, err := os.ReadFile("/mods/" + m + ".ko")
-		if errors.Is(err, os.ErrNotExist) && l2.Optional[m] {
-			continue // built in
-		}
-		if err != nil {
-			return fmt.Errorf("the test VM's initramfs has no %s module: %w", m, err)
-		}
-		c.File("mods/"+m+".ko", 0o644, b)
-		order = append(order, m)
-	}
-	c.File("mods/order", 0o644, []byte(strings.Join(order, "\n")+"\n"))
-	if err := c.Close(); err != nil {
-		return err
-	}
-	if err := gz.Close(); err != nil {
-		return err
-	}
-	return os.WriteFile(dir+"/initrd.gz", buf.Bytes(), 0o644)
 }
 
 // wait polls ok every 200 ms until it holds, QEMU exits or timeout.

@@ -1,40 +1,28 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
-	"compress/gzip"
 	"context"
 	_ "embed"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"net"
 	"os"
 	"os/exec"
-	"regexp"
 	"strings"
 	"time"
 
-	vnl "github.com/vishvananda/netlink"
-
 	"github.com/netctl/netctl/macvtap"
 	"github.com/netctl/netctl/qmp"
+	"github.com/netctl/netctl/test/bench/l2guest"
 	"github.com/netctl/netctl/test/bench/result"
 	"github.com/netctl/netctl/test/l2"
-	"github.com/netctl/netctl/test/vm"
 	"github.com/netctl/netctl/test/vufront"
 	"github.com/netctl/netctl/vhostuser"
 	"github.com/netctl/netctl/virtio"
 )
-
-// l2Init is the nested guest's /init.
-//
-//go:embed l2init.sh
-var l2Init []byte
 
 // The nested guest's NICs: vhost-user to the bridge (..:01) and QEMU's own
 // tap,vhost=on (..:02); l2init.sh addresses them by the MAC's last byte.
@@ -46,68 +34,7 @@ const (
 	qemuGuest   = "10.94.0.2"
 	bridgeTap   = "vnb0"
 	qemuTap     = "vnq0"
-	agentPort   = "5201"
 )
-
-// writeNestedFiles writes vmlinux (vmlinuz's payload, decompressed) and
-// initrd.gz (busybox, the test VM's virtio-net modules, l2agent,
-// l2init.sh) into dir.
-func writeNestedFiles(ctx context.Context, vmlinuz, agentBin, dir string) error {
-	bz, err := os.ReadFile(vmlinuz)
-	if err != nil {
-		return err
-	}
-	p, kind, err := l2.Payload(bz)
-	if err != nil {
-		return fmt.Errorf("%s: %w", vmlinuz, err)
-	}
-	tool := map[string]string{l2.Zstd: "/usr/bin/zstd", l2.XZ: "/usr/bin/xz", l2.Gzip: "/usr/bin/gzip"}[kind]
-	elf, err := l2.Host(ctx, p, tool, "-dc")
-	if err != nil {
-		return fmt.Errorf("decompress %s: %w", vmlinuz, err)
-	}
-	if err := os.WriteFile(dir+"/vmlinux", elf, 0o644); err != nil {
-		return err
-	}
-	busybox, err := os.ReadFile("/bin/busybox")
-	if err != nil {
-		return err
-	}
-	agent, err := os.ReadFile(agentBin)
-	if err != nil {
-		return err
-	}
-	var buf bytes.Buffer
-	gz, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
-	c := vm.NewCPIO(gz)
-	for _, d := range []string{"bin", "dev", "proc", "sys", "mods"} {
-		c.Dir(d)
-	}
-	c.CharDev("dev/console", 5, 1)
-	c.File("init", 0o755, l2Init)
-	c.File("bin/busybox", 0o755, busybox)
-	c.File("bin/l2agent", 0o755, agent)
-	var order []string
-	for _, m := range l2.Modules {
-		b, err := os.ReadFile("/mods/" + m + ".ko")
-		if errors.Is(err, os.ErrNotExist) && l2.Optional[m] {
-			continue // built in
-		}
-		if err != nil {
-			return fmt.Errorf("the test VM's initramfs has no %s module: %w", m, err)
-		}
-		c.File("mods/"+m+".ko", 0o644, b)
-		order = append(order, m)
-	}
-	c.File("mods/order", 0o644, []byte(strings.Join(order, "\n")+"\n"))
-	if err := c.Close(); err != nil {
-		return err
-	}
-	if err := gz.Close(); err != nil {
-		return err
-	}
-	return os.WriteFile(dir+"/initrd.gz", buf.Bytes(), 0o644)
-}
 
 // benchNested boots one nested Linux guest with both NICs and compares
 // TCP streams over them, both ways.
@@ -130,7 +57,7 @@ func benchNested() {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		fatal("%v", err)
 	}
-	if err := writeNestedFiles(ctx, kernel, *agent, dir); err != nil {
+	if err := l2guest.WriteFiles(ctx, kernel, *agent, l2guest.Init(bridgeGuest+"/24", qemuGuest+"/24"), dir); err != nil {
 		fatal("nested: %v", err)
 	}
 	// The bridge's tap and the bridge, serving before QEMU starts (QEMU
@@ -227,17 +154,17 @@ func benchNested() {
 				}
 				select {
 				case <-exited:
-					logf("nested: QEMU exited: %v; its output: %s", cmd.ProcessState, tail(stderr.String(), 6000))
+					logf("nested: QEMU exited: %v; its output: %s", cmd.ProcessState, l2guest.Tail(stderr.String(), 6000))
 				default:
 					logf("nested: QEMU still runs")
 				}
-				fatal("nested: %s: not within %v; QEMU: %s; bridge: %s; console: %s", what, timeout, stderr.String(), st, tail(console(), 2000))
+				fatal("nested: %s: not within %v; QEMU: %s; bridge: %s; console: %s", what, timeout, stderr.String(), st, l2guest.Tail(console(), 2000))
 			}
 		}
 	}
 	waitFor("QEMU's tap "+qemuTap, 60*time.Second, func() bool { _, err := net.InterfaceByName(qemuTap); return err == nil })
 	for link, cidr := range map[string]string{bridgeTap: "10.93.0.1/24", qemuTap: "10.94.0.1/24"} {
-		if err := addrUp(link, cidr); err != nil {
+		if err := l2guest.AddrUp(link, cidr); err != nil {
 			fatal("nested: %v", err)
 		}
 	}
@@ -246,7 +173,7 @@ func benchNested() {
 		ips = ips[1:]
 	}
 	for _, ip := range ips {
-		waitFor("the agent at "+ip, *bootWait, func() bool { _, err := agentCmd(ip, "ping"); return err == nil })
+		waitFor("the agent at "+ip, *bootWait, func() bool { _, err := l2guest.AgentCmd(ip, "ping"); return err == nil })
 	}
 	booted := time.Since(t0)
 	logf("nested: guest up in %v", booted.Round(time.Second))
@@ -288,9 +215,9 @@ func benchNested() {
 		for _, s := range seq {
 			ip := map[bool]string{true: bridgeGuest, false: qemuGuest}[strings.HasSuffix(s, "bridge")]
 			if strings.HasPrefix(s, "tx") {
-				run(s, func() (float64, error) { return streamFromGuest(ip, *streamD) })
+				run(s, func() (float64, error) { return l2guest.StreamFromGuest(ip, *streamD) })
 			} else {
-				run(s, func() (float64, error) { return streamToGuest(ip, *streamD) })
+				run(s, func() (float64, error) { return l2guest.StreamToGuest(ip, *streamD) })
 			}
 		}
 		logf("nested: round %d: tx %.1f/%.1f rx %.1f/%.1f Mbit/s (bridge/qemu)", r,
@@ -304,131 +231,6 @@ func benchNested() {
 		emit(result.Line{Bench: d.bench, Unit: d.unit, A: a, B: b, Goal: "ratio at least 0.95",
 			Meets: result.T(b.Value > 0 && a.Value/b.Value >= 0.95), Details: details})
 	}
-}
-
-// agentCmd sends one command to the agent at ip and returns its answer
-// line (bounded), which must start with "ok".
-func agentCmd(ip, line string) (string, error) {
-	c, err := net.DialTimeout("tcp", net.JoinHostPort(ip, agentPort), 2*time.Second)
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(30 * time.Second))
-	if _, err := io.WriteString(c, line+"\n"); err != nil {
-		return "", err
-	}
-	return readReply(c)
-}
-
-// readReply reads the agent's one answer line, at most 4 KiB.
-func readReply(r io.Reader) (string, error) {
-	line, err := bufio.NewReaderSize(io.LimitReader(r, 4096), 4096).ReadString('\n')
-	if err != nil && line == "" {
-		return "", fmt.Errorf("the agent answered nothing: %w", err)
-	}
-	if len(line) < 2 || line[:2] != "ok" {
-		return "", fmt.Errorf("the agent answered %.200q", line)
-	}
-	return line[:len(line)-1], nil
-}
-
-// streamFromGuest asks the guest to send for d and returns the Mbit/s
-// that arrived here, from the first byte to the end.
-func streamFromGuest(ip string, d time.Duration) (float64, error) {
-	c, err := net.DialTimeout("tcp", net.JoinHostPort(ip, agentPort), 5*time.Second)
-	if err != nil {
-		return 0, err
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(d + 60*time.Second))
-	if _, err := fmt.Fprintf(c, "send %d\n", d.Milliseconds()); err != nil {
-		return 0, err
-	}
-	buf := make([]byte, 256<<10)
-	var n int64
-	var first time.Time
-	for {
-		k, err := c.Read(buf)
-		if k > 0 && first.IsZero() {
-			first = time.Now()
-		}
-		n += int64(k)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return 0, err
-		}
-	}
-	secs := time.Since(first).Seconds()
-	if n == 0 || secs <= 0 {
-		return 0, fmt.Errorf("nothing arrived from %s", ip)
-	}
-	return float64(n) * 8 / secs / 1e6, nil
-}
-
-var recvReply = regexp.MustCompile(`^ok ([0-9]{1,18}) ([0-9]{1,18})$`)
-
-// streamToGuest sends to the guest for d and returns the Mbit/s the guest
-// counted, from its first byte to the end.
-func streamToGuest(ip string, d time.Duration) (float64, error) {
-	c, err := net.DialTimeout("tcp", net.JoinHostPort(ip, agentPort), 5*time.Second)
-	if err != nil {
-		return 0, err
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(d + 60*time.Second))
-	if _, err := io.WriteString(c, "recv\n"); err != nil {
-		return 0, err
-	}
-	buf := make([]byte, 256<<10)
-	for end := time.Now().Add(d); time.Now().Before(end); {
-		if _, err := c.Write(buf); err != nil {
-			return 0, err
-		}
-	}
-	if err := c.(*net.TCPConn).CloseWrite(); err != nil {
-		return 0, err
-	}
-	line, err := readReply(c)
-	if err != nil {
-		return 0, err
-	}
-	m := recvReply.FindStringSubmatch(line)
-	if m == nil {
-		return 0, fmt.Errorf("the agent answered %.100q, want ok BYTES NS", line)
-	}
-	var n, ns int64
-	fmt.Sscan(m[1], &n)
-	fmt.Sscan(m[2], &ns)
-	if n == 0 || ns <= 0 {
-		return 0, fmt.Errorf("the agent received %d bytes in %d ns", n, ns)
-	}
-	return float64(n) * 8 / (float64(ns) / 1e9) / 1e6, nil
-}
-
-// addrUp puts cidr on link and sets it up.
-func addrUp(link, cidr string) error {
-	l, err := vnl.LinkByName(link)
-	if err != nil {
-		return fmt.Errorf("link %s: %w", link, err)
-	}
-	a, err := vnl.ParseAddr(cidr)
-	if err != nil {
-		return err
-	}
-	if err := vnl.AddrAdd(l, a); err != nil {
-		return fmt.Errorf("address %s on %s: %w", cidr, link, err)
-	}
-	return vnl.LinkSetUp(l)
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
 }
 
 func logf(format string, args ...any) {

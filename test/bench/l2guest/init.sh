@@ -1,10 +1,10 @@
 #!/bin/busybox sh
-# The nested guest's init for vhostuser-bench's nested data path
-# (test/bench/vhostuser): load virtio-net, give each NIC its address by the
-# last byte of its MAC (..:01 -> 10.93.0.2/24, the NIC on vhost-user to the
-# bridge; ..:02 -> 10.94.0.2/24, QEMU's own tap,vhost=on), and run l2agent,
-# the TCP tool (test/bench/l2agent), on port 5201. As attach-bench's
-# l2init.sh, with its own subnets.
+# The nested guest's init for the benches' nested data paths
+# (test/bench/attach, test/bench/vhostuser): load virtio-net, give each NIC
+# its address by the last byte of its MAC (..:01 -> @ADDR01@, the NIC
+# under test; ..:02 -> @ADDR02@, QEMU's own tap,vhost=on), and run l2agent,
+# the TCP tool (test/bench/l2agent), on port 5201. l2guest.Init fills in
+# the addresses each bench uses.
 /bin/busybox --install -s /bin
 export PATH=/bin
 mount -t proc proc /proc
@@ -12,6 +12,7 @@ mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
 while read -r m; do insmod /mods/$m.ko || echo "L2-ERR insmod $m"; done < /mods/order
 ip link set lo up
+# TCP buffers big enough for a stream that crosses two emulators.
 echo "4096 131072 4194304" > /proc/sys/net/ipv4/tcp_rmem
 echo "4096 131072 4194304" > /proc/sys/net/ipv4/tcp_wmem
 /bin/l2agent &
@@ -24,8 +25,8 @@ while true; do
     known="$known$n "
     mac=$(cat $d/address)
     case "$mac" in
-      *:01) ip addr add 10.93.0.2/24 dev "$n";;
-      *:02) ip addr add 10.94.0.2/24 dev "$n";;
+      *:01) ip addr add @ADDR01@ dev "$n";;
+      *:02) ip addr add @ADDR02@ dev "$n";;
     esac
     ip link set "$n" up
     echo "L2-NIC $n mac=$mac features=$(cat $d/device/features) uptime=$(cut -d' ' -f1 /proc/uptime)"
