@@ -12,6 +12,7 @@ import (
 
 	"github.com/netctl/netctl/internal/linux"
 	"github.com/netctl/netctl/macvtap"
+	"github.com/netctl/netctl/test/bench/gsosend"
 	"github.com/netctl/netctl/vhostnet"
 	"github.com/netctl/netctl/vhostnet/guest"
 	"github.com/netctl/netctl/virtio"
@@ -192,38 +193,10 @@ var hostSent atomic.Uint64
 var rxBuf = 4096
 
 func (p *path) rxRun(mergeable bool, bufSize int, d time.Duration) float64 {
-	s, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+	stop, err := gsosend.Start(p.ifindex, &hostSent)
 	if err != nil {
 		fatal("%v", err)
 	}
-	defer unix.Close(s)
-	if err := unix.SetsockoptInt(s, unix.SOL_PACKET, unix.PACKET_VNET_HDR, 1); err != nil {
-		fatal("%v", err)
-	}
-	fr := guest.IPv4Frame(guest.ProtoTCP, guest.HostIP, guest.GuestIP, 5201, 40000, guest.Pattern(65535-40, 2), true)
-	vh := guest.NetHdr{Flags: linux.VIRTIO_NET_HDR_F_NEEDS_CSUM, GSOType: linux.VIRTIO_NET_HDR_GSO_TCPV4,
-		HdrLen: 54, GSOSize: 1448, CsumStart: 34, CsumOffset: 16}
-	msg := append(vh.Append(nil, 10), fr...)
-	to := &unix.SockaddrLinklayer{Ifindex: p.ifindex, Protocol: linux.Htons(0x0800), Halen: 6}
-	copy(to.Addr[:], guest.GuestMAC)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if err := unix.Sendto(s, msg, 0, to); err != nil {
-				time.Sleep(100 * time.Microsecond)
-			} else {
-				hostSent.Add(1)
-			}
-		}
-	}()
 	var bytes uint64
 	for p.rx.Free() > 0 {
 		p.rx.PushIn(bufSize)
@@ -263,8 +236,7 @@ func (p *path) rxRun(mergeable bool, bufSize int, d time.Duration) float64 {
 		}
 	}
 	elapsed := time.Since(t0)
-	close(stop)
-	wg.Wait()
+	stop()
 	// Drain what is left so the next round starts empty.
 	for deadline := time.Now().Add(200 * time.Millisecond); time.Now().Before(deadline); {
 		if _, ok, _ := p.rx.Poll(); !ok {

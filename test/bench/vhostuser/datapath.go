@@ -14,6 +14,7 @@ import (
 
 	"github.com/netctl/netctl/internal/linux"
 	"github.com/netctl/netctl/macvtap"
+	"github.com/netctl/netctl/test/bench/gsosend"
 	"github.com/netctl/netctl/test/bench/result"
 	"github.com/netctl/netctl/test/vufront"
 	"github.com/netctl/netctl/vhostnet"
@@ -222,36 +223,10 @@ func (p *path) txRun(frame []byte, d time.Duration) float64 {
 // mergeable buffers, reading only the header; it returns the payload rate
 // in Mbit/s.
 func (p *path) rxRun(d time.Duration) float64 {
-	s, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+	stop, err := gsosend.Start(p.ifindex, nil)
 	if err != nil {
 		fatal("%v", err)
 	}
-	defer unix.Close(s)
-	if err := unix.SetsockoptInt(s, unix.SOL_PACKET, unix.PACKET_VNET_HDR, 1); err != nil {
-		fatal("%v", err)
-	}
-	fr := guest.IPv4Frame(guest.ProtoTCP, guest.HostIP, guest.GuestIP, 5201, 40000, guest.Pattern(65535-40, 2), true)
-	vh := guest.NetHdr{Flags: linux.VIRTIO_NET_HDR_F_NEEDS_CSUM, GSOType: linux.VIRTIO_NET_HDR_GSO_TCPV4,
-		HdrLen: 54, GSOSize: 1448, CsumStart: 34, CsumOffset: 16}
-	msg := append(vh.Append(nil, 10), fr...)
-	to := &unix.SockaddrLinklayer{Ifindex: p.ifindex, Protocol: linux.Htons(0x0800), Halen: 6}
-	copy(to.Addr[:], guest.GuestMAC)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if unix.Sendto(s, msg, 0, to) != nil {
-				time.Sleep(100 * time.Microsecond)
-			}
-		}
-	}()
 	var bytes uint64
 	fill := func() {
 		for p.rx.Free() > 0 && p.rx.PushIn(rxCfg.BufSize) == nil {
@@ -278,8 +253,7 @@ func (p *path) rxRun(d time.Duration) float64 {
 		}
 	}
 	elapsed := time.Since(t0)
-	close(stop)
-	wg.Wait()
+	stop()
 	for deadline := time.Now().Add(200 * time.Millisecond); time.Now().Before(deadline); {
 		if _, ok, _ := p.rx.Poll(); !ok {
 			time.Sleep(time.Millisecond)
