@@ -18,8 +18,9 @@ import (
 )
 
 // The nested guest's two NICs: netctl's (attached on vhost-net while the
-// guest is paused) and QEMU's own (-netdev tap,vhost=on). test/bench/l2guest/init.sh gives
-// the guest side its address by the MAC's last byte.
+// guest is paused) and QEMU's own (-netdev tap,vhost=on).
+// test/bench/l2guest/init.sh gives the guest side its address by the
+// MAC's last byte.
 const (
 	netctlMAC   = "52:54:00:12:00:01"
 	qemuMAC     = "52:54:00:12:00:02"

@@ -25,7 +25,8 @@ import (
 )
 
 // The nested guest's NICs: vhost-user to the bridge (..:01) and QEMU's own
-// tap,vhost=on (..:02); test/bench/l2guest/init.sh addresses them by the MAC's last byte.
+// tap,vhost=on (..:02); test/bench/l2guest/init.sh addresses them by the
+// MAC's last byte.
 const (
 	nestedDir   = "/run/vubench" // as QEMU, chrooted in l2.Root, sees it
 	bridgeMAC   = "52:54:00:13:00:01"
