@@ -266,6 +266,24 @@ func TestBridgeSecondFrontendRefused(t *testing.T) {
 	h.handshake(1)
 }
 
+// TestBridgeReconnectAtOnce: a front-end that hangs up and dials again at
+// once (QEMU's reconnect=) is served, not refused, although its old
+// session may still be tearing down; make test caught the refusal as a
+// broken pipe in the VM. Repeated, so the race is met both ways.
+func TestBridgeReconnectAtOnce(t *testing.T) {
+	r := startBridge(t, 1, nil)
+	for i := 0; i < 50; i++ {
+		f := dialFrontend(t, r.path)
+		f.handshake(1)
+		f.c.Close()
+	}
+	f := dialFrontend(t, r.path)
+	f.handshake(1)
+	if st := r.b.Status(); st.Refused != 0 {
+		t.Errorf("status %+v: a front-end that came back at once was refused", st)
+	}
+}
+
 func TestBridgeRestart(t *testing.T) {
 	r := startBridge(t, 1, nil)
 	f := dialFrontend(t, r.path)

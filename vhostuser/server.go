@@ -274,9 +274,10 @@ func (b *Bridge) Serve(ctx context.Context) error {
 
 	type ended struct{ err error }
 	var (
-		active *net.UnixConn
-		done   chan ended
-		fatal  error
+		active  *net.UnixConn
+		done    chan ended
+		fatal   error
+		pending *net.UnixConn // the next front-end, taken while the last one's session is torn down
 	)
 	conns := make(chan *net.UnixConn)
 	acceptDone := make(chan struct{}) // closed when the accept loop ends
@@ -296,11 +297,41 @@ func (b *Bridge) Serve(ctx context.Context) error {
 			}
 		}
 	}()
+	// start serves front-end c: takes the devices and runs its session.
+	start := func(c *net.UnixConn, pid, uid int) {
+		s := newSession(b, c, pid)
+		if err := s.start(); err != nil {
+			b.log.Error("vhost-user: cannot take the vhost-net devices for a front-end", "frontend_pid", pid, "err", err)
+			c.Close()
+			fatal = err
+			cancel()
+			return
+		}
+		b.log.Info("vhost-user: front-end connected", "frontend_pid", pid, "frontend_uid", uid)
+		active, done = c, make(chan ended, 1)
+		b.connected(s)
+		go func() {
+			err := s.serve()
+			c.Close()
+			if serr := s.stop(); serr != nil {
+				err = errors.Join(err, &resetError{serr})
+			}
+			done <- ended{err}
+		}()
+	}
 	acceptCase := acceptDone
 	for {
 		select {
 		case c := <-conns:
 			pid, uid := peer(c)
+			if active != nil && pending == nil && peerGone(active) {
+				// The connected front-end has left and its session is
+				// being torn down: this is most likely it coming back
+				// (QEMU's reconnect=, a restarted VMM). Serve it next
+				// instead of refusing it.
+				pending = c
+				continue
+			}
 			if active != nil {
 				b.log.Warn("vhost-user: connection refused: another front-end is connected; it may connect once that one leaves",
 					"frontend_pid", pid, "frontend_uid", uid, "connected_pid", b.Status().FrontendPID)
@@ -310,25 +341,7 @@ func (b *Bridge) Serve(ctx context.Context) error {
 				c.Close()
 				continue
 			}
-			s := newSession(b, c, pid)
-			if err := s.start(); err != nil {
-				b.log.Error("vhost-user: cannot take the vhost-net devices for a front-end", "frontend_pid", pid, "err", err)
-				c.Close()
-				fatal = err
-				cancel()
-				continue
-			}
-			b.log.Info("vhost-user: front-end connected", "frontend_pid", pid, "frontend_uid", uid)
-			active, done = c, make(chan ended, 1)
-			b.connected(s)
-			go func() {
-				err := s.serve()
-				c.Close()
-				if serr := s.stop(); serr != nil {
-					err = errors.Join(err, &resetError{serr})
-				}
-				done <- ended{err}
-			}()
+			start(c, pid, uid)
 		case e := <-done:
 			if e.err != nil {
 				b.log.Warn("vhost-user: front-end disconnected", "err", e.err)
@@ -343,7 +356,20 @@ func (b *Bridge) Serve(ctx context.Context) error {
 			}
 			active, done = nil, nil
 			b.disconnected()
+			if c := pending; c != nil {
+				pending = nil
+				if fatal != nil {
+					c.Close()
+					continue
+				}
+				pid, uid := peer(c)
+				start(c, pid, uid)
+			}
 		case <-ctx.Done():
+			if pending != nil {
+				pending.Close()
+				pending = nil
+			}
 			if active != nil {
 				active.Close()
 				e := <-done
@@ -371,6 +397,25 @@ type resetError struct{ err error }
 
 func (e *resetError) Error() string {
 	return fmt.Sprintf("releasing the vhost-net devices failed: %v", e.err)
+}
+
+// peerGone says the front-end on c has hung up (or c is closed already):
+// a poll that does not wait, so no message is consumed.
+func peerGone(c *net.UnixConn) bool {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return true
+	}
+	gone := false
+	if cerr := raw.Control(func(fd uintptr) {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+		if n, err := unix.Poll(fds, 0); err == nil {
+			gone = n > 0 && fds[0].Revents&(unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0
+		}
+	}); cerr != nil {
+		return true
+	}
+	return gone
 }
 
 // peer returns the connected process's pid and uid (SO_PEERCRED), or -1.
