@@ -10,7 +10,7 @@ import (
 
 // Request is an ioctl request number in the asm-generic encoding that
 // amd64 and arm64 share (the only architectures netctl builds for, see
-// arch.go): dir<<30 | size<<16 | type<<8 | nr.
+// arch_unsupported.go): dir<<30 | size<<16 | type<<8 | nr.
 type Request uint32
 
 // Direction bits of an ioctl encoding (include/uapi/asm-generic/ioctl.h).
