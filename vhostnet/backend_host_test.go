@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/netctl/netctl/internal/testenv"
@@ -12,8 +13,8 @@ import (
 	"github.com/netctl/netctl/virtio"
 )
 
-// TestHostBackendHeader reads the header mode of real backends (taps with
-// and without IFF_VNET_HDR, packet sockets with and without
+// TestHostBackendHeader reads the header mode of real backends (taps and
+// macvtaps with and without IFF_VNET_HDR, packet sockets with and without
 // PACKET_VNET_HDR) and refuses bit 27 exactly where the header would be
 // added twice.
 func TestHostBackendHeader(t *testing.T) {
@@ -41,6 +42,23 @@ func TestHostBackendHeader(t *testing.T) {
 	if err := unix.SetsockoptInt(pktHdr, unix.SOL_PACKET, unix.PACKET_VNET_HDR, 1); err != nil {
 		t.Fatal(err)
 	}
+	// macvtap queues: vhost-net takes them as it takes taps (tap_get_socket),
+	// and they start with IFF_VNET_HDR on.
+	attrs := netlink.NewLinkAttrs()
+	attrs.Name = "hdrlow0"
+	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: attrs, PeerName: "hdrlow1"}); err != nil {
+		t.Fatal(err)
+	}
+	mvHdr, err := macvtap.CreateMacvtap(macvtap.MacvtapConfig{Name: "hdrmv0", Lower: "hdrlow0", VnetHdrSize: 12, DevDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mvHdr.Close()
+	mvNoHdr, err := macvtap.CreateMacvtap(macvtap.MacvtapConfig{Name: "hdrmv1", Lower: "hdrlow0", NoVnetHdr: true, DevDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mvNoHdr.Close()
 	dgram, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -57,6 +75,8 @@ func TestHostBackendHeader(t *testing.T) {
 		{"tap without", noHdr.FD(), "tap " + noHdr.Name(), false},
 		{"packet socket", pkt, "packet socket", false},
 		{"packet socket with PACKET_VNET_HDR", pktHdr, "packet socket", true},
+		{"macvtap (IFF_VNET_HDR)", mvHdr.FD(), "tap hdrmv0", true},
+		{"macvtap without IFF_VNET_HDR", mvNoHdr.FD(), "tap hdrmv1", false},
 	} {
 		b, err := inspectBackend(c.fd)
 		if err != nil || b.kind != c.kind || b.vnetHdr != c.vnetHdr {
@@ -83,6 +103,9 @@ func TestHostBackendHeader(t *testing.T) {
 		{"10-byte packet socket, VERSION_1", virtio.Version1, pktHdr, "has a 10-byte virtio-net header, but with VERSION_1 vhost-net passes 12 bytes"},
 		{"10-byte packet socket, legacy", 0, pktHdr, ""},
 		{"tap without a header", virtio.Version1, noHdr.FD(), ""},
+		{"12-byte macvtap, VERSION_1", virtio.Version1, mvHdr.FD(), ""},
+		{"12-byte macvtap, legacy", 0, mvHdr.FD(), "has a 12-byte virtio-net header, but without VERSION_1 or MRG_RXBUF vhost-net passes 10 bytes"},
+		{"macvtap without a header", virtio.Version1, mvNoHdr.FD(), ""},
 		{"bit 27", virtio.Version1 | virtio.VhostNetVirtioHdr, withHdr.FD(), ""}, // checkHeader's case
 	} {
 		err := checkHeaderSize(c.f, c.fd)
