@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/netctl/netctl/internal/errs"
+	"github.com/netctl/netctl/vhostnet/selftest"
 )
 
 // TestSelftestRefusesBadFlags: out-of-range flags are refused before
@@ -37,6 +38,41 @@ func TestSelftestRefusesBadFlags(t *testing.T) {
 		}
 		if out.Len() != 0 {
 			t.Errorf("selftest %v printed %q before refusing", c.args, out.String())
+		}
+	}
+}
+
+// TestPrintSelftestShowsTheReport: every line of the report that comes
+// from the kernel prints the report's own value (issue 10 §2: the
+// acknowledged word, the header size and the tap's offloads used to be
+// constants). The report here differs from what a run sets (12-byte
+// header, csum tso4 tso6), so a constant would show.
+func TestPrintSelftestShowsTheReport(t *testing.T) {
+	r := &selftest.Report{
+		Kernel: "6.1.0-57-amd64", Tap: "nctlst7",
+		OfferedNames: []string{"MRG_RXBUF", "VERSION_1"}, OfferedHex: "0x100008000",
+		AckedNames: []string{"VERSION_1"}, AckedHex: "0x100000000",
+		AckedInEffect: []string{},
+		HeaderSize:    10, TapFlags: []string{"TAP", "NO_PI"},
+		TapOffloads: []string{"csum"}, TapFeatures: []string{"tx-checksum-ip-generic"},
+		Queues:      []selftest.QueueStats{{Queue: 0, TXSent: 5, TXUsed: 5, TXPackets: 4, TXBytes: 400, RXPackets: 3, RXBytes: 300, Kicks: 2, Interrupts: 1}},
+		GuestToHost: selftest.Direction{Planned: 5, Sent: 5, Received: 4, Lost: 1},
+		HostToGuest: selftest.Direction{Planned: 5, Sent: 5, Received: 3, Lost: 1, Corrupted: 1},
+	}
+	var out bytes.Buffer
+	printSelftest(&out, r)
+	for _, want := range []string{
+		"vhost-net on Linux 6.1.0-57-amd64, 1 queue pair(s) over tap nctlst7",
+		"vhost-net offers:   MRG_RXBUF|VERSION_1 (0x100008000, VHOST_GET_FEATURES)",
+		"acknowledged:       VERSION_1 (0x100000000, accepted by VHOST_SET_FEATURES",
+		"seen in effect:     none",
+		"virtio-net header:  10 bytes (TUNGETVNETHDRSZ); tap flags TAP|NO_PI (TUNGETIFF)",
+		"tap offloads:       csum (ethtool: tx-checksum-ip-generic)",
+		"guest→host:  4 of 5 frames intact (1 lost, 0 corrupted, 0 duplicated)",
+		"host→guest:  3 of 5 frames intact (1 lost, 1 corrupted, 0 duplicated)",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
 }
