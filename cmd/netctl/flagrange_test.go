@@ -151,3 +151,16 @@ func execNetctlNS(t *testing.T, bin string, args ...string) result {
 	}
 	return result{cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()}
 }
+
+// TestReaperRefusesBadNumbers: the hidden vhost-user-reap takes its inode
+// and ifindex as strings; one that does not parse is a usage error before
+// it waits on its pipe, not a reaper that silently does nothing.
+func TestReaperRefusesBadNumbers(t *testing.T) {
+	bin := netctlBinary(t)
+	for _, args := range [][]string{{"--socket-ino", "abc"}, {"--ifindex", "x1"}, {"--ifindex", "-3"}, {"--socket-ino", "-1"}} {
+		r := execNetctlNS(t, bin, append([]string{"vhost-user-reap"}, args...)...)
+		if r.code != 2 || !strings.Contains(r.stderr, "vhost-user-reap: "+args[0]+" ") {
+			t.Errorf("vhost-user-reap %v: exit %d, stderr %q; want exit 2 naming %s", args, r.code, r.stderr, args[0])
+		}
+	}
+}
