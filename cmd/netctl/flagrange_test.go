@@ -8,7 +8,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -162,5 +164,25 @@ func TestReaperRefusesBadNumbers(t *testing.T) {
 		if r.code != 2 || !strings.Contains(r.stderr, "vhost-user-reap: "+args[0]+" ") {
 			t.Errorf("vhost-user-reap %v: exit %d, stderr %q; want exit 2 naming %s", args, r.code, r.stderr, args[0])
 		}
+	}
+}
+
+// TestReaperTakesWhatTheBridgeGives: the arguments startReaper passes when
+// the bridge made no link (ifindex 0) are taken, and the reaper removes the
+// socket whose inode it was given once its pipe (stdin) closes.
+func TestReaperTakesWhatTheBridgeGives(t *testing.T) {
+	bin := netctlBinary(t)
+	sock := filepath.Join(t.TempDir(), "s")
+	if err := os.WriteFile(sock, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ino := fi.Sys().(*syscall.Stat_t).Ino
+	r := execNetctlNS(t, bin, "vhost-user-reap", "--socket", sock, "--socket-ino", strconv.FormatUint(ino, 10), "--link", "", "--ifindex", "0")
+	if _, err := os.Stat(sock); r.code != 0 || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("exit %d (%q), socket: %v; want exit 0 and the socket removed", r.code, r.stderr, err)
 	}
 }
