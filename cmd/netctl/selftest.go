@@ -33,13 +33,11 @@ func selftestCommand() *cli.Command {
 				return err
 			}
 			rep, err := selftest.Run(c.Context, o)
+			if rep != nil && c.Bool("json") {
+				return printSelftestJSON(c.App.Writer, rep, err)
+			}
 			if rep != nil {
-				if c.Bool("json") {
-					b, _ := json.MarshalIndent(rep, "", "  ")
-					fmt.Fprintln(c.App.Writer, string(b))
-				} else {
-					printSelftest(c.App.Writer, rep)
-				}
+				printSelftest(c.App.Writer, rep)
 			}
 			if err != nil {
 				return err
@@ -70,6 +68,13 @@ func selftestOptions(c *cli.Context) (selftest.Options, error) {
 		return o, fmt.Errorf("selftest: --timeout %s: %w: use a positive duration", o.Timeout, selftest.ErrInvalid)
 	}
 	return o, nil
+}
+
+// printSelftestJSON prints the report as JSON and returns err.
+func printSelftestJSON(w io.Writer, rep *selftest.Report, err error) error {
+	b, _ := json.MarshalIndent(rep, "", "  ")
+	fmt.Fprintln(w, string(b))
+	return err
 }
 
 func orNone(s []string, sep string) string {

@@ -2,9 +2,12 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/urfave/cli/v2"
 
 	"github.com/netctl/netctl/internal/errs"
 	"github.com/netctl/netctl/vhostnet/selftest"
@@ -74,5 +77,33 @@ func TestPrintSelftestShowsTheReport(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// TestSelftestJSONFailureIsOneDocument: selftest -j on a run that failed
+// (a report and an error) prints one JSON document, the report with
+// "error" and "hint" in it, and no second error object after it; the
+// message still goes to stderr, exit 1.
+func TestSelftestJSONFailureIsOneDocument(t *testing.T) {
+	rep := &selftest.Report{Kernel: "6.1.0-57-amd64", HostToGuest: selftest.Direction{Planned: 5, Sent: 5, Lost: 5}}
+	runErr := errors.New("selftest: host to guest: 5 of 5 frames lost, 0 corrupted, 0 duplicated")
+	app := &cli.App{Name: "netctl", ExitErrHandler: func(*cli.Context, error) {}, Commands: []*cli.Command{{
+		Name:   "selftest",
+		Flags:  []cli.Flag{&cli.BoolFlag{Name: "json", Aliases: []string{"j"}}},
+		Action: func(c *cli.Context) error { return printSelftestJSON(c.App.Writer, rep, runErr) },
+	}}}
+	var stdout, stderr bytes.Buffer
+	code := runApp(app, []string{"netctl", "selftest", "-j"}, &stdout, &stderr)
+	dec := json.NewDecoder(&stdout)
+	var doc map[string]any
+	if err := dec.Decode(&doc); err != nil {
+		t.Fatalf("stdout is not JSON: %v", err)
+	}
+	if dec.More() {
+		t.Errorf("stdout holds more than one JSON document")
+	}
+	if code != 1 || stderr.String() != "netctl: "+runErr.Error()+"\n" || doc["error"] != runErr.Error() || doc["hint"] == nil ||
+		doc["kernel"] != "6.1.0-57-amd64" || doc["host_to_guest"] == nil {
+		t.Errorf("exit %d, stderr %q, document %v", code, stderr.String(), doc)
 	}
 }
