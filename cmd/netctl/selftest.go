@@ -70,11 +70,27 @@ func selftestOptions(c *cli.Context) (selftest.Options, error) {
 	return o, nil
 }
 
-// printSelftestJSON prints the report as JSON and returns err.
+// printSelftestJSON prints the report as one JSON document. For a run
+// that failed (err not nil) the document also holds "error" and "hint",
+// as netctl's error object does, and the error returned is marked as
+// reported in it, so stdout stays one document; the message still goes to
+// stderr and the exit code is 1.
 func printSelftestJSON(w io.Writer, rep *selftest.Report, err error) error {
-	b, _ := json.MarshalIndent(rep, "", "  ")
+	if err == nil {
+		b, _ := json.MarshalIndent(rep, "", "  ")
+		fmt.Fprintln(w, string(b))
+		return nil
+	}
+	if !strings.HasPrefix(err.Error(), "selftest:") { // as commandError will put it
+		err = fmt.Errorf("selftest: %w", err)
+	}
+	b, _ := json.MarshalIndent(struct {
+		*selftest.Report
+		Error string `json:"error"`
+		Hint  string `json:"hint"`
+	}{rep, err.Error(), hint(err)}, "", "  ")
 	fmt.Fprintln(w, string(b))
-	return err
+	return &jsonReported{err}
 }
 
 func orNone(s []string, sep string) string {
