@@ -34,14 +34,14 @@ func (f *DeviceFeatures) On() []string {
 }
 
 // ReadFeatures reads the features of the named device in the calling
-// thread's network namespace (like ethtool -k NAME).
+// thread's network namespace (like ethtool -k NAME). It needs no
+// privilege: the netlink socket is made by the calling thread, so it is
+// in that thread's namespace (a caller that entered another one has its
+// goroutine locked to the thread). Naming the namespace (netlink.Config's
+// NetNS) would make the socket on a thread that setns()es into it, which
+// needs CAP_SYS_ADMIN even for the namespace the caller is in.
 func ReadFeatures(name string) (*DeviceFeatures, error) {
-	cfg := &netlink.Config{}
-	if ns, err := os.Open("/proc/thread-self/ns/net"); err == nil {
-		defer ns.Close()
-		cfg.NetNS = int(ns.Fd())
-	}
-	c, err := genetlink.Dial(cfg)
+	c, err := genetlink.Dial(&netlink.Config{})
 	if err != nil {
 		return nil, fmt.Errorf("ethtool: generic netlink: %w", err)
 	}

@@ -52,6 +52,11 @@ func Plan(hosts []*host.Description, req Request) (PlanResult, error) {
 	if len(hosts) > MaxHosts {
 		return res, fmt.Errorf("policy: plan: %d hosts: use 1 to %d: %w", len(hosts), MaxHosts, ErrInvalid)
 	}
+	// The request is checked once, so that its mistakes are not blamed on
+	// the first host (Decide checks it again; check only fills defaults).
+	if err := req.check(); err != nil {
+		return res, err
+	}
 	byName := map[string]*host.Description{}
 	for i, h := range hosts {
 		if h == nil {

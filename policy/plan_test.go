@@ -100,3 +100,15 @@ func TestPlanMixedQEMU(t *testing.T) {
 		t.Errorf("backends %v, properties %v", p.Backends, p.QEMU)
 	}
 }
+
+// TestPlanRefusesABadRequestOnce: a bad request (profile, QEMU version,
+// queues) is the request's fault, not a host's: the error names no host.
+func TestPlanRefusesABadRequestOnce(t *testing.T) {
+	hosts := []*host.Description{load(t, "probe-6.1.json"), load(t, "probe-6.12.json")}
+	for _, req := range []Request{{Profile: "bogus"}, {QEMU: "8"}, {Queues: MaxQueues + 1}, {Backend: "dpdk"}} {
+		_, err := Plan(hosts, req)
+		if !errors.Is(err, ErrInvalid) || strings.Contains(err.Error(), "host ") {
+			t.Errorf("%+v: %v; want ErrInvalid naming no host", req, err)
+		}
+	}
+}

@@ -64,6 +64,11 @@ func attachCommand() *cli.Command {
 			if q := c.Int("queues"); q < 1 || q > 256 {
 				return usageErr(path, "--queues %d: out of range 1..256", q)
 			}
+			// 0 in attach.Request is "leave the backend's MTU"; given on
+			// the command line it is a mistake, like any value out of range.
+			if m := c.Int("mtu"); c.IsSet("mtu") && (m < 68 || m > 65521) {
+				return usageErr(path, "--mtu %d: out of range 68..65521 (a tap takes up to 65521)", m)
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), c.Duration("timeout"))
 			defer cancel()
 			sock, name, err := target(ctx, c, path)

@@ -33,13 +33,11 @@ func selftestCommand() *cli.Command {
 				return err
 			}
 			rep, err := selftest.Run(c.Context, o)
+			if rep != nil && c.Bool("json") {
+				return printSelftestJSON(c.App.Writer, rep, err)
+			}
 			if rep != nil {
-				if c.Bool("json") {
-					b, _ := json.MarshalIndent(rep, "", "  ")
-					fmt.Fprintln(c.App.Writer, string(b))
-				} else {
-					printSelftest(c.App.Writer, rep)
-				}
+				printSelftest(c.App.Writer, rep)
 			}
 			if err != nil {
 				return err
@@ -70,6 +68,29 @@ func selftestOptions(c *cli.Context) (selftest.Options, error) {
 		return o, fmt.Errorf("selftest: --timeout %s: %w: use a positive duration", o.Timeout, selftest.ErrInvalid)
 	}
 	return o, nil
+}
+
+// printSelftestJSON prints the report as one JSON document. For a run
+// that failed (err not nil) the document also holds "error" and "hint",
+// as netctl's error object does, and the error returned is marked as
+// reported in it, so stdout stays one document; the message still goes to
+// stderr and the exit code is 1.
+func printSelftestJSON(w io.Writer, rep *selftest.Report, err error) error {
+	if err == nil {
+		b, _ := json.MarshalIndent(rep, "", "  ")
+		fmt.Fprintln(w, string(b))
+		return nil
+	}
+	if !strings.HasPrefix(err.Error(), "selftest:") { // as commandError will put it
+		err = fmt.Errorf("selftest: %w", err)
+	}
+	b, _ := json.MarshalIndent(struct {
+		*selftest.Report
+		Error string `json:"error"`
+		Hint  string `json:"hint"`
+	}{rep, err.Error(), hint(err)}, "", "  ")
+	fmt.Fprintln(w, string(b))
+	return &jsonReported{err}
 }
 
 func orNone(s []string, sep string) string {

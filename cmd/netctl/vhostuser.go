@@ -73,10 +73,24 @@ func vhostUserReapCommand() *cli.Command {
 			&cli.StringFlag{Name: "ifindex", Usage: "its ifindex: deleted only if it is still that one"},
 		},
 		Action: func(c *cli.Context) error {
+			var ino uint64
+			var ifindex int
+			if s := c.String("socket-ino"); s != "" {
+				v, err := strconv.ParseUint(s, 10, 64)
+				if err != nil {
+					return usageErr("netctl vhost-user-reap", "--socket-ino %.32q: want an inode number", s)
+				}
+				ino = v
+			}
+			if s := c.String("ifindex"); s != "" {
+				v, err := strconv.ParseInt(s, 10, 32)
+				if err != nil || v < 0 { // 0: the bridge created no link
+					return usageErr("netctl vhost-user-reap", "--ifindex %.32q: use 0 (no link) to %d", s, math.MaxInt32)
+				}
+				ifindex = int(v)
+			}
 			signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP) // the bridge decides when to stop
 			io.Copy(io.Discard, os.Stdin)                                  // until the bridge exits
-			ino, _ := strconv.ParseUint(c.String("socket-ino"), 10, 64)
-			ifindex, _ := strconv.Atoi(c.String("ifindex"))
 			return reap(c.String("socket"), ino, c.String("link"), ifindex)
 		},
 	}

@@ -44,7 +44,7 @@ func vmCommand() *cli.Command {
 			},
 			Action: func(c *cli.Context) error {
 				if c.Duration("timeout") <= 0 {
-					return usage("--timeout %v: must be positive", c.Duration("timeout"))
+					return usageErr("netctl vm list", "--timeout %v: use a positive duration", c.Duration("timeout"))
 				}
 				ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
 				defer cancel()

@@ -84,13 +84,9 @@ func chain(g map[string][]string, root, dep string) []string {
 
 // TestExplanationIsPure: the explanation (Snapshot, Load, Decode, Explain,
 // the table) imports nothing that opens a device or a socket; gathering
-// lives in policy/diagnose/gather.
-//
-// policy (for its offload table) was not pure before the host description
-// moved to policy/host (issue 10, item 6, done in AREA=policy): while
-// policy/host does not exist in this tree, what comes only through
-// package policy is reported and the test skips; once it exists, the rule
-// holds for everything.
+// lives in policy/diagnose/gather. What comes in through package policy
+// (diagnose reads its offload table) counts too, and is reported with the
+// chain that brings it in.
 func TestExplanationIsPure(t *testing.T) {
 	const self = "github.com/netctl/netctl/policy/diagnose"
 	const policy = "github.com/netctl/netctl/policy"

@@ -147,4 +147,9 @@ func TestHostProbeNonRoot(t *testing.T) {
 	if r.QEMU.Version == "" && r.QEMU.Error == "" {
 		t.Errorf("qemu as nobody %+v", r.QEMU)
 	}
+	// Reading a device's features needs no privilege (ethtool -k works as
+	// any user), so --dev is read as nobody too.
+	if len(r.Devices) == 1 && (r.Devices[0].Error != "" || !r.Devices[0].Features["loopback"]) {
+		t.Errorf("--dev lo as nobody: %+v", r.Devices[0])
+	}
 }

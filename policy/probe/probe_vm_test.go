@@ -3,6 +3,7 @@ package probe
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/netctl/netctl/policy/host"
 	"github.com/netctl/netctl/test/vduse"
 	"github.com/netctl/netctl/vdpa"
+	"github.com/netctl/netctl/vhostnet"
 	"github.com/netctl/netctl/virtio"
 )
 
@@ -136,4 +138,36 @@ func TestVMProbeVDPADevice(t *testing.T) {
 	}
 	b, _ := json.Marshal(r)
 	t.Logf("probe with a vdpa device: %s", b)
+}
+
+// TestVMBusyPollIsMeasured: busy-poll is asked of the kernel, not assumed.
+// On a fresh device the timeout set on ring 0 reads back (and is put back
+// to 0); on a device whose owner is already set, the measurement's own
+// SET_OWNER is refused (EBUSY) and the probe reports it as not measured
+// instead of a guess.
+func TestVMBusyPollIsMeasured(t *testing.T) {
+	testenv.VM(t)
+	d, err := vhostnet.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if ok, err := measureBusyPoll(d); !ok || err != nil {
+		t.Fatalf("fresh device: busy-poll %v, %v; want measured as working", ok, err)
+	}
+	if v, err := d.BusyLoopTimeout(0); v != 0 || err != nil {
+		t.Errorf("ring 0's busy-poll timeout after the measurement: %d, %v; want 0 again", v, err)
+	}
+	owned, err := vhostnet.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owned.Close()
+	if err := owned.SetOwner(); err != nil {
+		t.Fatal(err)
+	}
+	ok, err := measureBusyPoll(owned)
+	if ok || err == nil || !errors.Is(err, unix.EBUSY) || !strings.Contains(err.Error(), "busy-poll not measured") {
+		t.Errorf("device with an owner: busy-poll %v, %v; want not measured, EBUSY", ok, err)
+	}
 }
