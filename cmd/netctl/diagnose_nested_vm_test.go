@@ -97,6 +97,12 @@ func TestVMDiagnoseNested(t *testing.T) {
 			}
 			writeSample(t, out, n.ID+"-l1root-report.json", []byte(b))
 			checkNestedReport(t, k, n, "from L1's root", []byte(b), want, acked, defaultOn, tap)
+			// What --save kept explains the same way later (--from).
+			fb, err := runNetctl("diagnose", "--from", save, "--json")
+			if err != nil {
+				t.Fatalf("netctl diagnose --from %s: %v\n%s", save, err, fb)
+			}
+			sameReport(t, "--from the L1 root's --save", []byte(b), []byte(fb))
 
 			// netctl itself chrooted like QEMU: the fds read as /dev/net/tun.
 			cb, err := l2.Host(ctx, nil, netctl, "diagnose", "--qmp", g.ChrootQMP(), "--id", n.ID, "--json", "--save", l2.Run+"/"+n.ID+".json")
@@ -288,6 +294,25 @@ func checkNestedReport(t *testing.T, k *testenv.Kernel, n l2.NIC, where string, 
 		}
 	default:
 		t.Errorf("kernel %s: this test knows 6.1 and 6.12", k.Name)
+	}
+}
+
+// sameReport: two diagnose --json reports of one NIC say the same: the
+// backend, the header line, both feature words and every row.
+func sameReport(t *testing.T, where string, live, later []byte) {
+	t.Helper()
+	var a, b diagnose.Report
+	if err := json.Unmarshal(live, &a); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(later, &b); err != nil {
+		t.Fatalf("%s: %v\n%s", where, err, later)
+	}
+	if a.Backend != b.Backend || a.Header != b.Header || a.Host.Hex != b.Host.Hex || a.Guest.Hex != b.Guest.Hex {
+		t.Errorf("%s: backend %q header %q words %s/%s, live: %q %q %s/%s", where, b.Backend, b.Header, b.Host.Hex, b.Guest.Hex, a.Backend, a.Header, a.Host.Hex, a.Guest.Hex)
+	}
+	if !slices.Equal(a.Features, b.Features) {
+		t.Errorf("%s: the rows differ from the live run's:\n%+v\nlive:\n%+v", where, b.Features, a.Features)
 	}
 }
 

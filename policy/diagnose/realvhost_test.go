@@ -44,7 +44,7 @@ func TestExplainNestedVhost(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if s.Defaults == nil || s.Driver != "virtio-net-pci" || (id == "nic1" || id == "nic2") && s.Cmdline == nil {
+				if s.Cmdline == nil || s.Defaults == nil || s.Driver != "virtio-net-pci" {
 					t.Fatalf("the sample lacks the command line or the defaults: driver %q, cmdline %v, defaults %v", s.Driver, s.Cmdline, s.Defaults)
 				}
 				r, err := Explain(s)
