@@ -212,6 +212,17 @@ func (e *explainer) describeBackend(r *Report) {
 			r.Backend += " (with a saved reply, name it with --tap)"
 		}
 		r.Header = e.header()
+	case s.Netdev.Type == "" && vhost && e.q.Vhost != nil:
+		// A vhost device that offers offloads itself (kernelVhost).
+		e.backendName = "the vhost device"
+		r.Backend = "vhost=on: a vhost-user or vhost-vdpa device moves the packets (QMP: vhost-started, and its vhost-dev offers offloads itself); " +
+			"no backend state was read"
+	case s.Netdev.Type == "" && vhost:
+		// QEMU prints vhost-dev whenever vhost started; a reply without
+		// it still says vhost is on.
+		e.backendName = "the vhost backend"
+		r.Backend = "vhost=on: a vhost backend moves the packets (QMP: vhost-started, without vhost-dev to say which kind); " +
+			"no backend state was read (with a saved reply, name the tap with --tap)"
 	case s.Netdev.Type == "":
 		e.backendName = "the backend"
 		r.Backend = "unknown: no backend state was read (with a saved reply, name the tap with --tap)"

@@ -46,6 +46,10 @@ func FuzzDecode(f *testing.F) {
 		`"virtio_status":{"name":"virtio-net","device-id":1,"vhost-started":true,"vhost-dev":{"acked-features":{"dev-features":["VIRTIO_NET_F_MRG_RXBUF"],` +
 		`"transports":["VIRTIO_RING_F_EVENT_IDX","VIRTIO_RING_F_INDIRECT_DESC","VIRTIO_F_VERSION_1"],"unknown-dev-features":1099511627776},` +
 		`"features":{"dev-features":["VHOST_F_LOG_ALL","VIRTIO_NET_F_MRG_RXBUF"],"transports":["EVENT_IDX","INDIRECT_DESC","IOMMU_PLATFORM","VERSION_1","ANY_LAYOUT","NOTIFY_ON_EMPTY"]}}}}`))
+	// Real vhost=on samples from the nested guest (TestVMDiagnoseNested):
+	// a full snapshot on 6.1 and a bare reply with vnet_hdr=off.
+	f.Add(readFile(f, "testdata/nested-6.1/nic1-full-snapshot.json"))
+	f.Add(readFile(f, "testdata/nested-6.1/qmp-x-query-virtio-status-nic3.json"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var s *Snapshot
 		var err error

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/netctl/netctl/virtio"
 )
 
 // statusWith is the real QEMU 7.2 status with one member replaced.
@@ -159,4 +161,40 @@ func mustEncode(t *testing.T, s *Snapshot) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestSaveKeepsCommandLineRead: a command line that was read and sets no
+// feature property (Cmdline empty, not nil) stays read through --save and
+// --from, so the saved snapshot explains a property that reads off the
+// same way as the live run: neither the user nor vhost-net turned it off,
+// the machine type's compat settings or a -global did.
+func TestSaveKeepsCommandLineRead(t *testing.T) {
+	offer := (linuxGuest | virtio.IndirectDesc | virtio.RingReset) &^ virtio.NetCtrlVLAN
+	live := tapSnapshot(t, offer, offer, "6.12", "csum", "tso4", "tso6", "tso_ecn")
+	live.Status = withVhost(t, live.Status, vhostNet612, offer&vhostKernelBits)
+	live.Driver, live.Defaults, live.Cmdline = "virtio-net-pci", defaults(t), map[string]string{}
+	live.Props["ctrl_vlan"] = false
+	p := filepath.Join(t.TempDir(), "s.json")
+	if err := live.Save(p); err != nil {
+		t.Fatal(err)
+	}
+	saved, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if saved.Cmdline == nil {
+		t.Errorf("the saved snapshot lost the command line that was read (empty): it loads as not read")
+	}
+	r1, err1 := Explain(live)
+	r2, err2 := Explain(saved)
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	want := "the NIC's property ctrl_vlan is off although virtio-net-pci defaults to on and the command line does not set it: " +
+		"the machine type's compat settings or a -global turn it off"
+	for name, r := range map[string]*Report{"live": r1, "--save then --from": r2} {
+		if got := row(t, r, "CTRL_VLAN"); got.Layer != "property" || got.Reason != want {
+			t.Errorf("%s: CTRL_VLAN %+v\nwant %q", name, got, want)
+		}
+	}
 }

@@ -34,6 +34,26 @@ func TestExplainNestedVhost(t *testing.T) {
 				})
 			}
 		}
+		// What netctl diagnose --save wrote in the chroot, with the NIC
+		// type's defaults and QEMU's command line as read there
+		// (TestVMDiagnoseNested, nicN.json): nothing added by hand.
+		for nic := range 4 {
+			id := fmt.Sprintf("nic%d", nic)
+			t.Run(fmt.Sprintf("%s/%s/saved", kernel, id), func(t *testing.T) {
+				s, err := Decode(readFile(t, "testdata/nested-"+kernel+"/"+id+"-full-snapshot.json"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if s.Cmdline == nil || s.Defaults == nil || s.Driver != "virtio-net-pci" {
+					t.Fatalf("the sample lacks the command line or the defaults: driver %q, cmdline %v, defaults %v", s.Driver, s.Cmdline, s.Defaults)
+				}
+				r, err := Explain(s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkNested(t, kernel, id, r, true)
+			})
+		}
 	}
 }
 

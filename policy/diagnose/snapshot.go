@@ -51,7 +51,9 @@ type Snapshot struct {
 	// writes what a vhost backend refused back into some properties
 	// (queue_reset reads false on a kernel whose vhost-net lacks
 	// RING_RESET), so only this tells a user's "off" from a refusal.
-	Cmdline map[string]string `json:"cmdline_props,omitempty"`
+	// Saved as null when not read and {} when read and empty, so --from
+	// tells the two apart as the live run did.
+	Cmdline map[string]string `json:"cmdline_props"`
 	Netdev  Netdev            `json:"netdev"`
 	Tap     *TapState         `json:"tap,omitempty"`
 	VDPA    *VDPAState        `json:"vdpa,omitempty"`

@@ -204,11 +204,22 @@ func TestExplainVhostFromQMPAlone(t *testing.T) {
 		t.Errorf("header %q", r.Header)
 	}
 
+	// vhost-started alone (a reply without vhost-dev, as a trimmed or
+	// hand-made one can be): still vhost=on, not "unknown".
+	var m map[string]any
+	json.Unmarshal(status(offer, offer, "DRIVER_OK"), &m)
+	m["vhost-started"] = true
+	b, _ := json.Marshal(m)
+	s, _ = Decode(b)
+	if r, _ := Explain(s); !strings.HasPrefix(r.Backend, "vhost=on: a vhost backend moves the packets (QMP: vhost-started") || strings.Contains(r.Backend, "unknown") {
+		t.Errorf("vhost-started without vhost-dev: backend %q", r.Backend)
+	}
+
 	// A vhost-vdpa or vhost-user device offers the offloads itself: not
 	// taken for vhost-net.
 	s, _ = Decode(withVhost(t, status(offer, offer, "DRIVER_OK"), offer, offer))
-	if r, _ := Explain(s); strings.Contains(r.Backend, "vhost-net") {
-		t.Errorf("a vhost device that offers offloads taken for vhost-net: %q", r.Backend)
+	if r, _ := Explain(s); strings.Contains(r.Backend, "vhost-net") || !strings.HasPrefix(r.Backend, "vhost=on: a vhost-user or vhost-vdpa device") {
+		t.Errorf("a vhost device that offers offloads: backend %q, want vhost=on, not taken for vhost-net", r.Backend)
 	}
 }
 
