@@ -192,16 +192,22 @@ func (e *Exporter) scrape(ctx context.Context, emit func(prometheus.Metric)) {
 		why := fmt.Sprintf("gone since %s: no longer listed (VM exited, NIC detached, or its VM no longer answers)", g.since.UTC().Format(time.RFC3339))
 		nicMetrics(stats.NICStats{Target: g.t, Missing: map[string]string{"nic": why}}, false, l[:], emit)
 	}
+	targetsSeen := map[string]bool{}
 	for _, name := range sortedTargetNames(terrs) {
+		if l := labelValue(name); targetsSeen[l] {
+			continue // two names that differ only in bytes that are not UTF-8: the first wins
+		} else {
+			targetsSeen[l] = true
+		}
 		if terrs[name] == nil {
-			emit(prometheus.MustNewConstMetric(descTargetUp, prometheus.GaugeValue, 1, name))
+			emit(constMetric(descTargetUp, prometheus.GaugeValue, 1, name))
 			continue
 		}
-		emit(prometheus.MustNewConstMetric(descTargetUp, prometheus.GaugeValue, 0, name))
-		emit(prometheus.MustNewConstMetric(descTargetError, prometheus.GaugeValue, 1, name, reasonLabel(terrs[name].Error())))
+		emit(constMetric(descTargetUp, prometheus.GaugeValue, 0, name))
+		emit(constMetric(descTargetError, prometheus.GaugeValue, 1, name, reasonLabel(terrs[name].Error())))
 	}
-	emit(prometheus.MustNewConstMetric(descScrapeNICs, prometheus.GaugeValue, float64(len(labelsSeen))))
-	emit(prometheus.MustNewConstMetric(descScrapeSeconds, prometheus.GaugeValue, e.opts.Now().Sub(start).Seconds()))
+	emit(constMetric(descScrapeNICs, prometheus.GaugeValue, float64(len(labelsSeen))))
+	emit(constMetric(descScrapeSeconds, prometheus.GaugeValue, e.opts.Now().Sub(start).Seconds()))
 }
 
 func sortedTargetNames(m map[string]error) []string {
@@ -213,14 +219,14 @@ func sortedTargetNames(m map[string]error) []string {
 	return k
 }
 
-// nicLabelValues are vm, nic, backend; a VM without a -name is named by
-// its QMP socket.
+// nicLabelValues are vm, nic, backend (valid UTF-8: labelValue); a VM
+// without a -name is named by its QMP socket.
 func nicLabelValues(t stats.Target) [3]string {
 	vm := t.VM
 	if vm == "" {
 		vm = t.QMP
 	}
-	return [3]string{vm, t.NIC, t.Backend}
+	return [3]string{labelValue(vm), labelValue(t.NIC), labelValue(t.Backend)}
 }
 
 // nicUp: the NIC's QEMU still runs (same pid and start time, when the

@@ -291,3 +291,45 @@ func TestReasonLabelBounded(t *testing.T) {
 		t.Errorf("reasonLabel: %d bytes", len(r))
 	}
 }
+
+// TestExporterInvalidUTF8: label values come from outside (a tap name
+// from QEMU's fdinfo, a monitor holder's comm, QEMU's -name, an error
+// from QEMU): bytes that are not UTF-8 are replaced, never a panic
+// (client_golang's MustNewConstMetric panics on them), and the other
+// NIC is served as usual.
+func TestExporterInvalidUTF8(t *testing.T) {
+	src := twoNICs()
+	src.targets[1].VM = "db\xff1"
+	src.targets[1].Link = "tap\xfe"
+	src.fail = map[string]string{"net1": "monitor busy: held by pid 7 (evil\xc3)"}
+	src.targets[0].NIC = "net0"
+	src.byTarget = map[string]error{"state": nil, "vm:db\xff1": errors.New("qemuproc: no VM named \"db\xff1\"")}
+	e := New(src, Options{})
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(e)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var up int
+	for _, mf := range mfs {
+		if mf.GetName() == "netctl_nic_up" {
+			up = len(mf.GetMetric())
+		}
+	}
+	if up != 2 {
+		t.Errorf("%d netctl_nic_up series, want 2", up)
+	}
+	srv := httptest.NewServer(e.Handler())
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || !strings.Contains(string(b), "netctl_nic_up{backend=\"userspace\",nic=\"net1\",vm=\"db\ufffd1\"} 0") ||
+		!strings.Contains(string(b), `netctl_nic_up{backend="vhost-net",nic="net0",vm="web1"} 1`) {
+		t.Errorf("/metrics: %d\n%s", resp.StatusCode, b)
+	}
+}
