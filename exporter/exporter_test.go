@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -331,5 +332,37 @@ func TestExporterInvalidUTF8(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(b), "netctl_nic_up{backend=\"userspace\",nic=\"net1\",vm=\"db\ufffd1\"} 0") ||
 		!strings.Contains(string(b), `netctl_nic_up{backend="vhost-net",nic="net0",vm="web1"} 1`) {
 		t.Errorf("/metrics: %d\n%s", resp.StatusCode, b)
+	}
+}
+
+// TestListenChecksWhatItListensOn: a host name is resolved once, and the
+// listener is on the loopback address that was checked, not on whatever
+// a second lookup answers (a DNS name may answer a loopback address to
+// the check and another to the listen). The fake resolver knows a name
+// the real one never resolves (.invalid, RFC 6761).
+func TestListenChecksWhatItListensOn(t *testing.T) {
+	defer func(f func(context.Context, string) ([]net.IPAddr, error)) { lookupIPAddr = f }(lookupIPAddr)
+	lookupIPAddr = func(_ context.Context, host string) ([]net.IPAddr, error) {
+		switch host {
+		case "metrics.invalid":
+			return []net.IPAddr{{IP: net.ParseIP("::1")}, {IP: net.ParseIP("127.0.0.1")}}, nil
+		case "mixed.invalid":
+			return []net.IPAddr{{IP: net.ParseIP("127.0.0.1")}, {IP: net.ParseIP("192.0.2.1")}}, nil
+		}
+		return nil, errors.New("no such host")
+	}
+	ln, err := Listen(context.Background(), "metrics.invalid:0", false)
+	if err != nil {
+		t.Fatalf("Listen(metrics.invalid:0) = %v", err)
+	}
+	defer ln.Close()
+	if ip := ln.Addr().(*net.TCPAddr).IP; !ip.Equal(net.ParseIP("127.0.0.1")) {
+		t.Errorf("listening on %s, want 127.0.0.1 (the checked address, IPv4 first)", ip)
+	}
+	if ln, err := Listen(context.Background(), "mixed.invalid:0", false); err == nil || !errors.Is(err, errs.ErrInvalid) || !strings.Contains(err.Error(), "192.0.2.1") {
+		if ln != nil {
+			ln.Close()
+		}
+		t.Errorf("Listen(mixed.invalid:0) = %v, want a refusal naming 192.0.2.1", err)
 	}
 }
