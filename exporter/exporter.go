@@ -19,7 +19,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -65,7 +64,10 @@ type Exporter struct {
 	src  Source
 	opts Options
 
-	mu   sync.Mutex              // serialises scrapes; guards gone
+	// turn is held by the scrape under way (scrapes run one at a time);
+	// it guards gone and last. A scrape waits for it only until its own
+	// deadline.
+	turn chan struct{}
 	gone map[nicKey]goneNIC      // NICs listed before and not now
 	last map[nicKey]stats.Target // NICs listed by the last scrape
 }
@@ -90,7 +92,7 @@ func New(src Source, o Options) *Exporter {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Exporter{src: src, opts: o, gone: map[nicKey]goneNIC{}, last: map[nicKey]stats.Target{}}
+	return &Exporter{src: src, opts: o, turn: make(chan struct{}, 1), gone: map[nicKey]goneNIC{}, last: map[nicKey]stats.Target{}}
 }
 
 // Describe sends every metric's description.
@@ -100,17 +102,27 @@ func (e *Exporter) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// Collect scrapes under Options.ScrapeTimeout.
+// Collect scrapes under Options.ScrapeTimeout. A scrape that could not
+// start within it (another one held the exporter all along) is an
+// invalid metric: the registry's Gather then fails with that error.
 func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), e.opts.ScrapeTimeout)
 	defer cancel()
-	e.scrape(ctx, func(m prometheus.Metric) { ch <- m })
+	if err := e.scrape(ctx, func(m prometheus.Metric) { ch <- m }); err != nil {
+		ch <- prometheus.NewInvalidMetric(descScrapeSeconds, err)
+	}
 }
 
-// scrape lists, samples and emits. ctx bounds it.
-func (e *Exporter) scrape(ctx context.Context, emit func(prometheus.Metric)) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+// scrape lists, samples and emits. ctx bounds it, the wait for a scrape
+// under way included: when ctx ends first, scrape emits nothing and
+// says so.
+func (e *Exporter) scrape(ctx context.Context, emit func(prometheus.Metric)) error {
+	select {
+	case e.turn <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("another scrape was still under way when this one's deadline passed (%w): a VM's monitor may be hung; the next scrape tries again", ctx.Err())
+	}
+	defer func() { <-e.turn }()
 	start := e.opts.Now()
 	ts, terrs := e.src.Targets(ctx)
 
@@ -208,6 +220,7 @@ func (e *Exporter) scrape(ctx context.Context, emit func(prometheus.Metric)) {
 	}
 	emit(constMetric(descScrapeNICs, prometheus.GaugeValue, float64(len(labelsSeen))))
 	emit(constMetric(descScrapeSeconds, prometheus.GaugeValue, e.opts.Now().Sub(start).Seconds()))
+	return nil
 }
 
 func sortedTargetNames(m map[string]error) []string {

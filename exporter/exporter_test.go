@@ -3,6 +3,7 @@ package exporter
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -364,5 +365,75 @@ func TestListenChecksWhatItListensOn(t *testing.T) {
 			ln.Close()
 		}
 		t.Errorf("Listen(mixed.invalid:0) = %v, want a refusal naming 192.0.2.1", err)
+	}
+}
+
+// blockingSource is fakeSource whose Collect waits for release (a hung
+// monitor, without even the deadline), after saying it started.
+type blockingSource struct {
+	*fakeSource
+	started chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingSource) Collect(ctx context.Context, ts []stats.Target) []stats.NICStats {
+	b.started <- struct{}{}
+	<-b.release
+	return b.fakeSource.Collect(ctx, ts)
+}
+
+// TestScrapeWaitBounded: scrapes run one at a time, but one that waits
+// for a scrape under way waits only until its own deadline (a client
+// that hangs up, Prometheus's scrape timeout): it answers 503 saying
+// why, instead of queueing a goroutine and a connection behind a hung
+// scrape for as long as that takes.
+func TestScrapeWaitBounded(t *testing.T) {
+	src := &blockingSource{fakeSource: twoNICs(), started: make(chan struct{}), release: make(chan struct{})}
+	e := New(src, Options{ScrapeTimeout: time.Hour})
+	srv := httptest.NewServer(e.Handler())
+	defer srv.Close()
+	first := make(chan int, 1)
+	go func() {
+		resp, err := http.Get(srv.URL + "/metrics")
+		if err != nil {
+			first <- 0
+			return
+		}
+		resp.Body.Close()
+		first <- resp.StatusCode
+	}()
+	<-src.started // the first scrape holds the exporter
+	waited := make(chan string, 1)
+	go func() {
+		req, _ := http.NewRequest("GET", srv.URL+"/metrics", nil)
+		req.Header.Set("X-Prometheus-Scrape-Timeout-Seconds", "0.5")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			waited <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		waited <- fmt.Sprint(resp.StatusCode, " ", string(b))
+	}()
+	select {
+	case got := <-waited:
+		if !strings.HasPrefix(got, "503 ") || !strings.Contains(got, "another scrape was still under way") {
+			t.Errorf("the second scrape: %s", got)
+		}
+	case <-time.After(time.Minute): // a deadlock detector, not a timing bound: the second scrape's own deadline is 0.5 s
+		t.Error("the second scrape waited past its deadline for the first one")
+	}
+	// Through a registry (Exporter.Collect): Gather's error, not a wait.
+	e2 := New(twoNICs(), Options{ScrapeTimeout: 100 * time.Millisecond})
+	e2.turn <- struct{}{} // a scrape under way
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(e2)
+	if _, err := reg.Gather(); err == nil || !strings.Contains(err.Error(), "another scrape was still under way") {
+		t.Errorf("Gather while another scrape holds the exporter: %v", err)
+	}
+	close(src.release)
+	if code := <-first; code != 200 {
+		t.Errorf("the first scrape: %d", code)
 	}
 }

@@ -54,7 +54,10 @@ func (e *Exporter) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), d)
 	defer cancel()
 	var ms []prometheus.Metric
-	e.scrape(ctx, func(m prometheus.Metric) { ms = append(ms, m) })
+	if err := e.scrape(ctx, func(m prometheus.Metric) { ms = append(ms, m) }); err != nil {
+		http.Error(w, "netctl exporter: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
 	reg := prometheus.NewPedanticRegistry()
 	if err := reg.Register(fixed(ms)); err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
