@@ -2,7 +2,9 @@ package exporter
 
 import (
 	"context"
+	"sync"
 
+	"github.com/netctl/netctl/state"
 	"github.com/netctl/netctl/stats"
 )
 
@@ -13,27 +15,48 @@ type StatsSource struct {
 	VMs       []string
 	QMPs      []string
 	Collector *stats.Collector
+
+	mu   sync.Mutex                // guards last
+	last map[string][]stats.Target // each target's last listing, by target name
 }
 
 // Targets lists the state's NICs (target "state") and each --vm
 // ("vm:NAME") and --qmp ("qmp:PATH") VM's virtio-net NICs, each on its
 // own, so one VM gone or busy costs only its own NICs. Each listing
-// opens and closes its own QMP connection (stats.Targets).
+// opens and closes its own QMP connection (stats.Targets). A listing
+// that fails (a --vm's monitor busy or hung) gives that target's NICs
+// of its last listing whose QEMU still runs (same pid and start time):
+// they are then sampled as far as their sources allow (the link, cached
+// ring addresses; the qmp source says why not), not taken for gone; its
+// error is still reported.
 func (s *StatsSource) Targets(ctx context.Context) ([]stats.Target, map[string]error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.last == nil {
+		s.last = map[string][]stats.Target{}
+	}
 	by := map[string]error{}
 	var all []stats.Target
-	ts, err := stats.Targets(ctx, s.StateDir, "", "")
-	by["state"] = err
-	all = append(all, ts...)
-	for _, vm := range s.VMs {
-		ts, err := stats.Targets(ctx, s.StateDir, vm, "")
-		by["vm:"+vm] = err
+	list := func(name, vm, qmp string) {
+		ts, err := stats.Targets(ctx, s.StateDir, vm, qmp)
+		by[name] = err
+		if err != nil {
+			ts = nil
+			for _, t := range s.last[name] {
+				if t.PID > 0 && t.PIDStart != 0 && state.SameProcess(t.PID, t.PIDStart) {
+					ts = append(ts, t)
+				}
+			}
+		}
+		s.last[name] = ts
 		all = append(all, ts...)
 	}
+	list("state", "", "")
+	for _, vm := range s.VMs {
+		list("vm:"+vm, vm, "")
+	}
 	for _, q := range s.QMPs {
-		ts, err := stats.Targets(ctx, s.StateDir, "", q)
-		by["qmp:"+q] = err
-		all = append(all, ts...)
+		list("qmp:"+q, "", q)
 	}
 	return all, by
 }

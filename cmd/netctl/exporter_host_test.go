@@ -431,7 +431,7 @@ func TestHostExporterVMFlag(t *testing.T) {
 	testenv.Host(t)
 	bin := netctlBinary(t)
 	t.Setenv("NETCTL_RUN_DIR", t.TempDir())
-	qemutest.StartPaused(t, "expc", "-netdev", "tap,id=t0,ifname=expctap,script=no,downscript=no",
+	sock, _ := qemutest.StartPaused(t, "expc", "-netdev", "tap,id=t0,ifname=expctap,script=no,downscript=no",
 		"-device", "virtio-net-pci,netdev=t0,id=nic0")
 	ex := startExporter(t, bin, "127.0.0.1:9467", "--vm", "expc", "--vm", "nctl-no-such-vm")
 	body, mfs := ex.scrape(t)
@@ -454,4 +454,33 @@ func TestHostExporterVMFlag(t *testing.T) {
 		t.Errorf("the missing VM's reason: %q", why)
 	}
 	t.Logf("--vm nctl-no-such-vm: %q", why)
+
+	// Another client holds expc's monitor, so --vm expc cannot be listed:
+	// its NIC is still served from the last listing (up on its link, the
+	// qmp source down saying busy), not taken for gone.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	hold, err := qmp.Dial(ctx, sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Close()
+	body, mfs = ex.scrape(t)
+	promtoolCheck(t, body)
+	if v, ok := value(mfs, "netctl_nic_up", nic); !ok || v != 1 {
+		t.Errorf("expc's monitor held: netctl_nic_up%v = %v (%v), want 1 (its link still counts)\n%s", nic, v, ok, body)
+	}
+	if _, ok := value(mfs, "netctl_link_receive_packets_total", nic); !ok {
+		t.Errorf("expc's monitor held: its link counters went (they need no QMP)\n%s", body)
+	}
+	if v, ok := value(mfs, "netctl_source_up", withLabel(nic, "source", "qmp")); !ok || v != 0 {
+		t.Errorf("expc's monitor held: netctl_source_up{source=qmp} = %v (%v), want 0", v, ok)
+	}
+	if why := labelValue(mfs, "netctl_source_missing_info", withLabel(nic, "source", "qmp"), "reason"); !strings.Contains(why, "busy") {
+		t.Errorf("expc's monitor held: the qmp reason %q does not say busy", why)
+	}
+	if v, ok := value(mfs, "netctl_target_up", map[string]string{"target": "vm:expc"}); !ok || v != 0 {
+		t.Errorf("expc's monitor held: netctl_target_up{target=vm:expc} = %v (%v), want 0", v, ok)
+	}
+	t.Logf("expc's monitor held: target %q", labelValue(mfs, "netctl_target_error_info", map[string]string{"target": "vm:expc"}, "reason"))
 }
