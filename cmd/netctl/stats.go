@@ -159,7 +159,8 @@ func (w *statsWatch) noTargets(ctx context.Context) error {
 }
 
 // sample lists and collects once; NICs listed before and not now (or
-// whose QEMU has exited) are gone from then on.
+// whose QEMU has exited) are gone from then on. When the listing fails,
+// the NICs listed before whose QEMU still runs stay.
 func (w *statsWatch) sample(ctx context.Context) (cur map[string]stats.NICStats, listErr error) {
 	lister := w.lister
 	if lister == nil {
@@ -167,8 +168,16 @@ func (w *statsWatch) sample(ctx context.Context) (cur map[string]stats.NICStats,
 	}
 	ts, err := lister(ctx)
 	if err != nil {
+		// A listing that fails (the monitor busy or hung) is not a
+		// detach: the NICs listed before whose QEMU still runs are
+		// sampled as far as their sources allow.
 		listErr = err
 		ts = nil
+		for _, k := range w.order {
+			if t := w.seen[k]; !w.gone[k] && t.PID > 0 && t.PIDStart != 0 && state.SameProcess(t.PID, t.PIDStart) {
+				ts = append(ts, t)
+			}
+		}
 	}
 	listed := map[string]bool{}
 	var live []stats.Target
