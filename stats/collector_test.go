@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/netctl/netctl/policy"
+	"github.com/netctl/netctl/qemuproc"
 )
 
 func fakeTarget(f *fakeVM, backend string) Target {
@@ -155,5 +156,42 @@ func TestCollectNoMonitor(t *testing.T) {
 	}
 	if out[0].Missing[SourceLink] == "" {
 		t.Errorf("no link: %v", out[0].Missing)
+	}
+}
+
+// TestCollectPIDReused: a QEMU restarted under the same pid (pid reuse)
+// is another process: its rings start from its own indices, never
+// continuing the old QEMU's counts (whose last indices would turn the
+// new ones into a jump of up to 65535 descriptors).
+func TestCollectPIDReused(t *testing.T) {
+	f := newFakeVM(t, 1, false)
+	start, err := qemuproc.StartTime(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewCollector(Options{Deadline: 10 * time.Second})
+	tg := fakeTarget(f, policy.BackendUserspace)
+	tg.PIDStart = start
+	// The old QEMU under this pid left ring state behind: counts far on,
+	// last indices near the top of the 16-bit range, at the same
+	// addresses and under the same status.
+	old := tg
+	old.PIDStart = start - 1
+	st, err := parseVirtioStatus([]byte(`{"name": "virtio-net", "num-vqs": 3, "vhost-started": false, "started": true, "broken": false, "status": {"statuses": ["VIRTIO_CONFIG_S_ACKNOWLEDGE: x", "VIRTIO_CONFIG_S_DRIVER: x", "VIRTIO_CONFIG_S_FEATURES_OK: x", "VIRTIO_CONFIG_S_DRIVER_OK: x"]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := &ringState{pid: os.Getpid(), pidStart: old.PIDStart, fingerprint: st.fingerprint()}
+	for q := 0; q < 2; q++ {
+		rs.queues = append(rs.queues, ringQueue{vq: q, num: 256,
+			availIdx: f.hva(uint64(ringBase + q*2*ringStride + 2)), usedIdx: f.hva(uint64(ringBase + q*2*ringStride + ringStride + 2)),
+			lastAvail: 60000, lastUsed: 60000, offered: 1 << 20, completed: 1 << 20, primed: true})
+	}
+	c.rings[old.Key()] = rs
+	f.setIdx(0, 1000, 990)
+	f.setIdx(1, 7, 7)
+	s := c.Collect(context.Background(), []Target{tg})[0]
+	if got := counts(s); !slices.Equal(got, [][2]uint64{{1000, 990}, {7, 7}}) {
+		t.Errorf("the new QEMU's rings: %v (missing %v), want its own indices [[1000 990] [7 7]]", got, s.Missing)
 	}
 }

@@ -112,6 +112,13 @@ func (r *ringState) sample() error {
 	if err != nil {
 		return err
 	}
+	if r.pidStart != 0 {
+		// Again after the read: the pid may have been reused between
+		// the check and the read; what was read is then not QEMU's.
+		if st, err := qemuproc.StartTime(r.pid); err != nil || st != r.pidStart {
+			return fmt.Errorf("VM gone: QEMU (pid %d) has exited: %w", r.pid, ErrNotAvailable)
+		}
+	}
 	for i, q := range r.queues {
 		if !consistent(v[2*i+1], v[2*i], q.num) {
 			return fmt.Errorf("queue %d: avail %d and used %d are more than twice the ring size %d apart: the ring moved: %w",
@@ -239,7 +246,9 @@ func (c *Collector) readRings(ctx context.Context, sess *session, s *NICStats) {
 		return
 	}
 	nr.fingerprint = st.fingerprint()
-	if r != nil && r.pid == nr.pid {
+	if r != nil && r.pid == nr.pid && r.pidStart == nr.pidStart {
+		// The same QEMU (a reused pid is another process: its rings
+		// start from its own indices).
 		r.mu.Lock()
 		// Carry the counts over. A status change is a reset (the rings
 		// start at 0 again); a failed read with the same status (a

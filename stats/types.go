@@ -44,9 +44,10 @@ type Target struct {
 	Attached time.Time
 }
 
-// Key identifies a target across collections (VM, pid and NIC).
+// Key identifies a target across collections (VM, QEMU's pid and start
+// time, NIC): a QEMU restarted under a reused pid is another target.
 func (t Target) Key() string {
-	return t.VM + "\x00" + t.QMP + "\x00" + strconv.Itoa(t.PID) + "\x00" + t.NIC
+	return t.VM + "\x00" + t.QMP + "\x00" + strconv.Itoa(t.PID) + "\x00" + strconv.FormatUint(t.PIDStart, 10) + "\x00" + t.NIC
 }
 
 // Counters are one direction's counters.
