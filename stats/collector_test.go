@@ -195,3 +195,38 @@ func TestCollectPIDReused(t *testing.T) {
 		t.Errorf("the new QEMU's rings: %v (missing %v), want its own indices [[1000 990] [7 7]]", got, s.Missing)
 	}
 }
+
+// TestCollectResetSameStatus: a device reset that a collection sees
+// (the driver not running) and after which the guest's driver comes back
+// with the very same status: the rings start at 0 again, so the counts
+// go on from the new indices, never from the old ones (which would make
+// 5 after 1000 a jump of 64541).
+func TestCollectResetSameStatus(t *testing.T) {
+	f := newFakeVM(t, 1, false)
+	c := NewCollector(Options{Deadline: 10 * time.Second})
+	tg := fakeTarget(f, policy.BackendUserspace)
+	ctx := context.Background()
+	f.setIdx(0, 1000, 990)
+	f.setIdx(1, 20, 20)
+	if got := counts(c.Collect(ctx, []Target{tg})[0]); !slices.Equal(got, [][2]uint64{{1000, 990}, {20, 20}}) {
+		t.Fatalf("before the reset: %v", got)
+	}
+	f.mu.Lock()
+	running := f.statuses
+	f.statuses = f.statuses[:1]
+	f.mu.Unlock()
+	f.setIdx(0, 0, 0)
+	f.setIdx(1, 0, 0)
+	if s := c.Collect(ctx, []Target{tg})[0]; len(s.Queues) != 0 || !strings.Contains(s.Missing[SourceRings], "has not started the device") {
+		t.Fatalf("during the reset: %+v %v", s.Queues, s.Missing)
+	}
+	c.Sample() // the zeroed rings of the reset are not a wrap either
+	f.mu.Lock()
+	f.statuses = running
+	f.mu.Unlock()
+	f.setIdx(0, 5, 3)
+	f.setIdx(1, 2, 2)
+	if got := counts(c.Collect(ctx, []Target{tg})[0]); !slices.Equal(got, [][2]uint64{{1005, 993}, {22, 22}}) {
+		t.Errorf("after the reset: %v, want the counts to go on by the new indices [[1005 993] [22 22]]", got)
+	}
+}
