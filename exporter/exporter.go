@@ -139,6 +139,10 @@ func (e *Exporter) scrape(ctx context.Context, emit func(prometheus.Metric)) err
 	for k, t := range e.last {
 		if !seen[k] {
 			e.gone[k] = goneNIC{t: t, since: now}
+			// A gone NIC shows no counters: nothing kept for it is of use,
+			// and the sampler would go on reading its old rings. Listed
+			// again (attached again), it starts afresh.
+			e.src.Forget(t)
 		}
 	}
 	for _, t := range uniq { // the same NIC of a restarted QEMU: drop the old one's ring state
@@ -154,7 +158,6 @@ func (e *Exporter) scrape(ctx context.Context, emit func(prometheus.Metric)) err
 	for k, g := range e.gone {
 		if now.Sub(g.since) > e.opts.GoneFor {
 			delete(e.gone, k)
-			e.src.Forget(g.t)
 		}
 	}
 

@@ -177,7 +177,7 @@ netctl_source_missing_info{backend="userspace",nic="net2",reason="QMP monitor bu
 }
 
 // TestExporterGoneNIC: a NIC listed once and then no longer stays down
-// for GoneFor, then is forgotten (here and in the source).
+// for GoneFor, then leaves the output; the source forgets it at once.
 func TestExporterGoneNIC(t *testing.T) {
 	src := twoNICs()
 	now := time.Unix(1000, 0)
@@ -201,6 +201,9 @@ netctl_target_up{target="vm:db1"} 0
 	}
 	if n := testutil.CollectAndCount(e, "netctl_target_error_info"); n != 1 {
 		t.Errorf("netctl_target_error_info: %d series, want 1", n)
+	}
+	if len(src.forgotten) != 1 || src.forgotten[0] != "net1" {
+		t.Errorf("once gone: forgotten %v, want db1's net1 (the sampler must not read its rings on)", src.forgotten)
 	}
 	now = now.Add(2 * time.Minute)
 	if n := testutil.CollectAndCount(e, "netctl_nic_up"); n != 1 {

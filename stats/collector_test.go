@@ -230,3 +230,27 @@ func TestCollectResetSameStatus(t *testing.T) {
 		t.Errorf("after the reset: %v, want the counts to go on by the new indices [[1005 993] [22 22]]", got)
 	}
 }
+
+// TestCollectReattached: a NIC detached and attached again under the
+// same id (netctl's record says when: Target.Attached) is another
+// device whose rings start at 0: its counts are its own, never the old
+// device's continued (5 after 1000 would be a jump of 64541).
+func TestCollectReattached(t *testing.T) {
+	f := newFakeVM(t, 1, false)
+	c := NewCollector(Options{Deadline: 10 * time.Second})
+	ctx := context.Background()
+	tg := fakeTarget(f, policy.BackendUserspace)
+	tg.Attached = time.Unix(1000, 0)
+	f.setIdx(0, 1000, 990)
+	f.setIdx(1, 20, 20)
+	if got := counts(c.Collect(ctx, []Target{tg})[0]); !slices.Equal(got, [][2]uint64{{1000, 990}, {20, 20}}) {
+		t.Fatalf("the first device: %v", got)
+	}
+	again := tg
+	again.Attached = time.Unix(2000, 0)
+	f.setIdx(0, 5, 3)
+	f.setIdx(1, 2, 2)
+	if got := counts(c.Collect(ctx, []Target{again})[0]); !slices.Equal(got, [][2]uint64{{5, 3}, {2, 2}}) {
+		t.Errorf("the device attached again: %v, want its own indices [[5 3] [2 2]]", got)
+	}
+}
