@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -483,4 +485,74 @@ func TestHostExporterVMFlag(t *testing.T) {
 		t.Errorf("expc's monitor held: netctl_target_up{target=vm:expc} = %v (%v), want 0", v, ok)
 	}
 	t.Logf("expc's monitor held: target %q", labelValue(mfs, "netctl_target_error_info", map[string]string{"target": "vm:expc"}, "reason"))
+}
+
+// hungQMP serves, until the test ends, a QMP monitor that greets and
+// takes qmp_capabilities but never answers another command: a QEMU
+// whose monitor thread greets while its main loop is stuck (QEMU 7.2
+// runs an oob-capable QMP monitor in its own I/O thread). It returns
+// the socket's path.
+func hungQMP(t *testing.T) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "hung.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		ln.Close()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				fmt.Fprintln(c, `{"QMP": {"version": {"qemu": {"micro": 0, "minor": 2, "major": 7}, "package": ""}, "capabilities": ["oob"]}}`)
+				sc := bufio.NewScanner(c)
+				for sc.Scan() {
+					if strings.Contains(sc.Text(), "qmp_capabilities") {
+						fmt.Fprintln(c, `{"return": {}}`)
+					}
+					// Anything else: no answer, ever; the client's hang-up ends it.
+				}
+			}()
+		}
+	}()
+	return sock
+}
+
+// TestHostExporterHungVM: a --qmp VM whose monitor greets but never
+// answers a command costs only itself: the other VM's NIC is listed and
+// sampled within the same scrape (the listings do not queue behind the
+// hung one and leave the collection time of their own).
+func TestHostExporterHungVM(t *testing.T) {
+	testenv.Host(t)
+	bin := netctlBinary(t)
+	t.Setenv("NETCTL_RUN_DIR", t.TempDir())
+	sock, _ := qemutest.StartPaused(t, "exphung", "-netdev", "tap,id=t0,ifname=exphtap,script=no,downscript=no",
+		"-device", "virtio-net-pci,netdev=t0,id=nic0")
+	hung := hungQMP(t)
+	ex := startExporter(t, bin, "127.0.0.1:9468", "--scrape-timeout", "4s", "--qmp", hung, "--qmp", sock)
+	body, mfs := ex.scrape(t)
+	promtoolCheck(t, body)
+	nic := map[string]string{"vm": "exphung", "nic": "nic0"}
+	if v, ok := value(mfs, "netctl_nic_up", nic); !ok || v != 1 {
+		t.Errorf("the answering VM's netctl_nic_up%v = %v (%v), want 1\n%s", nic, v, ok, body)
+	}
+	if _, ok := value(mfs, "netctl_link_receive_packets_total", nic); !ok {
+		t.Errorf("the answering VM's NIC has no link counters\n%s", body)
+	}
+	if v, ok := value(mfs, "netctl_target_up", map[string]string{"target": "qmp:" + hung}); !ok || v != 0 {
+		t.Errorf("netctl_target_up{target=qmp:%s} = %v (%v), want 0", hung, v, ok)
+	}
+	t.Logf("the hung VM: %q", labelValue(mfs, "netctl_target_error_info", map[string]string{"target": "qmp:" + hung}, "reason"))
 }
