@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"strings"
 	"sync"
@@ -174,6 +175,38 @@ func TestStatsWatchListFails(t *testing.T) {
 		}
 		if busy := strings.Contains(s.ListError, "in use"); busy != (i == 1) { // round 3 is line 1
 			t.Errorf("line %d: list error %q", i, s.ListError)
+		}
+	}
+}
+
+// TestStatsSampleDeadline: each sample's listing and collection run
+// under a deadline (a VM whose monitor never answers would otherwise
+// stop netctl stats for good), the listing within half of it.
+func TestStatsSampleDeadline(t *testing.T) {
+	var mu sync.Mutex
+	var deadlines []time.Duration
+	w := &statsWatch{interval: 100 * time.Millisecond, json: true, out: io.Discard, col: stats.NewCollector(stats.Options{}),
+		lister: func(ctx context.Context) ([]stats.Target, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if dl, ok := ctx.Deadline(); ok {
+				deadlines = append(deadlines, time.Until(dl))
+			} else {
+				deadlines = append(deadlines, -1)
+			}
+			return []stats.Target{{VM: "web1", NIC: "net1", Link: "lo", Backend: "userspace", QueuePairs: 1}}, nil
+		}}
+	if err := w.run(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(deadlines) != 2 {
+		t.Fatalf("%d listings, want 2", len(deadlines))
+	}
+	for i, d := range deadlines {
+		if d < 0 || d > sampleTimeout(w.interval)/2 {
+			t.Errorf("listing %d: deadline in %v, want one within %v", i, d, sampleTimeout(w.interval)/2)
 		}
 	}
 }
