@@ -147,7 +147,10 @@ func usedMonitor(vm qemuproc.VM, sock string) string {
 
 // describeNIC fills a target's netdev, backend, link and queue pairs.
 func describeNIC(ctx context.Context, c *qmp.Client, path, info string, t *Target) error {
-	dev := path[:len(path)-len("/virtio-backend")]
+	dev, ok := strings.CutSuffix(path, "/virtio-backend")
+	if !ok {
+		return fmt.Errorf("QOM path %q is not DEVICE/virtio-backend: %w", path, ErrInvalid)
+	}
 	if err := c.Run(ctx, "qom-get", map[string]string{"path": dev, "property": "netdev"}, &t.Netdev); err != nil {
 		return fmt.Errorf("its netdev: %w", err)
 	}
