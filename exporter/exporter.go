@@ -19,7 +19,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -65,7 +64,10 @@ type Exporter struct {
 	src  Source
 	opts Options
 
-	mu   sync.Mutex              // serialises scrapes; guards gone
+	// turn is held by the scrape under way (scrapes run one at a time);
+	// it guards gone and last. A scrape waits for it only until its own
+	// deadline.
+	turn chan struct{}
 	gone map[nicKey]goneNIC      // NICs listed before and not now
 	last map[nicKey]stats.Target // NICs listed by the last scrape
 }
@@ -90,7 +92,7 @@ func New(src Source, o Options) *Exporter {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Exporter{src: src, opts: o, gone: map[nicKey]goneNIC{}, last: map[nicKey]stats.Target{}}
+	return &Exporter{src: src, opts: o, turn: make(chan struct{}, 1), gone: map[nicKey]goneNIC{}, last: map[nicKey]stats.Target{}}
 }
 
 // Describe sends every metric's description.
@@ -100,17 +102,27 @@ func (e *Exporter) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// Collect scrapes under Options.ScrapeTimeout.
+// Collect scrapes under Options.ScrapeTimeout. A scrape that could not
+// start within it (another one held the exporter all along) is an
+// invalid metric: the registry's Gather then fails with that error.
 func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), e.opts.ScrapeTimeout)
 	defer cancel()
-	e.scrape(ctx, func(m prometheus.Metric) { ch <- m })
+	if err := e.scrape(ctx, func(m prometheus.Metric) { ch <- m }); err != nil {
+		ch <- prometheus.NewInvalidMetric(descScrapeSeconds, err)
+	}
 }
 
-// scrape lists, samples and emits. ctx bounds it.
-func (e *Exporter) scrape(ctx context.Context, emit func(prometheus.Metric)) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+// scrape lists, samples and emits. ctx bounds it, the wait for a scrape
+// under way included: when ctx ends first, scrape emits nothing and
+// says so.
+func (e *Exporter) scrape(ctx context.Context, emit func(prometheus.Metric)) error {
+	select {
+	case e.turn <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("another scrape was still under way when this one's deadline passed (%w): a VM's monitor may be hung; the next scrape tries again", ctx.Err())
+	}
+	defer func() { <-e.turn }()
 	start := e.opts.Now()
 	ts, terrs := e.src.Targets(ctx)
 
@@ -127,6 +139,10 @@ func (e *Exporter) scrape(ctx context.Context, emit func(prometheus.Metric)) {
 	for k, t := range e.last {
 		if !seen[k] {
 			e.gone[k] = goneNIC{t: t, since: now}
+			// A gone NIC shows no counters: nothing kept for it is of use,
+			// and the sampler would go on reading its old rings. Listed
+			// again (attached again), it starts afresh.
+			e.src.Forget(t)
 		}
 	}
 	for _, t := range uniq { // the same NIC of a restarted QEMU: drop the old one's ring state
@@ -142,7 +158,6 @@ func (e *Exporter) scrape(ctx context.Context, emit func(prometheus.Metric)) {
 	for k, g := range e.gone {
 		if now.Sub(g.since) > e.opts.GoneFor {
 			delete(e.gone, k)
-			e.src.Forget(g.t)
 		}
 	}
 
@@ -192,16 +207,23 @@ func (e *Exporter) scrape(ctx context.Context, emit func(prometheus.Metric)) {
 		why := fmt.Sprintf("gone since %s: no longer listed (VM exited, NIC detached, or its VM no longer answers)", g.since.UTC().Format(time.RFC3339))
 		nicMetrics(stats.NICStats{Target: g.t, Missing: map[string]string{"nic": why}}, false, l[:], emit)
 	}
+	targetsSeen := map[string]bool{}
 	for _, name := range sortedTargetNames(terrs) {
+		if l := labelValue(name); targetsSeen[l] {
+			continue // two names that differ only in bytes that are not UTF-8: the first wins
+		} else {
+			targetsSeen[l] = true
+		}
 		if terrs[name] == nil {
-			emit(prometheus.MustNewConstMetric(descTargetUp, prometheus.GaugeValue, 1, name))
+			emit(constMetric(descTargetUp, prometheus.GaugeValue, 1, name))
 			continue
 		}
-		emit(prometheus.MustNewConstMetric(descTargetUp, prometheus.GaugeValue, 0, name))
-		emit(prometheus.MustNewConstMetric(descTargetError, prometheus.GaugeValue, 1, name, reasonLabel(terrs[name].Error())))
+		emit(constMetric(descTargetUp, prometheus.GaugeValue, 0, name))
+		emit(constMetric(descTargetError, prometheus.GaugeValue, 1, name, reasonLabel(terrs[name].Error())))
 	}
-	emit(prometheus.MustNewConstMetric(descScrapeNICs, prometheus.GaugeValue, float64(len(labelsSeen))))
-	emit(prometheus.MustNewConstMetric(descScrapeSeconds, prometheus.GaugeValue, e.opts.Now().Sub(start).Seconds()))
+	emit(constMetric(descScrapeNICs, prometheus.GaugeValue, float64(len(labelsSeen))))
+	emit(constMetric(descScrapeSeconds, prometheus.GaugeValue, e.opts.Now().Sub(start).Seconds()))
+	return nil
 }
 
 func sortedTargetNames(m map[string]error) []string {
@@ -213,14 +235,14 @@ func sortedTargetNames(m map[string]error) []string {
 	return k
 }
 
-// nicLabelValues are vm, nic, backend; a VM without a -name is named by
-// its QMP socket.
+// nicLabelValues are vm, nic, backend (valid UTF-8: labelValue); a VM
+// without a -name is named by its QMP socket.
 func nicLabelValues(t stats.Target) [3]string {
 	vm := t.VM
 	if vm == "" {
 		vm = t.QMP
 	}
-	return [3]string{vm, t.NIC, t.Backend}
+	return [3]string{labelValue(vm), labelValue(t.NIC), labelValue(t.Backend)}
 }
 
 // nicUp: the NIC's QEMU still runs (same pid and start time, when the

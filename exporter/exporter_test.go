@@ -3,7 +3,9 @@ package exporter
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -175,7 +177,7 @@ netctl_source_missing_info{backend="userspace",nic="net2",reason="QMP monitor bu
 }
 
 // TestExporterGoneNIC: a NIC listed once and then no longer stays down
-// for GoneFor, then is forgotten (here and in the source).
+// for GoneFor, then leaves the output; the source forgets it at once.
 func TestExporterGoneNIC(t *testing.T) {
 	src := twoNICs()
 	now := time.Unix(1000, 0)
@@ -199,6 +201,9 @@ netctl_target_up{target="vm:db1"} 0
 	}
 	if n := testutil.CollectAndCount(e, "netctl_target_error_info"); n != 1 {
 		t.Errorf("netctl_target_error_info: %d series, want 1", n)
+	}
+	if len(src.forgotten) != 1 || src.forgotten[0] != "net1" {
+		t.Errorf("once gone: forgotten %v, want db1's net1 (the sampler must not read its rings on)", src.forgotten)
 	}
 	now = now.Add(2 * time.Minute)
 	if n := testutil.CollectAndCount(e, "netctl_nic_up"); n != 1 {
@@ -289,5 +294,149 @@ func TestReasonLabelBounded(t *testing.T) {
 	long := strings.Repeat("é", 1000)
 	if r := reasonLabel(long); len(r) > maxReason+3 || !strings.HasSuffix(r, "...") {
 		t.Errorf("reasonLabel: %d bytes", len(r))
+	}
+}
+
+// TestExporterInvalidUTF8: label values come from outside (a tap name
+// from QEMU's fdinfo, a monitor holder's comm, QEMU's -name, an error
+// from QEMU): bytes that are not UTF-8 are replaced, never a panic
+// (client_golang's MustNewConstMetric panics on them), and the other
+// NIC is served as usual.
+func TestExporterInvalidUTF8(t *testing.T) {
+	src := twoNICs()
+	src.targets[1].VM = "db\xff1"
+	src.targets[1].Link = "tap\xfe"
+	src.fail = map[string]string{"net1": "monitor busy: held by pid 7 (evil\xc3)"}
+	src.targets[0].NIC = "net0"
+	src.byTarget = map[string]error{"state": nil, "vm:db\xff1": errors.New("qemuproc: no VM named \"db\xff1\"")}
+	e := New(src, Options{})
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(e)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var up int
+	for _, mf := range mfs {
+		if mf.GetName() == "netctl_nic_up" {
+			up = len(mf.GetMetric())
+		}
+	}
+	if up != 2 {
+		t.Errorf("%d netctl_nic_up series, want 2", up)
+	}
+	srv := httptest.NewServer(e.Handler())
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || !strings.Contains(string(b), "netctl_nic_up{backend=\"userspace\",nic=\"net1\",vm=\"db\ufffd1\"} 0") ||
+		!strings.Contains(string(b), `netctl_nic_up{backend="vhost-net",nic="net0",vm="web1"} 1`) {
+		t.Errorf("/metrics: %d\n%s", resp.StatusCode, b)
+	}
+}
+
+// TestListenChecksWhatItListensOn: a host name is resolved once, and the
+// listener is on the loopback address that was checked, not on whatever
+// a second lookup answers (a DNS name may answer a loopback address to
+// the check and another to the listen). The fake resolver knows a name
+// the real one never resolves (.invalid, RFC 6761).
+func TestListenChecksWhatItListensOn(t *testing.T) {
+	defer func(f func(context.Context, string) ([]net.IPAddr, error)) { lookupIPAddr = f }(lookupIPAddr)
+	lookupIPAddr = func(_ context.Context, host string) ([]net.IPAddr, error) {
+		switch host {
+		case "metrics.invalid":
+			return []net.IPAddr{{IP: net.ParseIP("::1")}, {IP: net.ParseIP("127.0.0.1")}}, nil
+		case "mixed.invalid":
+			return []net.IPAddr{{IP: net.ParseIP("127.0.0.1")}, {IP: net.ParseIP("192.0.2.1")}}, nil
+		}
+		return nil, errors.New("no such host")
+	}
+	ln, err := Listen(context.Background(), "metrics.invalid:0", false)
+	if err != nil {
+		t.Fatalf("Listen(metrics.invalid:0) = %v", err)
+	}
+	defer ln.Close()
+	if ip := ln.Addr().(*net.TCPAddr).IP; !ip.Equal(net.ParseIP("127.0.0.1")) {
+		t.Errorf("listening on %s, want 127.0.0.1 (the checked address, IPv4 first)", ip)
+	}
+	if ln, err := Listen(context.Background(), "mixed.invalid:0", false); err == nil || !errors.Is(err, errs.ErrInvalid) || !strings.Contains(err.Error(), "192.0.2.1") {
+		if ln != nil {
+			ln.Close()
+		}
+		t.Errorf("Listen(mixed.invalid:0) = %v, want a refusal naming 192.0.2.1", err)
+	}
+}
+
+// blockingSource is fakeSource whose Collect waits for release (a hung
+// monitor, without even the deadline), after saying it started.
+type blockingSource struct {
+	*fakeSource
+	started chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingSource) Collect(ctx context.Context, ts []stats.Target) []stats.NICStats {
+	b.started <- struct{}{}
+	<-b.release
+	return b.fakeSource.Collect(ctx, ts)
+}
+
+// TestScrapeWaitBounded: scrapes run one at a time, but one that waits
+// for a scrape under way waits only until its own deadline (a client
+// that hangs up, Prometheus's scrape timeout): it answers 503 saying
+// why, instead of queueing a goroutine and a connection behind a hung
+// scrape for as long as that takes.
+func TestScrapeWaitBounded(t *testing.T) {
+	src := &blockingSource{fakeSource: twoNICs(), started: make(chan struct{}), release: make(chan struct{})}
+	e := New(src, Options{ScrapeTimeout: time.Hour})
+	srv := httptest.NewServer(e.Handler())
+	defer srv.Close()
+	first := make(chan int, 1)
+	go func() {
+		resp, err := http.Get(srv.URL + "/metrics")
+		if err != nil {
+			first <- 0
+			return
+		}
+		resp.Body.Close()
+		first <- resp.StatusCode
+	}()
+	<-src.started // the first scrape holds the exporter
+	waited := make(chan string, 1)
+	go func() {
+		req, _ := http.NewRequest("GET", srv.URL+"/metrics", nil)
+		req.Header.Set("X-Prometheus-Scrape-Timeout-Seconds", "0.5")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			waited <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		waited <- fmt.Sprint(resp.StatusCode, " ", string(b))
+	}()
+	select {
+	case got := <-waited:
+		if !strings.HasPrefix(got, "503 ") || !strings.Contains(got, "another scrape was still under way") {
+			t.Errorf("the second scrape: %s", got)
+		}
+	case <-time.After(time.Minute): // a deadlock detector, not a timing bound: the second scrape's own deadline is 0.5 s
+		t.Error("the second scrape waited past its deadline for the first one")
+	}
+	// Through a registry (Exporter.Collect): Gather's error, not a wait.
+	e2 := New(twoNICs(), Options{ScrapeTimeout: 100 * time.Millisecond})
+	e2.turn <- struct{}{} // a scrape under way
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(e2)
+	if _, err := reg.Gather(); err == nil || !strings.Contains(err.Error(), "another scrape was still under way") {
+		t.Errorf("Gather while another scrape holds the exporter: %v", err)
+	}
+	close(src.release)
+	if code := <-first; code != 200 {
+		t.Errorf("the first scrape: %d", code)
 	}
 }

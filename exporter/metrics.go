@@ -2,6 +2,7 @@ package exporter
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -91,6 +92,7 @@ func allDescs() []*prometheus.Desc {
 const maxReason = 240
 
 func reasonLabel(s string) string {
+	s = labelValue(s)
 	if len(s) <= maxReason {
 		return s
 	}
@@ -99,14 +101,31 @@ func reasonLabel(s string) string {
 	return string(r[:len(r)-1]) + "..."
 }
 
+// labelValue makes s a valid label value: label values come from
+// outside (QEMU's -name, a tap name from QEMU's fdinfo, a monitor
+// holder's comm, QEMU's error text), and client_golang refuses bytes
+// that are not UTF-8 (MustNewConstMetric panics): each such byte
+// becomes U+FFFD.
+func labelValue(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
+
+// constMetric is prometheus.MustNewConstMetric with every label value
+// made valid (labelValue); it panics only on a wrong number of labels,
+// which is this package's own error.
+func constMetric(d *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) prometheus.Metric {
+	for i := range labels {
+		labels[i] = labelValue(labels[i])
+	}
+	return prometheus.MustNewConstMetric(d, t, v, labels...)
+}
+
 // nicMetrics are one NIC's metrics in a scrape. up is the decision of
 // nicUp; labels are vm, nic, backend.
 func nicMetrics(s stats.NICStats, up bool, labels []string, emit func(prometheus.Metric)) {
 	gauge := func(d *prometheus.Desc, v float64, extra ...string) {
-		emit(prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append(append([]string(nil), labels...), extra...)...))
+		emit(constMetric(d, prometheus.GaugeValue, v, append(append([]string(nil), labels...), extra...)...))
 	}
 	counter := func(d *prometheus.Desc, v float64, extra ...string) {
-		emit(prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, append(append([]string(nil), labels...), extra...)...))
+		emit(constMetric(d, prometheus.CounterValue, v, append(append([]string(nil), labels...), extra...)...))
 	}
 	t := s.Target
 	gauge(descNICUp, b2f(up))

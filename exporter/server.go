@@ -54,7 +54,10 @@ func (e *Exporter) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), d)
 	defer cancel()
 	var ms []prometheus.Metric
-	e.scrape(ctx, func(m prometheus.Metric) { ms = append(ms, m) })
+	if err := e.scrape(ctx, func(m prometheus.Metric) { ms = append(ms, m) }); err != nil {
+		http.Error(w, "netctl exporter: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
 	reg := prometheus.NewPedanticRegistry()
 	if err := reg.Register(fixed(ms)); err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -92,10 +95,14 @@ func Listen(ctx context.Context, addr string, allowRemote bool) (net.Listener, e
 		return nil, fmt.Errorf("--listen %q: port %q: use a number 0 to 65535: %w", addr, port, errs.ErrInvalid)
 	}
 	if !allowRemote {
-		if err := checkLoopback(ctx, host); err != nil {
+		ip, err := checkLoopback(ctx, host)
+		if err != nil {
 			return nil, fmt.Errorf("--listen %q: %v: listen on 127.0.0.1 or [::1] (and let Prometheus scrape through a proxy), or pass --allow-remote to serve the metrics to the network without TLS or authentication: %w",
 				addr, err, errs.ErrInvalid)
 		}
+		// The address checked, not the name again: a second lookup may
+		// answer otherwise (DNS).
+		addr = net.JoinHostPort(ip.String(), port)
 	}
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", addr)
@@ -105,29 +112,39 @@ func Listen(ctx context.Context, addr string, allowRemote bool) (net.Listener, e
 	return ln, nil
 }
 
-func checkLoopback(ctx context.Context, host string) error {
+// lookupIPAddr resolves a host name (tests replace it).
+var lookupIPAddr = net.DefaultResolver.LookupIPAddr
+
+// checkLoopback checks that host is or names loopback addresses only and
+// returns the one to listen on (a name's first IPv4 address, as Go's
+// own Listen picks, else its first).
+func checkLoopback(ctx context.Context, host string) (net.IP, error) {
 	if host == "" {
-		return errors.New("no host means every address, not only loopback")
+		return nil, errors.New("no host means every address, not only loopback")
 	}
 	if ip := net.ParseIP(host); ip != nil {
 		if !ip.IsLoopback() {
-			return fmt.Errorf("%s is not a loopback address", ip)
+			return nil, fmt.Errorf("%s is not a loopback address", ip)
 		}
-		return nil
+		return ip, nil
 	}
-	ips, err := net.DefaultResolver.LookupIPAddr(ctx, host)
+	ips, err := lookupIPAddr(ctx, host)
 	if err != nil {
-		return fmt.Errorf("resolve %s: %v", host, err)
-	}
-	for _, ip := range ips {
-		if !ip.IP.IsLoopback() {
-			return fmt.Errorf("%s resolves to %s, which is not a loopback address", host, ip.IP)
-		}
+		return nil, fmt.Errorf("resolve %s: %v", host, err)
 	}
 	if len(ips) == 0 {
-		return fmt.Errorf("%s resolves to no address", host)
+		return nil, fmt.Errorf("%s resolves to no address", host)
 	}
-	return nil
+	var pick net.IP
+	for _, ip := range ips {
+		if !ip.IP.IsLoopback() {
+			return nil, fmt.Errorf("%s resolves to %s, which is not a loopback address", host, ip.IP)
+		}
+		if pick == nil || (pick.To4() == nil && ip.IP.To4() != nil) {
+			pick = ip.IP
+		}
+	}
+	return pick, nil
 }
 
 // Serve serves h on ln until ctx is done, then shuts down (waiting up to

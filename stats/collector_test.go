@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/netctl/netctl/policy"
+	"github.com/netctl/netctl/qemuproc"
 )
 
 func fakeTarget(f *fakeVM, backend string) Target {
@@ -155,5 +156,101 @@ func TestCollectNoMonitor(t *testing.T) {
 	}
 	if out[0].Missing[SourceLink] == "" {
 		t.Errorf("no link: %v", out[0].Missing)
+	}
+}
+
+// TestCollectPIDReused: a QEMU restarted under the same pid (pid reuse)
+// is another process: its rings start from its own indices, never
+// continuing the old QEMU's counts (whose last indices would turn the
+// new ones into a jump of up to 65535 descriptors).
+func TestCollectPIDReused(t *testing.T) {
+	f := newFakeVM(t, 1, false)
+	start, err := qemuproc.StartTime(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewCollector(Options{Deadline: 10 * time.Second})
+	tg := fakeTarget(f, policy.BackendUserspace)
+	tg.PIDStart = start
+	// The old QEMU under this pid left ring state behind: counts far on,
+	// last indices near the top of the 16-bit range, at the same
+	// addresses and under the same status.
+	old := tg
+	old.PIDStart = start - 1
+	st, err := parseVirtioStatus([]byte(`{"name": "virtio-net", "num-vqs": 3, "vhost-started": false, "started": true, "broken": false, "status": {"statuses": ["VIRTIO_CONFIG_S_ACKNOWLEDGE: x", "VIRTIO_CONFIG_S_DRIVER: x", "VIRTIO_CONFIG_S_FEATURES_OK: x", "VIRTIO_CONFIG_S_DRIVER_OK: x"]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := &ringState{pid: os.Getpid(), pidStart: old.PIDStart, fingerprint: st.fingerprint()}
+	for q := 0; q < 2; q++ {
+		rs.queues = append(rs.queues, ringQueue{vq: q, num: 256,
+			availIdx: f.hva(uint64(ringBase + q*2*ringStride + 2)), usedIdx: f.hva(uint64(ringBase + q*2*ringStride + ringStride + 2)),
+			lastAvail: 60000, lastUsed: 60000, offered: 1 << 20, completed: 1 << 20, primed: true})
+	}
+	c.rings[old.Key()] = rs
+	f.setIdx(0, 1000, 990)
+	f.setIdx(1, 7, 7)
+	s := c.Collect(context.Background(), []Target{tg})[0]
+	if got := counts(s); !slices.Equal(got, [][2]uint64{{1000, 990}, {7, 7}}) {
+		t.Errorf("the new QEMU's rings: %v (missing %v), want its own indices [[1000 990] [7 7]]", got, s.Missing)
+	}
+}
+
+// TestCollectResetSameStatus: a device reset that a collection sees
+// (the driver not running) and after which the guest's driver comes back
+// with the very same status: the rings start at 0 again, so the counts
+// go on from the new indices, never from the old ones (which would make
+// 5 after 1000 a jump of 64541).
+func TestCollectResetSameStatus(t *testing.T) {
+	f := newFakeVM(t, 1, false)
+	c := NewCollector(Options{Deadline: 10 * time.Second})
+	tg := fakeTarget(f, policy.BackendUserspace)
+	ctx := context.Background()
+	f.setIdx(0, 1000, 990)
+	f.setIdx(1, 20, 20)
+	if got := counts(c.Collect(ctx, []Target{tg})[0]); !slices.Equal(got, [][2]uint64{{1000, 990}, {20, 20}}) {
+		t.Fatalf("before the reset: %v", got)
+	}
+	f.mu.Lock()
+	running := f.statuses
+	f.statuses = f.statuses[:1]
+	f.mu.Unlock()
+	f.setIdx(0, 0, 0)
+	f.setIdx(1, 0, 0)
+	if s := c.Collect(ctx, []Target{tg})[0]; len(s.Queues) != 0 || !strings.Contains(s.Missing[SourceRings], "has not started the device") {
+		t.Fatalf("during the reset: %+v %v", s.Queues, s.Missing)
+	}
+	c.Sample() // the zeroed rings of the reset are not a wrap either
+	f.mu.Lock()
+	f.statuses = running
+	f.mu.Unlock()
+	f.setIdx(0, 5, 3)
+	f.setIdx(1, 2, 2)
+	if got := counts(c.Collect(ctx, []Target{tg})[0]); !slices.Equal(got, [][2]uint64{{1005, 993}, {22, 22}}) {
+		t.Errorf("after the reset: %v, want the counts to go on by the new indices [[1005 993] [22 22]]", got)
+	}
+}
+
+// TestCollectReattached: a NIC detached and attached again under the
+// same id (netctl's record says when: Target.Attached) is another
+// device whose rings start at 0: its counts are its own, never the old
+// device's continued (5 after 1000 would be a jump of 64541).
+func TestCollectReattached(t *testing.T) {
+	f := newFakeVM(t, 1, false)
+	c := NewCollector(Options{Deadline: 10 * time.Second})
+	ctx := context.Background()
+	tg := fakeTarget(f, policy.BackendUserspace)
+	tg.Attached = time.Unix(1000, 0)
+	f.setIdx(0, 1000, 990)
+	f.setIdx(1, 20, 20)
+	if got := counts(c.Collect(ctx, []Target{tg})[0]); !slices.Equal(got, [][2]uint64{{1000, 990}, {20, 20}}) {
+		t.Fatalf("the first device: %v", got)
+	}
+	again := tg
+	again.Attached = time.Unix(2000, 0)
+	f.setIdx(0, 5, 3)
+	f.setIdx(1, 2, 2)
+	if got := counts(c.Collect(ctx, []Target{again})[0]); !slices.Equal(got, [][2]uint64{{5, 3}, {2, 2}}) {
+		t.Errorf("the device attached again: %v, want its own indices [[5 3] [2 2]]", got)
 	}
 }

@@ -61,6 +61,7 @@ func FuzzParseQueueStatus(f *testing.F) {
 
 func FuzzParseVirtio(f *testing.F) {
 	seeds(f, "qemu-7.2-virtio*.json")
+	f.Add([]byte(`[{"name": "virtio-net", "path": "/x"}, {"name": "virtio-net", "path": "/virtio-backend"}]`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if st, err := parseVirtioStatus(b); err == nil {
 			if st.NumVQs < 0 || st.NumVQs > maxVQs || len(st.Status.Statuses) > maxStrings {
@@ -75,6 +76,10 @@ func FuzzParseVirtio(f *testing.F) {
 			}
 			for _, p := range nets {
 				_ = nicID(p)
+				// describeNIC takes the device's QOM path off the end.
+				if d, ok := strings.CutSuffix(p, "/virtio-backend"); !ok || !strings.HasPrefix(d, "/") || len(d) < 2 {
+					t.Errorf("parseVirtioList(%q) gave %q, not DEVICE/virtio-backend", b, p)
+				}
 			}
 		}
 	})

@@ -110,7 +110,11 @@ func parseVirtioList(b []byte) ([]string, error) {
 	}
 	var nets []string
 	for _, d := range devs {
-		if d.Name == "virtio-net" && strings.HasPrefix(d.Path, "/") {
+		// QEMU names each device's virtio backend DEVICE/virtio-backend;
+		// anything else is not a path the other commands take (and
+		// describeNIC cuts the suffix off).
+		dev, ok := strings.CutSuffix(d.Path, "/virtio-backend")
+		if d.Name == "virtio-net" && ok && strings.HasPrefix(dev, "/") && len(dev) > 1 {
 			nets = append(nets, d.Path)
 		}
 	}

@@ -21,11 +21,15 @@ import (
 // (host virtual addresses from gpa2hva), the device status they were
 // resolved under, the last 16-bit indices and the accumulated counts.
 type ringState struct {
-	mu          sync.Mutex // guards queues (Sample and Collect both read)
+	mu          sync.Mutex // guards queues, fingerprint and stopped (Sample and Collect both read)
 	pid         int
 	pidStart    uint64
 	fingerprint string // virtio status when resolved: another means a reset
-	queues      []ringQueue
+	// stopped: a collection saw the device not running (a reset): the
+	// addresses may no longer hold its rings, so Sample leaves them alone
+	// until Collect resolves them again.
+	stopped bool
+	queues  []ringQueue
 }
 
 type ringQueue struct {
@@ -103,6 +107,9 @@ func consistent(avail, used uint16, num int) bool {
 func (r *ringState) sample() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.stopped {
+		return fmt.Errorf("the device was reset since its rings were found: %w", ErrNotAvailable)
+	}
 	if r.pidStart != 0 {
 		if st, err := qemuproc.StartTime(r.pid); err != nil || st != r.pidStart {
 			return fmt.Errorf("VM gone: QEMU (pid %d) has exited: %w", r.pid, ErrNotAvailable)
@@ -111,6 +118,13 @@ func (r *ringState) sample() error {
 	v, err := readU16s(r.pid, r.addrs())
 	if err != nil {
 		return err
+	}
+	if r.pidStart != 0 {
+		// Again after the read: the pid may have been reused between
+		// the check and the read; what was read is then not QEMU's.
+		if st, err := qemuproc.StartTime(r.pid); err != nil || st != r.pidStart {
+			return fmt.Errorf("VM gone: QEMU (pid %d) has exited: %w", r.pid, ErrNotAvailable)
+		}
 	}
 	for i, q := range r.queues {
 		if !consistent(v[2*i+1], v[2*i], q.num) {
@@ -223,10 +237,24 @@ func (c *Collector) readRings(ctx context.Context, sess *session, s *NICStats) {
 		return
 	}
 	if !st.driverOK() {
+		if r != nil {
+			// A reset under way: whatever status the driver comes back
+			// with, its rings start at 0 again (resolved afresh, the
+			// counts carried over as after a reset).
+			r.mu.Lock()
+			r.fingerprint, r.stopped = st.fingerprint(), true
+			r.mu.Unlock()
+		}
 		s.missing(SourceRings, fmt.Sprintf("the guest's driver has not started the device (status %s)", statusWords(st)))
 		return
 	}
-	fresh := r == nil || r.fingerprint != st.fingerprint() || r.pid != t.PID
+	var fp string
+	if r != nil {
+		r.mu.Lock()
+		fp = r.fingerprint
+		r.mu.Unlock()
+	}
+	fresh := r == nil || fp != st.fingerprint() || r.pid != t.PID
 	if !fresh {
 		if err := r.sample(); err == nil {
 			s.Queues = r.locked().stats()
@@ -239,7 +267,9 @@ func (c *Collector) readRings(ctx context.Context, sess *session, s *NICStats) {
 		return
 	}
 	nr.fingerprint = st.fingerprint()
-	if r != nil && r.pid == nr.pid {
+	if r != nil && r.pid == nr.pid && r.pidStart == nr.pidStart {
+		// The same QEMU (a reused pid is another process: its rings
+		// start from its own indices).
 		r.mu.Lock()
 		// Carry the counts over. A status change is a reset (the rings
 		// start at 0 again); a failed read with the same status (a

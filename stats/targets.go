@@ -102,23 +102,27 @@ func qemuTargets(ctx context.Context, name, sock string) ([]Target, error) {
 	}
 	start, _ := qemuproc.StartTime(pid)
 	monitor := usedMonitor(vm, sock)
+	label := vm.Name // for errors: the VM's -name, else its socket
+	if label == "" {
+		label = monitor
+	}
 	raw, err := c.Execute(ctx, "x-query-virtio", nil)
 	if err != nil {
-		return nil, fmt.Errorf("stats: VM %s: %w", vm.Name, qmpErr("x-query-virtio", err))
+		return nil, fmt.Errorf("stats: VM %s: %w", label, qmpErr("x-query-virtio", err))
 	}
 	paths, err := parseVirtioList(raw)
 	if err != nil {
-		return nil, fmt.Errorf("stats: VM %s: %w", vm.Name, err)
+		return nil, fmt.Errorf("stats: VM %s: %w", label, err)
 	}
 	var info string
 	if err := c.Run(ctx, "human-monitor-command", map[string]string{"command-line": "info network"}, &info); err != nil {
-		return nil, fmt.Errorf("stats: VM %s: info network: %w", vm.Name, err)
+		return nil, fmt.Errorf("stats: VM %s: info network: %w", label, err)
 	}
 	var ts []Target
 	for _, p := range paths {
 		t := Target{VM: vm.Name, NIC: nicID(p), QMP: monitor, PID: pid, PIDStart: start, QueuePairs: 1}
 		if err := describeNIC(ctx, c, p, info, &t); err != nil {
-			return nil, fmt.Errorf("stats: VM %s NIC %s: %w", vm.Name, t.NIC, err)
+			return nil, fmt.Errorf("stats: VM %s NIC %s: %w", label, t.NIC, err)
 		}
 		ts = append(ts, t)
 	}
@@ -143,7 +147,10 @@ func usedMonitor(vm qemuproc.VM, sock string) string {
 
 // describeNIC fills a target's netdev, backend, link and queue pairs.
 func describeNIC(ctx context.Context, c *qmp.Client, path, info string, t *Target) error {
-	dev := path[:len(path)-len("/virtio-backend")]
+	dev, ok := strings.CutSuffix(path, "/virtio-backend")
+	if !ok {
+		return fmt.Errorf("QOM path %q is not DEVICE/virtio-backend: %w", path, ErrInvalid)
+	}
 	if err := c.Run(ctx, "qom-get", map[string]string{"path": dev, "property": "netdev"}, &t.Netdev); err != nil {
 		return fmt.Errorf("its netdev: %w", err)
 	}

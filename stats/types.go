@@ -44,9 +44,16 @@ type Target struct {
 	Attached time.Time
 }
 
-// Key identifies a target across collections (VM, pid and NIC).
+// Key identifies a target across collections (VM, QEMU's pid and start
+// time, NIC, when netctl attached it): a QEMU restarted under a reused
+// pid, or a NIC detached and attached again under the same id, is
+// another target.
 func (t Target) Key() string {
-	return t.VM + "\x00" + t.QMP + "\x00" + strconv.Itoa(t.PID) + "\x00" + t.NIC
+	attached := "0"
+	if !t.Attached.IsZero() {
+		attached = strconv.FormatInt(t.Attached.UnixNano(), 10)
+	}
+	return t.VM + "\x00" + t.QMP + "\x00" + strconv.Itoa(t.PID) + "\x00" + strconv.FormatUint(t.PIDStart, 10) + "\x00" + t.NIC + "\x00" + attached
 }
 
 // Counters are one direction's counters.

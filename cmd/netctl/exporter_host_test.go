@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -431,7 +433,7 @@ func TestHostExporterVMFlag(t *testing.T) {
 	testenv.Host(t)
 	bin := netctlBinary(t)
 	t.Setenv("NETCTL_RUN_DIR", t.TempDir())
-	qemutest.StartPaused(t, "expc", "-netdev", "tap,id=t0,ifname=expctap,script=no,downscript=no",
+	sock, _ := qemutest.StartPaused(t, "expc", "-netdev", "tap,id=t0,ifname=expctap,script=no,downscript=no",
 		"-device", "virtio-net-pci,netdev=t0,id=nic0")
 	ex := startExporter(t, bin, "127.0.0.1:9467", "--vm", "expc", "--vm", "nctl-no-such-vm")
 	body, mfs := ex.scrape(t)
@@ -454,4 +456,103 @@ func TestHostExporterVMFlag(t *testing.T) {
 		t.Errorf("the missing VM's reason: %q", why)
 	}
 	t.Logf("--vm nctl-no-such-vm: %q", why)
+
+	// Another client holds expc's monitor, so --vm expc cannot be listed:
+	// its NIC is still served from the last listing (up on its link, the
+	// qmp source down saying busy), not taken for gone.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	hold, err := qmp.Dial(ctx, sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Close()
+	body, mfs = ex.scrape(t)
+	promtoolCheck(t, body)
+	if v, ok := value(mfs, "netctl_nic_up", nic); !ok || v != 1 {
+		t.Errorf("expc's monitor held: netctl_nic_up%v = %v (%v), want 1 (its link still counts)\n%s", nic, v, ok, body)
+	}
+	if _, ok := value(mfs, "netctl_link_receive_packets_total", nic); !ok {
+		t.Errorf("expc's monitor held: its link counters went (they need no QMP)\n%s", body)
+	}
+	if v, ok := value(mfs, "netctl_source_up", withLabel(nic, "source", "qmp")); !ok || v != 0 {
+		t.Errorf("expc's monitor held: netctl_source_up{source=qmp} = %v (%v), want 0", v, ok)
+	}
+	if why := labelValue(mfs, "netctl_source_missing_info", withLabel(nic, "source", "qmp"), "reason"); !strings.Contains(why, "busy") {
+		t.Errorf("expc's monitor held: the qmp reason %q does not say busy", why)
+	}
+	if v, ok := value(mfs, "netctl_target_up", map[string]string{"target": "vm:expc"}); !ok || v != 0 {
+		t.Errorf("expc's monitor held: netctl_target_up{target=vm:expc} = %v (%v), want 0", v, ok)
+	}
+	t.Logf("expc's monitor held: target %q", labelValue(mfs, "netctl_target_error_info", map[string]string{"target": "vm:expc"}, "reason"))
+}
+
+// hungQMP serves, until the test ends, a QMP monitor that greets and
+// takes qmp_capabilities but never answers another command: a QEMU
+// whose monitor thread greets while its main loop is stuck (QEMU 7.2
+// runs an oob-capable QMP monitor in its own I/O thread). It returns
+// the socket's path.
+func hungQMP(t *testing.T) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "hung.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		ln.Close()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				fmt.Fprintln(c, `{"QMP": {"version": {"qemu": {"micro": 0, "minor": 2, "major": 7}, "package": ""}, "capabilities": ["oob"]}}`)
+				sc := bufio.NewScanner(c)
+				for sc.Scan() {
+					if strings.Contains(sc.Text(), "qmp_capabilities") {
+						fmt.Fprintln(c, `{"return": {}}`)
+					}
+					// Anything else: no answer, ever; the client's hang-up ends it.
+				}
+			}()
+		}
+	}()
+	return sock
+}
+
+// TestHostExporterHungVM: a --qmp VM whose monitor greets but never
+// answers a command costs only itself: the other VM's NIC is listed and
+// sampled within the same scrape (the listings do not queue behind the
+// hung one and leave the collection time of their own).
+func TestHostExporterHungVM(t *testing.T) {
+	testenv.Host(t)
+	bin := netctlBinary(t)
+	t.Setenv("NETCTL_RUN_DIR", t.TempDir())
+	sock, _ := qemutest.StartPaused(t, "exphung", "-netdev", "tap,id=t0,ifname=exphtap,script=no,downscript=no",
+		"-device", "virtio-net-pci,netdev=t0,id=nic0")
+	hung := hungQMP(t)
+	ex := startExporter(t, bin, "127.0.0.1:9468", "--scrape-timeout", "4s", "--qmp", hung, "--qmp", sock)
+	body, mfs := ex.scrape(t)
+	promtoolCheck(t, body)
+	nic := map[string]string{"vm": "exphung", "nic": "nic0"}
+	if v, ok := value(mfs, "netctl_nic_up", nic); !ok || v != 1 {
+		t.Errorf("the answering VM's netctl_nic_up%v = %v (%v), want 1\n%s", nic, v, ok, body)
+	}
+	if _, ok := value(mfs, "netctl_link_receive_packets_total", nic); !ok {
+		t.Errorf("the answering VM's NIC has no link counters\n%s", body)
+	}
+	if v, ok := value(mfs, "netctl_target_up", map[string]string{"target": "qmp:" + hung}); !ok || v != 0 {
+		t.Errorf("netctl_target_up{target=qmp:%s} = %v (%v), want 0", hung, v, ok)
+	}
+	t.Logf("the hung VM: %q", labelValue(mfs, "netctl_target_error_info", map[string]string{"target": "qmp:" + hung}, "reason"))
 }

@@ -28,6 +28,13 @@ const (
 	maxStatsInterval = time.Hour
 )
 
+// sampleTimeout bounds one sample (listing and collecting every NIC):
+// the interval, but at least a second (QMP round trips) and at most
+// stats.DefaultDeadline.
+func sampleTimeout(interval time.Duration) time.Duration {
+	return min(max(interval, time.Second), stats.DefaultDeadline)
+}
+
 // ringSampleEvery: how often netctl stats reads the rings between its
 // samples, so that it follows a ring up to 655,350 descriptors a second.
 const ringSampleEvery = 100 * time.Millisecond
@@ -159,16 +166,32 @@ func (w *statsWatch) noTargets(ctx context.Context) error {
 }
 
 // sample lists and collects once; NICs listed before and not now (or
-// whose QEMU has exited) are gone from then on.
+// whose QEMU has exited) are gone from then on. When the listing fails,
+// the NICs listed before whose QEMU still runs stay.
 func (w *statsWatch) sample(ctx context.Context) (cur map[string]stats.NICStats, listErr error) {
 	lister := w.lister
 	if lister == nil {
 		lister = w.list
 	}
-	ts, err := lister(ctx)
+	// A VM whose monitor never answers must not stop the watch: the
+	// sample has a deadline, and the listing half of it.
+	d := sampleTimeout(w.interval)
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	lctx, lcancel := context.WithTimeout(ctx, d/2)
+	ts, err := lister(lctx)
+	lcancel()
 	if err != nil {
+		// A listing that fails (the monitor busy or hung) is not a
+		// detach: the NICs listed before whose QEMU still runs are
+		// sampled as far as their sources allow.
 		listErr = err
 		ts = nil
+		for _, k := range w.order {
+			if t := w.seen[k]; !w.gone[k] && t.PID > 0 && t.PIDStart != 0 && state.SameProcess(t.PID, t.PIDStart) {
+				ts = append(ts, t)
+			}
+		}
 	}
 	listed := map[string]bool{}
 	var live []stats.Target

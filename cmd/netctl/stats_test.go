@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/netctl/netctl/qemuproc"
 	"github.com/netctl/netctl/stats"
 )
 
@@ -113,5 +117,96 @@ func TestStatsWatchGone(t *testing.T) {
 	w.print(w.view(map[string]stats.NICStats{}, time.Second, time.Now()))
 	if !strings.Contains(tbl.String(), "web1/net2       gone: detached, or its VM exited") {
 		t.Errorf("table:\n%s", tbl.String())
+	}
+}
+
+// TestStatsWatchListFails: a listing that fails for a moment (the VM's
+// monitor busy: another client holds it) does not make the NICs listed
+// before gone while their QEMU still runs (same pid and start time):
+// they keep their rows and rates (the link needs no QMP), the sample
+// says why the listing failed, and the rows go on when it works again.
+func TestStatsWatchListFails(t *testing.T) {
+	start, err := qemuproc.StartTime(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := []stats.Target{{VM: "web1", NIC: "net1", Link: "lo", Backend: "userspace", QueuePairs: 1, PID: os.Getpid(), PIDStart: start}}
+	var mu sync.Mutex
+	rounds := 0
+	var out bytes.Buffer
+	w := &statsWatch{interval: 100 * time.Millisecond, json: true, out: &out, col: stats.NewCollector(stats.Options{}),
+		lister: func(context.Context) ([]stats.Target, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			rounds++
+			if rounds == 3 {
+				return nil, errors.New("qemuproc: VM web1: every QMP monitor is in use: busy")
+			}
+			return append([]stats.Target(nil), ts...), nil
+		}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- w.run(ctx, true) }()
+	for {
+		mu.Lock()
+		r := rounds
+		mu.Unlock()
+		if r >= 5 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) < 3 {
+		t.Fatalf("%d lines:\n%s", len(lines), out.String())
+	}
+	for i, l := range lines {
+		var s statsSample
+		if err := json.Unmarshal([]byte(l), &s); err != nil {
+			t.Fatalf("line %d: %v", i, err)
+		}
+		if len(s.NICs) != 1 || s.NICs[0].State != stateUp || s.NICs[0].RX == nil {
+			t.Errorf("line %d: %+v, want net1 up with link rates", i, s.NICs)
+		}
+		if busy := strings.Contains(s.ListError, "in use"); busy != (i == 1) { // round 3 is line 1
+			t.Errorf("line %d: list error %q", i, s.ListError)
+		}
+	}
+}
+
+// TestStatsSampleDeadline: each sample's listing and collection run
+// under a deadline (a VM whose monitor never answers would otherwise
+// stop netctl stats for good), the listing within half of it.
+func TestStatsSampleDeadline(t *testing.T) {
+	var mu sync.Mutex
+	var deadlines []time.Duration
+	w := &statsWatch{interval: 100 * time.Millisecond, json: true, out: io.Discard, col: stats.NewCollector(stats.Options{}),
+		lister: func(ctx context.Context) ([]stats.Target, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if dl, ok := ctx.Deadline(); ok {
+				deadlines = append(deadlines, time.Until(dl))
+			} else {
+				deadlines = append(deadlines, -1)
+			}
+			return []stats.Target{{VM: "web1", NIC: "net1", Link: "lo", Backend: "userspace", QueuePairs: 1}}, nil
+		}}
+	if err := w.run(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(deadlines) != 2 {
+		t.Fatalf("%d listings, want 2", len(deadlines))
+	}
+	for i, d := range deadlines {
+		if d < 0 || d > sampleTimeout(w.interval)/2 {
+			t.Errorf("listing %d: deadline in %v, want one within %v", i, d, sampleTimeout(w.interval)/2)
+		}
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/netctl/netctl/stats"
 )
@@ -129,6 +131,7 @@ const (
 // queues) and, for a NIC with more than one queue pair, one row per pair,
 // then notes: the sources that gave nothing and why, errors and drops.
 func writeStatsTable(w io.Writer, s statsSample) error {
+	s = termSafeSample(s)
 	var b strings.Builder
 	interval := time.Duration(s.IntervalSeconds * float64(time.Second)).Round(time.Millisecond)
 	head := fmt.Sprintf("%s: %d NIC(s), per second over %s. rx/tx are the guest's: rx is what the guest received (a tap's tx).",
@@ -413,3 +416,58 @@ func nicView(prev, cur stats.NICStats) nicRates {
 }
 
 func fp64(v float64) *float64 { return &v }
+
+// termSafe shows s on a terminal as text: names and reasons come from
+// outside (a QEMU's -name and error text, a monitor holder's comm, a tap
+// name), and a control character in them (ESC starting a sequence that
+// clears or retitles the terminal, CR, C1 controls), a bidi override or
+// a byte that is not UTF-8 is written escaped (\x1b, \u202e), never as
+// it is.
+func termSafe(s string) string {
+	clean := true
+	for _, r := range s {
+		if r == utf8.RuneError || unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, "\\x%02x", s[i])
+		case unicode.IsControl(r):
+			fmt.Fprintf(&b, "\\x%02x", r)
+		case unicode.Is(unicode.Bidi_Control, r):
+			fmt.Fprintf(&b, "\\u%04x", r)
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
+}
+
+// termSafeSample is s with every name and reason termSafe (a copy: s's
+// NICs and maps are left as they are).
+func termSafeSample(s statsSample) statsSample {
+	s.ListError = termSafe(s.ListError)
+	nics := make([]nicRates, len(s.NICs))
+	for i, n := range s.NICs {
+		n.VM, n.NIC, n.QMP, n.Backend, n.Link = termSafe(n.VM), termSafe(n.NIC), termSafe(n.QMP), termSafe(n.Backend), termSafe(n.Link)
+		if n.Missing != nil {
+			m := make(map[string]string, len(n.Missing))
+			for k, v := range n.Missing {
+				m[termSafe(k)] = termSafe(v)
+			}
+			n.Missing = m
+		}
+		nics[i] = n
+	}
+	s.NICs = nics
+	return s
+}

@@ -170,3 +170,38 @@ func TestWrap(t *testing.T) {
 		t.Errorf("wrap = %q, want %q", got, want)
 	}
 }
+
+// TestStatsTableTerminalSafe: names and reasons come from outside (a
+// QEMU's -name and error text, an unprivileged user's fake monitor, a
+// monitor holder's comm, a tap name): control characters (an escape
+// sequence that retitles or clears the operator's terminal), bidi
+// overrides and bytes that are not UTF-8 are shown escaped, never
+// written to the terminal as they are, and the table stays 80 columns.
+func TestStatsTableTerminalSafe(t *testing.T) {
+	s := sampleForView()
+	s.ListError = "qemuproc: \x1b]0;owned\x07 busy"
+	s.NICs[1].VM = "web\x1b[2J1"
+	s.NICs[1].Missing = map[string]string{"qmp": "monitor busy: held by pid 7 (ev\x1b[31mil\x9b)", "rings": "QEMU said \u202egnp.exe\xff"}
+	s.NICs[2].NIC = "net\r3"
+	var b bytes.Buffer
+	if err := writeStatsTable(&b, s); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	t.Logf("\n%s", out)
+	for i, r := range []rune(out) {
+		if (r < 0x20 && r != '\n') || (r >= 0x7f && r < 0xa0) || r == '\u202e' || r == utf8.RuneError {
+			t.Errorf("rune %d is %U: written to the terminal as it is", i, r)
+		}
+	}
+	for _, want := range []string{`\x1b]0;owned\x07`, `web\x1b[2J1`, `\x9b`, `\u202e`, `net\x0d3`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the table does not show %q", want)
+		}
+	}
+	for i, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		if n := utf8.RuneCountInString(l); n > tableWidth {
+			t.Errorf("line %d is %d columns wide (max %d): %q", i+1, n, tableWidth, l)
+		}
+	}
+}

@@ -1,7 +1,8 @@
 // Package vhostrig gives tests a kernel vhost-net NIC whose rings this
 // process drives: vhostnet/guest's userspace driver plays the guest, and a
 // multiqueue tap in the test's network namespace is the backend. The stats
-// and exporter VM tests use it to load one queue pair's vhost worker.
+// and exporter VM tests use it to load one queue pair's vhost worker and
+// check the workers' CPU time around that load (CheckWorkerCPU).
 package vhostrig
 
 import (
