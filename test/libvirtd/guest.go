@@ -106,7 +106,7 @@ func (g *Guest) DomainXML(metadata string, interfaces ...string) string {
     <type arch='x86_64' machine='pc'>hvm</type>
     <kernel>` + esc(g.Kernel) + `</kernel>
     <initrd>` + esc(g.Initrd) + `</initrd>
-    <cmdline>console=ttyS0 quiet panic=-1 mitigations=off</cmdline>
+    <cmdline>console=ttyS0 quiet panic=-1 mitigations=off no_timer_check</cmdline>
   </os>
   <features><acpi/></features>
   <on_poweroff>destroy</on_poweroff>
