@@ -10,6 +10,8 @@ import (
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/netctl/netctl/internal/fuzzalloc"
 )
 
 // encodeFeatures is parseFeatures' inverse: each known name as a bit of a
@@ -56,7 +58,9 @@ func encodeFeatures(t *testing.T, f *DeviceFeatures) []byte {
 func FuzzParseFeatures(f *testing.F) {
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		df, err := parseFeatures("dev0", data)
+		var df *DeviceFeatures
+		var err error
+		fuzzalloc.Check(t, len(data), func() { df, err = parseFeatures("dev0", data) })
 		if err != nil {
 			return
 		}
@@ -84,7 +88,9 @@ func FuzzParseOffloads(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		o, err := ParseOffloads(s)
+		var o Offloads
+		var err error
+		fuzzalloc.Check(t, len(s), func() { o, err = ParseOffloads(s) })
 		if err != nil {
 			if o != 0 {
 				t.Fatalf("%q: error %v with flags %v", s, err, o)
@@ -109,7 +115,9 @@ func FuzzParseDevNumber(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		maj, min, err := parseDevNumber(b)
+		var maj, min uint32
+		var err error
+		fuzzalloc.Check(t, len(b), func() { maj, min, err = parseDevNumber(b) })
 		if err != nil {
 			return
 		}

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"strings"
 	"testing"
+
+	"github.com/netctl/netctl/internal/fuzzalloc"
 )
 
 // FuzzParseCmdline feeds /proc/PID/cmdline contents (NUL-separated) to
@@ -21,11 +23,16 @@ func FuzzParseCmdline(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		argv, _ := SplitCmdline(raw)
+		var argv []string
+		var c Cmdline
+		var err error
+		fuzzalloc.Check(t, len(raw), func() {
+			argv, _ = SplitCmdline(raw)
+			c, err = ParseCmdline(argv)
+		})
 		if len(argv) > MaxArgs {
 			t.Fatalf("%d args", len(argv))
 		}
-		c, err := ParseCmdline(argv)
 		if err != nil {
 			return
 		}
@@ -47,12 +54,14 @@ func FuzzParseUnixDiag(f *testing.F) {
 	f.Add(diagReply(1, 0, "\x00abstract"))
 	f.Add([]byte{20, 0, 0, 0, 3, 0, 2, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}) // NLMSG_DONE
 	f.Fuzz(func(t *testing.T, b []byte) {
-		parseNetlink(b, func(typ uint16, p []byte) error {
-			if len(p) > len(b) {
-				t.Fatalf("payload %d of %d", len(p), len(b))
-			}
-			parseUnixDiag(p)
-			return nil
+		fuzzalloc.Check(t, len(b), func() {
+			parseNetlink(b, func(typ uint16, p []byte) error {
+				if len(p) > len(b) {
+					t.Fatalf("payload %d of %d", len(p), len(b))
+				}
+				parseUnixDiag(p)
+				return nil
+			})
 		})
 	})
 }
@@ -96,6 +105,6 @@ func FuzzParseStatStartTime(f *testing.F) {
 	f.Add([]byte("4242 (qemu-system-x86) S 1 4242 4242 0 -1 4194560 5939 0 0 0 9 10 0 0 20 0 5 0 98765432 1234567168 12000 18446744073709551615 1 1 0 0 0 0 0 4096 17003 0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 0 0 0\n"))
 	f.Add([]byte("1 (a) b) c) S"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		ParseStatStartTime(b)
+		fuzzalloc.Check(t, len(b), func() { ParseStatStartTime(b) })
 	})
 }

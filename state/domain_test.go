@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/netctl/netctl/internal/fuzzalloc"
 )
 
 func TestDomainRecordRoundTrip(t *testing.T) {
@@ -58,7 +60,9 @@ func FuzzParseDomain(f *testing.F) {
 	f.Add([]byte(`{"schema":"netctl.hook/v1","domain":"d","status":"prepared","vdpas":[{"name":"v","vhost":"/dev/vhost-vdpa-0","created":true,"link":"/run/netctl/vdpa/v"}]}`))
 	f.Add([]byte(`{}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		d, err := ParseDomain(b)
+		var d *Domain
+		var err error
+		fuzzalloc.Check(t, len(b), func() { d, err = ParseDomain(b) })
 		if err != nil {
 			if !errors.Is(err, ErrInvalid) {
 				t.Fatalf("error %v does not wrap ErrInvalid", err)

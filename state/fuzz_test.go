@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"os"
 	"testing"
+
+	"github.com/netctl/netctl/internal/fuzzalloc"
 )
 
 // FuzzParse: a record file is outside input. Seeds: a real record that
@@ -22,7 +24,9 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"schema":"netctl.nic/v1"} {}`))
 	f.Add([]byte(`[]`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		n, err := Parse(b)
+		var n *NIC
+		var err error
+		fuzzalloc.Check(t, len(b), func() { n, err = Parse(b) })
 		if err != nil {
 			return
 		}
@@ -47,5 +51,7 @@ func FuzzParseStartTime(f *testing.F) {
 	}
 	f.Add(b)
 	f.Add([]byte("1 (a) b) S 0"))
-	f.Fuzz(func(t *testing.T, b []byte) { ParseStartTime(b) })
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fuzzalloc.Check(t, len(b), func() { ParseStartTime(b) })
+	})
 }

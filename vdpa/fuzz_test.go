@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/netctl/netctl/virtio"
+
+	"github.com/netctl/netctl/internal/fuzzalloc"
 )
 
 // Seeds: the attribute bytes of the kernel's replies as Linux 6.12 sent
@@ -41,7 +43,9 @@ func FuzzDecodeMgmtDev(f *testing.F) {
 	f.Add(mustEncode(encodeMgmtDev(MgmtDev{BusName: "pci", Name: "0000:65:00.2", Classes: []string{"net"}, MaxVQs: 16,
 		HasMaxVQs: true, DevFeatures: virtio.Version1 | virtio.NetMrgRxbuf, HasDevFeatures: true})))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		d, err := decodeMgmtDev(data)
+		var d MgmtDev
+		var err error
+		fuzzalloc.Check(t, len(data), func() { d, err = decodeMgmtDev(data) })
 		if err != nil {
 			return
 		}
@@ -64,7 +68,9 @@ func FuzzDecodeDevice(f *testing.F) {
 	f.Add(mustEncode(encodeDevice(Device{Name: "vdpa0", MgmtDev: "vduse", DeviceID: 1, MaxVQs: 2, MaxVQSize: 256, MinVQSize: 1})))
 	f.Add(mustEncode(encodeDevice(Device{Name: "vdpa1", MgmtDev: "pci/0000:65:00.2", DeviceID: 1, VendorID: 0x15b3, MaxVQs: 17, MaxVQSize: 256})))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		d, err := decodeDevice(data)
+		var d Device
+		var err error
+		fuzzalloc.Check(t, len(data), func() { d, err = decodeDevice(data) })
 		if err != nil {
 			return
 		}
@@ -87,7 +93,9 @@ func FuzzDecodeConfig(f *testing.F) {
 	f.Add(mustEncode(encodeConfig(seedConfig)))
 	f.Add(mustEncode(encodeConfig(Config{Name: "v", DeviceID: 2})))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, err := decodeConfig(data)
+		var c Config
+		var err error
+		fuzzalloc.Check(t, len(data), func() { c, err = decodeConfig(data) })
 		if err != nil {
 			return
 		}
@@ -106,7 +114,10 @@ func FuzzDecodeVStats(f *testing.F) {
 	f.Add(mustEncode(encodeVStats(Config{Name: "vdpa0", DeviceID: 1, Negotiated: virtio.Version1, HasNegotiated: true},
 		[]VendorStat{{"received_desc", 42}, {"completed_desc", 41}})))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, stats, err := decodeVStats(data)
+		var c Config
+		var stats []VendorStat
+		var err error
+		fuzzalloc.Check(t, len(data), func() { c, stats, err = decodeVStats(data) })
 		if err != nil {
 			return
 		}
@@ -131,8 +142,12 @@ func FuzzMapsLine(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, line string) {
 		// The whole check over arbitrary text: an error or a verdict, no panic.
-		checkSharedFileMappingIn(strings.NewReader(line), 0x1000, 0x1000)
-		l, ok := parseMapsLine(line)
+		var l mapsLine
+		var ok bool
+		fuzzalloc.Check(t, len(line), func() {
+			checkSharedFileMappingIn(strings.NewReader(line), 0x1000, 0x1000)
+			l, ok = parseMapsLine(line)
+		})
 		if !ok {
 			return
 		}
@@ -151,7 +166,9 @@ func FuzzParseDevNumber(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		rdev, err := parseDevNumber(b)
+		var rdev uint64
+		var err error
+		fuzzalloc.Check(t, len(b), func() { rdev, err = parseDevNumber(b) })
 		if err != nil {
 			return
 		}

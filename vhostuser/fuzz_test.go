@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"reflect"
 	"testing"
+
+	"github.com/netctl/netctl/internal/fuzzalloc"
 )
 
 // encodeSeed lays out a message as bytes for the fuzzer: the fd count in
@@ -32,7 +34,9 @@ func FuzzDecode(f *testing.F) {
 			Flags:   Flags(binary.LittleEndian.Uint32(h[4:])),
 			Size:    binary.LittleEndian.Uint32(h[8:]),
 		}, Payload: data[1+HeaderSize:], FDs: make([]int, nfds)}
-		body, err := Decode(m)
+		var body Body
+		var err error
+		fuzzalloc.Check(t, len(data), func() { body, err = Decode(m) })
 		if err != nil {
 			return
 		}
