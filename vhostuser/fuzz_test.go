@@ -67,11 +67,17 @@ func FuzzReadMessage(f *testing.F) {
 			a.Write(data)
 			a.CloseWrite()
 		}()
-		for {
-			m, err := ReadMessage(b)
-			if err != nil {
-				return
+		var msgs []*Message
+		fuzzalloc.Check(t, len(data), func() {
+			for {
+				m, err := ReadMessage(b)
+				if err != nil {
+					return
+				}
+				msgs = append(msgs, m)
 			}
+		})
+		for _, m := range msgs {
 			if len(m.Payload) > MaxPayload || int(m.Size) != len(m.Payload) || len(m.FDs) != 0 {
 				t.Fatalf("read %v", m)
 			}
