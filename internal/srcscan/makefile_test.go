@@ -8,8 +8,8 @@ import (
 )
 
 // TestMakeTestLayersRaceAndTestcheck: make test's unit and host layers run
-// with -race and through testcheck, and the VM layer through testcheck
-// with its rule for skips (issue 10 §4): a change to the Makefile or to
+// with -race and through testcheck, and the harness and VM layers through
+// testcheck with their rules for skips (issue 10 §4): a change to the Makefile or to
 // test/run-vm-tests.sh that drops one fails here.
 func TestMakeTestLayersRaceAndTestcheck(t *testing.T) {
 	root := Root(t)
@@ -25,6 +25,7 @@ func TestMakeTestLayersRaceAndTestcheck(t *testing.T) {
 		{"test", []string{"test-unit", "test-host", "test-harness", "test-vm"}},
 		{"test-unit", []string{"go test", "-race", "-json", "| $(TESTCHECK)"}},
 		{"test-host", []string{"go test", "-race", "-json", "| \\", "$(TESTCHECK)", "-no-skip '^TestHost'"}},
+		{"test-harness", []string{"go test", "-json", "$(TESTCHECK)", "-no-skip '^TestHarness'"}},
 		{"test-vm", []string{"$(TESTCHECK)", "TESTCHECK=$(TESTCHECK) bash test/run-vm-tests.sh"}},
 	} {
 		rule := recipe(mk, c.target)
