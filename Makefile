@@ -59,13 +59,17 @@ vm-deps:
 vm-prepare: vm-deps build
 	$(VMEXEC) prepare -kernel $(KERNEL)
 
-## test-harness: the VM harness's own tests (exit codes, panic, hang, QEMU failure).
-test-harness: vm-prepare
-	NETCTL_VM_SELFTEST=1 $(GO) test -count=1 -run '^TestHarness' -v ./test/vm
+## test-harness: the VM harness's own tests (exit codes, panic, hang, QEMU failure);
+## through testcheck: one that skipped or did not run fails.
+test-harness: vm-prepare $(TESTCHECK)
+	set -o pipefail; NETCTL_VM_SELFTEST=1 $(GO) test -count=1 -run '^TestHarness' -json ./test/vm | \
+		$(TESTCHECK) -run '^TestHarness' -no-skip '^TestHarness'
 
-## test-vm: TestVM* tests in the VM; KERNEL=6.12, 6.1 or all.
-test-vm: vm-prepare
-	bash test/run-vm-tests.sh $(KERNEL) $(VM_PKGS)
+## test-vm: TestVM* tests in the VM; KERNEL=6.12, 6.1 or all. Through testcheck:
+## a package that ran no TestVM test, or a VM test that skipped without its
+## without_<capability> check passing (testenv.Require), fails the run.
+test-vm: vm-prepare $(TESTCHECK)
+	TESTCHECK=$(TESTCHECK) bash test/run-vm-tests.sh $(KERNEL) $(VM_PKGS)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

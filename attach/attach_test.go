@@ -14,6 +14,8 @@ import (
 
 	"github.com/netctl/netctl/state"
 	"github.com/netctl/netctl/test/qemutest"
+
+	"github.com/netctl/netctl/internal/fuzzalloc"
 )
 
 func ctxT(t *testing.T) context.Context {
@@ -465,7 +467,9 @@ func FuzzParseNetdevIDs(f *testing.F) {
 	f.Add(string(b))
 	f.Add("hostnet0: index=0,type=tap,fds=netctl-n1-tap0\r\nnet0: index=0,type=nic,model=virtio-net-pci\r\n \\ hostnet0: index=0,type=tap\r\n")
 	f.Fuzz(func(t *testing.T, s string) {
-		ids, err := parseNetdevIDs(s)
+		var ids map[string]bool
+		var err error
+		fuzzalloc.Check(t, len(s), func() { ids, err = parseNetdevIDs(s) })
 		if err == nil && len(ids) > maxIDs {
 			t.Fatalf("%d ids", len(ids))
 		}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/netctl/netctl/internal/errs"
 	"github.com/netctl/netctl/policy"
+
+	"github.com/netctl/netctl/internal/fuzzalloc"
 )
 
 func sample(t testing.TB, name string) []byte {
@@ -146,7 +148,9 @@ func FuzzParsePlan(f *testing.F) {
 	f.Add([]byte("<domain"))
 	cfg := DefaultConfig()
 	f.Fuzz(func(t *testing.T, b []byte) {
-		p, err := ParsePlan(b, cfg)
+		var p *Plan
+		var err error
+		fuzzalloc.Check(t, len(b), func() { p, err = ParsePlan(b, cfg) })
 		if err != nil {
 			if !errors.Is(err, errs.ErrInvalid) || strings.ContainsAny(err.Error(), "\n\r") {
 				t.Fatalf("error %q: not one line wrapping ErrInvalid", err)

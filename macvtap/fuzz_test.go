@@ -10,6 +10,8 @@ import (
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/netctl/netctl/internal/fuzzalloc"
 )
 
 // encodeFeatures is parseFeatures' inverse: each known name as a bit of a
@@ -56,7 +58,9 @@ func encodeFeatures(t *testing.T, f *DeviceFeatures) []byte {
 func FuzzParseFeatures(f *testing.F) {
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		df, err := parseFeatures("dev0", data)
+		var df *DeviceFeatures
+		var err error
+		fuzzalloc.Check(t, len(data), func() { df, err = parseFeatures("dev0", data) })
 		if err != nil {
 			return
 		}
@@ -84,7 +88,9 @@ func FuzzParseOffloads(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		o, err := ParseOffloads(s)
+		var o Offloads
+		var err error
+		fuzzalloc.Check(t, len(s), func() { o, err = ParseOffloads(s) })
 		if err != nil {
 			if o != 0 {
 				t.Fatalf("%q: error %v with flags %v", s, err, o)
@@ -108,8 +114,17 @@ func FuzzParseDevNumber(f *testing.F) {
 	for _, s := range []string{"10:200\n", "1:3\n", "246:1\n", "244:1\n", "4095:1048575\n", "0:0\n"} {
 		f.Add([]byte(s))
 	}
+	// And the running kernel's own dev files, read now.
+	live, _ := filepath.Glob("/sys/dev/char/*/dev")
+	for _, p := range append([]string{"/sys/class/misc/tun/dev", "/sys/dev/char/1:3/dev"}, live[:min(len(live), 8)]...) {
+		if b, err := os.ReadFile(p); err == nil {
+			f.Add(b)
+		}
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		maj, min, err := parseDevNumber(b)
+		var maj, min uint32
+		var err error
+		fuzzalloc.Check(t, len(b), func() { maj, min, err = parseDevNumber(b) })
 		if err != nil {
 			return
 		}

@@ -3,8 +3,14 @@ package qemuproc
 import (
 	"bytes"
 	"encoding/binary"
+	"net"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/netctl/netctl/internal/fuzzalloc"
 )
 
 // FuzzParseCmdline feeds /proc/PID/cmdline contents (NUL-separated) to
@@ -21,11 +27,16 @@ func FuzzParseCmdline(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		argv, _ := SplitCmdline(raw)
+		var argv []string
+		var c Cmdline
+		var err error
+		fuzzalloc.Check(t, len(raw), func() {
+			argv, _ = SplitCmdline(raw)
+			c, err = ParseCmdline(argv)
+		})
 		if len(argv) > MaxArgs {
 			t.Fatalf("%d args", len(argv))
 		}
-		c, err := ParseCmdline(argv)
 		if err != nil {
 			return
 		}
@@ -41,18 +52,24 @@ func FuzzParseCmdline(f *testing.F) {
 }
 
 // FuzzParseUnixDiag feeds sock_diag replies (netlink datagrams) to the
-// parsers Dial uses to name a busy monitor's holder.
+// parsers Dial uses to name a busy monitor's holder. Seeds: the first
+// datagram of the running kernel's reply to the request unixSockets
+// sends (read live, with a listening socket and a connected pair of this
+// test's own in it), and replies built as the kernel writes them.
 func FuzzParseUnixDiag(f *testing.F) {
+	f.Add(liveUnixDiag(f))
 	f.Add(diagReply(7, 9, "/run/vm/qmp.sock"))
 	f.Add(diagReply(1, 0, "\x00abstract"))
 	f.Add([]byte{20, 0, 0, 0, 3, 0, 2, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}) // NLMSG_DONE
 	f.Fuzz(func(t *testing.T, b []byte) {
-		parseNetlink(b, func(typ uint16, p []byte) error {
-			if len(p) > len(b) {
-				t.Fatalf("payload %d of %d", len(p), len(b))
-			}
-			parseUnixDiag(p)
-			return nil
+		fuzzalloc.Check(t, len(b), func() {
+			parseNetlink(b, func(typ uint16, p []byte) error {
+				if len(p) > len(b) {
+					t.Fatalf("payload %d of %d", len(p), len(b))
+				}
+				parseUnixDiag(p)
+				return nil
+			})
 		})
 	})
 }
@@ -96,6 +113,61 @@ func FuzzParseStatStartTime(f *testing.F) {
 	f.Add([]byte("4242 (qemu-system-x86) S 1 4242 4242 0 -1 4194560 5939 0 0 0 9 10 0 0 20 0 5 0 98765432 1234567168 12000 18446744073709551615 1 1 0 0 0 0 0 4096 17003 0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 0 0 0\n"))
 	f.Add([]byte("1 (a) b) c) S"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		ParseStatStartTime(b)
+		fuzzalloc.Check(t, len(b), func() { ParseStatStartTime(b) })
 	})
+}
+
+// liveUnixDiag sends unixSockets' request (listening and established unix
+// sockets, with names and peers) to the running kernel and returns the
+// first datagram of its reply, after making a listening socket and a
+// connected pair so that the reply holds both kinds.
+func liveUnixDiag(f *testing.F) []byte {
+	f.Helper()
+	ln, err := net.Listen("unix", filepath.Join(f.TempDir(), "qmp.sock"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("unix", ln.Addr().String())
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer c.Close()
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG)
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer unix.Close(fd)
+	req := make([]byte, unix.NLMSG_HDRLEN+24)
+	binary.NativeEndian.PutUint32(req[0:4], uint32(len(req)))
+	binary.NativeEndian.PutUint16(req[4:6], unix.SOCK_DIAG_BY_FAMILY)
+	binary.NativeEndian.PutUint16(req[6:8], unix.NLM_F_REQUEST|unix.NLM_F_DUMP)
+	r := req[unix.NLMSG_HDRLEN:]
+	r[0] = unix.AF_UNIX
+	binary.NativeEndian.PutUint32(r[4:8], 1<<tcpEstablished|1<<tcpListen)
+	binary.NativeEndian.PutUint32(r[12:16], udiagShowName|udiagShowPeer)
+	binary.NativeEndian.PutUint32(r[16:20], ^uint32(0))
+	binary.NativeEndian.PutUint32(r[20:24], ^uint32(0))
+	if err := unix.Sendto(fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		f.Fatal(err)
+	}
+	buf := make([]byte, 1<<16)
+	n, _, err := unix.Recvfrom(fd, buf, 0)
+	if err != nil {
+		f.Fatal(err)
+	}
+	socks := 0
+	err = parseNetlink(buf[:n], func(typ uint16, p []byte) error {
+		if typ == unix.SOCK_DIAG_BY_FAMILY {
+			if _, err := parseUnixDiag(p); err != nil {
+				return err
+			}
+			socks++
+		}
+		return nil
+	})
+	if err != nil || socks == 0 {
+		f.Fatalf("the kernel's sock_diag reply (%d bytes): %d sockets, %v", n, socks, err)
+	}
+	return buf[:n]
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"reflect"
 	"testing"
+
+	"github.com/netctl/netctl/internal/fuzzalloc"
 )
 
 // encodeSeed lays out a message as bytes for the fuzzer: the fd count in
@@ -32,7 +34,9 @@ func FuzzDecode(f *testing.F) {
 			Flags:   Flags(binary.LittleEndian.Uint32(h[4:])),
 			Size:    binary.LittleEndian.Uint32(h[8:]),
 		}, Payload: data[1+HeaderSize:], FDs: make([]int, nfds)}
-		body, err := Decode(m)
+		var body Body
+		var err error
+		fuzzalloc.Check(t, len(data), func() { body, err = Decode(m) })
 		if err != nil {
 			return
 		}
@@ -63,11 +67,17 @@ func FuzzReadMessage(f *testing.F) {
 			a.Write(data)
 			a.CloseWrite()
 		}()
-		for {
-			m, err := ReadMessage(b)
-			if err != nil {
-				return
+		var msgs []*Message
+		fuzzalloc.Check(t, len(data), func() {
+			for {
+				m, err := ReadMessage(b)
+				if err != nil {
+					return
+				}
+				msgs = append(msgs, m)
 			}
+		})
+		for _, m := range msgs {
 			if len(m.Payload) > MaxPayload || int(m.Size) != len(m.Payload) || len(m.FDs) != 0 {
 				t.Fatalf("read %v", m)
 			}

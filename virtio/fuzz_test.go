@@ -3,6 +3,8 @@ package virtio
 import (
 	"strings"
 	"testing"
+
+	"github.com/netctl/netctl/internal/fuzzalloc"
 )
 
 // Seeds from real output: the names QEMU 7.2 printed in
@@ -28,7 +30,9 @@ func FuzzParseFeature(f *testing.F) {
 		f.Add(n)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
-		b, ok := ParseFeature(name)
+		var b Features
+		var ok bool
+		fuzzalloc.Check(t, len(name), func() { b, ok = ParseFeature(name) })
 		if !ok {
 			if b != 0 {
 				t.Fatalf("ParseFeature(%q) = %#x, false", name, uint64(b))
@@ -60,7 +64,9 @@ func FuzzParseFeatures(f *testing.F) {
 		if got, err := ParseFeatures(Features(word).String()); err != nil || got != Features(word) {
 			t.Fatalf("ParseFeatures(%q) = %#x, %v; want %#x", Features(word).String(), uint64(got), err, word)
 		}
-		f, err := ParseFeatures(s)
+		var f Features
+		var err error
+		fuzzalloc.Check(t, len(s), func() { f, err = ParseFeatures(s) })
 		if err != nil {
 			return
 		}

@@ -21,9 +21,10 @@ import (
 var silentPassKnown = map[string]bool{}
 
 // TestNoSilentPassInVMTests scans every *_vm_test.go of the module for a
-// VM test that, depending on the kernel (k.Has(...), k.Name), returns or
-// skips at once: on that kernel it would PASS (or SKIP) having checked
-// nothing. Use Require instead, or assert what the kernel does there
+// VM test or helper that, depending on the kernel (k.Has(...), k.Name, a
+// variable set from one), returns or skips having checked nothing on the
+// way (only logs, say): on that kernel it would PASS (or SKIP) having
+// checked nothing. Use Require instead, or assert what the kernel does there
 // before returning.
 func TestNoSilentPassInVMTests(t *testing.T) {
 	root := srcscan.Root(t)
@@ -59,8 +60,11 @@ func TestNoSilentPassInVMTests(t *testing.T) {
 	}
 }
 
-// silentPasses returns the TestVM functions of file that hold an if on
-// the kernel whose whole body is a return or a t.Skip.
+// silentPasses returns the functions of file (TestVM functions and their
+// helpers alike) that hold an if on the kernel (k.Has(...), k.Name, or a
+// variable set from one) whose body ends in a return or a t.Skip and
+// checks nothing before it (no t.Error, t.Fatal, Missing.Err or .Check, no
+// call of a check or assert helper).
 func silentPasses(t *testing.T, file string) []string {
 	f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
 	if err != nil {
@@ -69,24 +73,30 @@ func silentPasses(t *testing.T, file string) []string {
 	var out []string
 	for _, decl := range f.Decls {
 		fd, ok := decl.(*ast.FuncDecl)
-		if !ok || fd.Body == nil || !strings.HasPrefix(fd.Name.Name, "TestVM") {
+		if !ok || fd.Body == nil {
 			continue
 		}
+		kernelVars := map[string]bool{}
+		ast.Inspect(fd.Body, func(n ast.Node) bool {
+			if as, ok := n.(*ast.AssignStmt); ok {
+				for i, rhs := range as.Rhs {
+					if i < len(as.Lhs) && kernelDependent(rhs, nil) {
+						if id, ok := as.Lhs[i].(*ast.Ident); ok {
+							kernelVars[id.Name] = true
+						}
+					}
+				}
+			}
+			return true
+		})
 		bad := false
 		ast.Inspect(fd.Body, func(n ast.Node) bool {
 			is, ok := n.(*ast.IfStmt)
-			if !ok || !kernelDependent(is.Cond) || len(is.Body.List) != 1 {
+			if !ok || !kernelDependent(is.Cond, kernelVars) || len(is.Body.List) == 0 {
 				return true
 			}
-			switch s := is.Body.List[0].(type) {
-			case *ast.ReturnStmt:
+			if endsEarly(is.Body.List[len(is.Body.List)-1]) && !checks(is.Body) {
 				bad = true
-			case *ast.ExprStmt:
-				if c, ok := s.X.(*ast.CallExpr); ok {
-					if sel, ok := c.Fun.(*ast.SelectorExpr); ok && strings.HasPrefix(sel.Sel.Name, "Skip") {
-						bad = true
-					}
-				}
 			}
 			return true
 		})
@@ -97,9 +107,58 @@ func silentPasses(t *testing.T, file string) []string {
 	return out
 }
 
+// endsEarly: a return, or a t.Skip/Skipf/SkipNow.
+func endsEarly(s ast.Stmt) bool {
+	switch s := s.(type) {
+	case *ast.ReturnStmt:
+		return true
+	case *ast.ExprStmt:
+		if c, ok := s.X.(*ast.CallExpr); ok {
+			if sel, ok := c.Fun.(*ast.SelectorExpr); ok && strings.HasPrefix(sel.Sel.Name, "Skip") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// checks reports whether n calls something that can fail the test: t.Error,
+// t.Errorf, t.Fatal, t.Fatalf, t.Fail, Missing's Err and Check, or a
+// helper whose name starts with check, assert, expect or want.
+func checks(n ast.Node) bool {
+	found := false
+	ast.Inspect(n, func(n ast.Node) bool {
+		c, ok := n.(*ast.CallExpr)
+		if !ok {
+			return !found
+		}
+		var name string
+		switch f := c.Fun.(type) {
+		case *ast.SelectorExpr:
+			name = f.Sel.Name
+		case *ast.Ident:
+			name = f.Name
+		}
+		switch {
+		case strings.HasPrefix(name, "Error"), strings.HasPrefix(name, "Fatal"), strings.HasPrefix(name, "Fail"),
+			name == "Err", name == "Check":
+			found = true
+		default:
+			for _, p := range []string{"check", "assert", "expect", "want", "Check", "Assert", "Expect", "Want"} {
+				if strings.HasPrefix(name, p) {
+					found = true
+				}
+			}
+		}
+		return !found
+	})
+	return found
+}
+
 // kernelDependent reports whether cond asks about the VM's kernel: a call
-// of a method Has, or a selector Name (k.Name == "6.1").
-func kernelDependent(cond ast.Expr) bool {
+// of a method Has, a selector Name (k.Name == "6.1"), or a variable that
+// was set from one (vars).
+func kernelDependent(cond ast.Expr, vars map[string]bool) bool {
 	dep := false
 	ast.Inspect(cond, func(n ast.Node) bool {
 		switch x := n.(type) {
@@ -109,6 +168,10 @@ func kernelDependent(cond ast.Expr) bool {
 			}
 		case *ast.SelectorExpr:
 			if x.Sel.Name == "Name" {
+				dep = true
+			}
+		case *ast.Ident:
+			if vars[x.Name] {
 				dep = true
 			}
 		}
@@ -127,13 +190,18 @@ func TestVMChecksFirst(t *testing.T) { k := testenv.VM(t); _, err := Dial(); if 
 func TestVMRequire(t *testing.T) { testenv.Require(t, "vdpa", func(m *testenv.Missing) { m.Err(err, nil) }) }
 func TestVMOtherIf(t *testing.T) { if err != nil { return } }
 func helperReturns(k *testenv.Kernel) { if !k.Has("x") { return } }
+func TestVMLogsThenReturns(t *testing.T) { k := testenv.VM(t); if !k.Has("vdpa") { t.Logf("no vdpa on %s", k.Name); return }; t.Log(k) }
+func TestVMThroughAVariable(t *testing.T) { k := testenv.VM(t); vdpa := k.Has("vdpa"); if !vdpa { return } }
+func TestVMAssertsThenReturns(t *testing.T) { k := testenv.VM(t); if !k.Has("vdpa") { if err == nil { t.Errorf("x") }; t.Log("y"); return } }
+func TestVMHelperChecks(t *testing.T) { k := testenv.VM(t); if !k.Has("vdpa") { assertNoVDPA(t, err); return } }
+func testWithout(t *testing.T, k *testenv.Kernel) { if !k.Has("vduse") { t.Log("skip"); return } }
 `
 	file := filepath.Join(t.TempDir(), "x_vm_test.go")
 	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	got := strings.Join(silentPasses(t, file), ",")
-	if want := "TestVMReturns,TestVMSkips"; got != want {
+	if want := "TestVMReturns,TestVMSkips,helperReturns,TestVMLogsThenReturns,TestVMThroughAVariable,testWithout"; got != want {
 		t.Errorf("found %s, want %s", got, want)
 	}
 }

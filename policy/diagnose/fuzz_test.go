@@ -112,7 +112,11 @@ func FuzzQEMUFeatureNames(f *testing.F) {
 		if err := json.Unmarshal(b, &q); err != nil || len(q.Dev)+len(q.Transports) > maxFeatureNames {
 			return
 		}
-		w, unknown := q.word()
+		var w virtio.Features
+		var unknown []string
+		if n := allocated(func() { w, unknown = q.word() }); n > allocBound(len(b)) {
+			t.Fatalf("%d bytes allocated for %d bytes of names", n, len(b))
+		}
 		if len(unknown) > len(q.Dev)+len(q.Transports) {
 			t.Fatalf("%d unknown names out of %d", len(unknown), len(q.Dev)+len(q.Transports))
 		}
@@ -144,7 +148,11 @@ func FuzzInfoNetwork(f *testing.F) {
 	f.Add("hub 0\r\n \\ hub0port1: user.0: index=0,type=user,net=10.0.2.0,restrict=off\r\n \\ hub0port0: e1000.0: index=0,type=nic,model=e1000\r\n", "hub0port1")
 	f.Add("net0: index=0,type=nic,model=virtio-net-pci,macaddr=52:54:00:aa:bb:cc\r\n \\ hostnet0: index=0,type=tap,fds=27:29,vhostfds=30:31\r\n", "hostnet0")
 	f.Fuzz(func(t *testing.T, out, id string) {
-		nd, err := ParseInfoNetwork(out, id)
+		var nd Netdev
+		var err error
+		if n := allocated(func() { nd, err = ParseInfoNetwork(out, id) }); n > allocBound(len(out)+len(id)) {
+			t.Fatalf("%d bytes allocated for %d bytes of info network", n, len(out))
+		}
 		if err != nil {
 			return
 		}

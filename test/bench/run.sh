@@ -12,8 +12,9 @@
 #     vhost-net path and a nested guest's TCP streams.
 #   stats: stats-bench (test/bench/stats) on this host: one netctl exporter
 #     scrape with 1, 16 and 64 NICs (per NIC), and netctl stats --watch's
-#     CPU at a 1 s interval over 30 s (16 NICs vs 1 on paused QEMUs; 1 NIC
-#     of a booted guest carrying a ping flood vs 1 of a paused QEMU).
+#     CPU at a 1 s interval, 5 interleaved 10 s runs per side (16 NICs
+#     vs 1 on paused QEMUs; 1 NIC of a booted guest carrying a ping flood
+#     vs 1 of a paused QEMU).
 #   vhostuser: vhostuser-bench (test/bench/vhostuser) in one 6.12 VM with
 #     2 vCPUs: the vhost-user bridge's data path against direct vhost-net
 #     with the same driver, a firmware QEMU's first DHCP packet through

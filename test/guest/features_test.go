@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/netctl/netctl/internal/errs"
+
+	"github.com/netctl/netctl/internal/fuzzalloc"
 )
 
 // realWord is /sys/class/net/eth0/device/features of the 6.12 guest on a
@@ -36,7 +38,9 @@ func FuzzParseFeatures(f *testing.F) {
 	f.Add(realWord)
 	f.Add("0000000000000000000000000000000000000000000000000000000000000000\n")
 	f.Fuzz(func(t *testing.T, s string) {
-		w, err := ParseFeatures(s)
+		var w uint64
+		var err error
+		fuzzalloc.Check(t, len(s), func() { w, err = ParseFeatures(s) })
 		if err != nil {
 			return
 		}

@@ -6,6 +6,8 @@ import (
 	"net"
 	"os"
 	"testing"
+
+	"github.com/netctl/netctl/internal/fuzzalloc"
 )
 
 // The real frames are iPXE's (Debian's ipxe-qemu efi-virtio.rom under
@@ -80,7 +82,9 @@ func FuzzParseDHCP(f *testing.F) {
 	f.Add(readSample(f, "ipxe-dhcpdiscover.bin"))
 	f.Add(readSample(f, "ipxe-dhcprequest.bin"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := ParseDHCP(b)
+		var m DHCPMessage
+		var err error
+		fuzzalloc.Check(t, len(b), func() { m, err = ParseDHCP(b) })
 		if err == nil && (m.Type == 0 || len(m.Client) != 6) {
 			t.Fatalf("accepted %+v", m)
 		}

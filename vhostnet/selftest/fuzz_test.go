@@ -2,6 +2,8 @@ package selftest
 
 import (
 	"testing"
+
+	"github.com/netctl/netctl/internal/fuzzalloc"
 )
 
 // FuzzTallyAdd feeds arbitrary bytes, as the host's packet socket or the
@@ -19,7 +21,8 @@ func FuzzTallyAdd(f *testing.F) {
 	f.Add(true, make([]byte, 14))
 	f.Fuzz(func(t *testing.T, toGuest bool, b []byte) {
 		tl := newTally(toGuest, 2, 4, size)
-		ours := tl.add(b)
+		var ours bool
+		fuzzalloc.Check(t, len(b), func() { ours = tl.add(b) })
 		n := tl.received + tl.corrupt + tl.dup
 		if (ours && n != 1) || (!ours && n != 0) {
 			t.Fatalf("ours %v, counted %d times", ours, n)

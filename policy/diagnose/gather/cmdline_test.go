@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/netctl/netctl/policy/diagnose"
+
+	"github.com/netctl/netctl/internal/fuzzalloc"
 )
 
 // realDefaults is QEMU 7.2's device-list-properties reply for
@@ -117,7 +119,10 @@ func FuzzDeviceOption(f *testing.F) {
 	f.Add(readTestdata(f, "nested-6.12-qemu-cmdline.bin"), "nic1")
 	f.Add(cmdline("q", "-device", "virtio-net-pci,,id=x,id=y,,,"), "y")
 	f.Fuzz(func(t *testing.T, in []byte, id string) {
-		_, props, found, err := deviceOption(in, id)
+		var props map[string]string
+		var found bool
+		var err error
+		fuzzalloc.Check(t, len(in)+len(id), func() { _, props, found, err = deviceOption(in, id) })
 		if err != nil && found {
 			t.Fatal("found with an error")
 		}

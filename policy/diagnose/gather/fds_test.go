@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/netctl/netctl/internal/fuzzalloc"
 )
 
 func readTestdata(t testing.TB, name string) []byte {
@@ -84,7 +86,10 @@ func FuzzProcFD(f *testing.F) {
 	f.Add(readTestdata(f, "fdinfo-nested-chroot-tap.txt"), "/host/dev/net/tun", "14")
 	f.Add(readTestdata(f, "fdinfo-nested-chroot-vhost-net.txt"), "/host/dev/vhost-net", "15")
 	f.Fuzz(func(t *testing.T, fdinfo []byte, target, fds string) {
-		iff, tun, err := parseTunFdinfo(fdinfo)
+		var iff string
+		var tun bool
+		var err error
+		fuzzalloc.Check(t, len(fdinfo), func() { iff, tun, err = parseTunFdinfo(fdinfo) })
 		if err == nil && iff != "" && (!validIfName(iff) || !tun) {
 			t.Fatalf("iff %q, tun %v", iff, tun)
 		}

@@ -3,6 +3,8 @@ package main
 import (
 	"testing"
 	"time"
+
+	"github.com/netctl/netctl/internal/fuzzalloc"
 )
 
 func TestParseCommand(t *testing.T) {
@@ -38,7 +40,9 @@ func FuzzParseCommand(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, line string) {
-		c, err := ParseCommand(line)
+		var c Command
+		var err error
+		fuzzalloc.Check(t, len(line), func() { c, err = ParseCommand(line) })
 		if err != nil {
 			return
 		}

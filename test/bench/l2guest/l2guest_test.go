@@ -3,6 +3,8 @@ package l2guest
 import (
 	"strings"
 	"testing"
+
+	"github.com/netctl/netctl/internal/fuzzalloc"
 )
 
 func TestParseRecvReply(t *testing.T) {
@@ -23,7 +25,9 @@ func FuzzParseRecvReply(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, line string) {
-		n, ns, err := ParseRecvReply(line)
+		var n, ns int64
+		var err error
+		fuzzalloc.Check(t, len(line), func() { n, ns, err = ParseRecvReply(line) })
 		if err == nil && (n <= 0 || ns <= 0) {
 			t.Fatalf("accepted %q as %d bytes in %d ns", line, n, ns)
 		}

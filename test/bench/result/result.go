@@ -20,6 +20,11 @@ import (
 // Schema is the version of the lines' meaning; 2 as in vhostnet-bench.
 const Schema = 2
 
+// MinRounds is the fewest rounds a side's figure may be the median of
+// (issue 10 §4: every figure is the median of at least 5 rounds, with min
+// and max). Finish panics on fewer: a figure of one or two runs is noise.
+const MinRounds = 5
+
 // Side is one side of a comparison.
 type Side struct {
 	Name   string    `json:"name"`
@@ -73,7 +78,13 @@ type Line struct {
 
 // Finish fills in the schema, kernel, time, CPU description, the ratio of
 // the medians and the per-pair ratios (A's and B's rounds ran in pairs).
+// It panics when a side has fewer than MinRounds rounds.
 func Finish(l Line, commit, hostLoad string) Line {
+	for _, s := range []Side{l.A, l.B} {
+		if len(s.Rounds) < MinRounds {
+			panic(fmt.Sprintf("result: %s: %s: %d round(s); every figure is the median of at least %d", l.Bench, s.Name, len(s.Rounds), MinRounds))
+		}
+	}
 	l.Schema = Schema
 	var uts unix.Utsname
 	unix.Uname(&uts)

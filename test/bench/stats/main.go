@@ -15,12 +15,15 @@
 //     so a guest's ring reads (two process_vm_readv per queue) are not in
 //     these figures.
 //   - watch: the CPU time netctl stats --watch --interval 1s uses over
-//     -watch-secs (30 s) with 16 NICs and with 1 (utime+stime of the
-//     process, from its rusage), in percent of one CPU.
+//     -watch-secs (10 s) with 16 NICs and with 1 (utime+stime of the
+//     process, from its rusage), in percent of one CPU; -watch-rounds (5)
+//     runs of each, interleaved 16, 1, 16, 1, ...; the figure is their
+//     median.
 //   - watchguest: the same for one NIC of a running guest (test/guest: QEMU
 //     7.2, TCG, the 6.12 kernel) that pings the host 100 times a second
 //     through it, so that the rings are read (every 100 ms between the
-//     samples too), against one NIC of a paused QEMU.
+//     samples too), against one NIC of a paused QEMU, interleaved the
+//     same way.
 //
 // Scrapes run interleaved round by round (1, 16, 64, rotating which goes
 // first); each figure is the median of its rounds. It runs as root, in a
@@ -60,7 +63,8 @@ var (
 	commit    = flag.String("commit", "", "commit being measured")
 	hostLoad  = flag.String("host-load", "", "the host's /proc/loadavg when make bench started")
 	rounds    = flag.Int("rounds", 15, "interleaved scrape rounds per scenario (at least 5)")
-	watchSecs = flag.Int("watch-secs", 30, "seconds netctl stats --watch runs per side")
+	watchSecs = flag.Int("watch-secs", 10, "seconds one run of netctl stats --watch lasts")
+	watchRnds = flag.Int("watch-rounds", 5, "interleaved netctl stats --watch runs per side (at least 5)")
 	only      = flag.String("only", "scrape,watch,watchguest", "comma-separated: scrape, watch, watchguest")
 )
 
@@ -81,8 +85,9 @@ func main() {
 	if *netctlBin == "" {
 		fatal("-netctl BIN is required")
 	}
-	if *rounds < 5 || *rounds > 1000 || *watchSecs < 5 || *watchSecs > 600 {
-		fatal("-rounds %d (5 to 1000), -watch-secs %d (5 to 600)", *rounds, *watchSecs)
+	if *rounds < 5 || *rounds > 1000 || *watchSecs < 5 || *watchSecs > 600 || *watchRnds < result.MinRounds || *watchRnds > 100 {
+		fatal("-rounds %d (5 to 1000), -watch-secs %d (5 to 600), -watch-rounds %d (5 to 100): every figure is the median of at least 5 rounds",
+			*rounds, *watchSecs, *watchRnds)
 	}
 	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
 		fatal("a network namespace of its own (unshare): %v (run as root)", err)
@@ -324,21 +329,23 @@ func (r *rig) watchCPU(ctx context.Context, s *scenario) (float64, error) {
 
 func (r *rig) benchWatch(ctx context.Context) error {
 	var a, b []float64
-	for _, n := range []int{16, 1} {
-		var s *scenario
-		for _, sc := range r.scenarios {
-			if sc.n == n {
-				s = sc
+	for range *watchRnds {
+		for _, n := range []int{16, 1} {
+			var s *scenario
+			for _, sc := range r.scenarios {
+				if sc.n == n {
+					s = sc
+				}
 			}
-		}
-		v, err := r.watchCPU(ctx, s)
-		if err != nil {
-			return err
-		}
-		if n == 16 {
-			a = append(a, v)
-		} else {
-			b = append(b, v)
+			v, err := r.watchCPU(ctx, s)
+			if err != nil {
+				return err
+			}
+			if n == 16 {
+				a = append(a, v)
+			} else {
+				b = append(b, v)
+			}
 		}
 	}
 	l := result.Line{Bench: fmt.Sprintf("stats: netctl stats --watch --interval 1s CPU over %d s, 16 NICs vs 1", *watchSecs), Unit: "% of one CPU",
@@ -385,24 +392,28 @@ func (r *rig) benchWatchGuest(ctx context.Context) error {
 	}
 	pctx, stop := context.WithCancel(ctx)
 	defer stop()
-	go g.Exec(pctx, fmt.Sprintf("ping -q -c %d -i 0.01 10.97.0.1", 100*(*watchSecs+10)))
+	go g.Exec(pctx, fmt.Sprintf("ping -q -c %d -i 0.01 10.97.0.1", 100*(2*(*watchRnds)*(*watchSecs+2)+10)))
 	time.Sleep(time.Second)
-	busy, err := r.watchCPU(ctx, s)
-	if err != nil {
-		return err
-	}
 	var one *scenario
 	for _, sc := range r.scenarios {
 		if sc.n == 1 {
 			one = sc
 		}
 	}
-	idle, err := r.watchCPU(ctx, one)
-	if err != nil {
-		return err
+	var busy, idle []float64
+	for range *watchRnds {
+		v, err := r.watchCPU(ctx, s)
+		if err != nil {
+			return err
+		}
+		busy = append(busy, v)
+		if v, err = r.watchCPU(ctx, one); err != nil {
+			return err
+		}
+		idle = append(idle, v)
 	}
 	l2 := result.Line{Bench: fmt.Sprintf("stats: netctl stats --watch --interval 1s CPU over %d s, 1 NIC of a guest pinging at 100/s vs 1 NIC of a paused QEMU", *watchSecs),
-		Unit: "% of one CPU", A: result.NewSide("guest NIC, rings read", []float64{busy}, 1, 2), B: result.NewSide("paused QEMU NIC", []float64{idle}, 1, 2),
+		Unit: "% of one CPU", A: result.NewSide("guest NIC, rings read", busy, 1, 2), B: result.NewSide("paused QEMU NIC", idle, 1, 2),
 		Goal: "report", Details: map[string]any{"what": "utime+stime of netctl stats --watch (table to a pipe) over its wall time; the guest: QEMU 7.2 TCG, 6.12, userspace virtio-net"}}
 	result.Print(result.Finish(l2, *commit, *hostLoad))
 	return nil

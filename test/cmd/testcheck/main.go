@@ -6,12 +6,17 @@
 //     host test that skips under NETCTL_TEST_HOST=1 checked nothing);
 //   - a package ran no test although its *_test.go files have Test or Fuzz
 //     functions that -run and -skip select ("ok ... [no tests to run]"
-//     where tests were expected).
+//     where tests were expected);
+//   - with -skip-needs PREFIX (make test-vm: without_), a test matching
+//     -no-skip may skip only after a subtest of it named PREFIX... passed:
+//     testenv.Require's check of what the code does on a kernel that lacks
+//     a capability. Any other skip in the VM checked nothing there.
 //
 // It also fails on any failed test or package, so `go test -json ... |
 // testcheck` (with pipefail) replaces `go test ...` in the Makefile.
 //
 //	go test -json -run '^TestHost' ./pkg | testcheck -run '^TestHost' -no-skip '^TestHost'
+//	go test -json -exec 'netctl-vm exec' -run '^TestVM' ./pkg | testcheck -run '^TestVM' -no-skip '^TestVM' -skip-needs without_
 package main
 
 import (
@@ -42,6 +47,7 @@ type pkgState struct {
 	ran     int               // top-level tests that ran
 	output  map[string]string // test -> its output so far
 	skipped map[string]string // test -> why
+	checked map[string]bool   // test -> a subtest of it named skipNeeds... passed
 	failed  bool
 }
 
@@ -56,6 +62,7 @@ type failure struct {
 type checker struct {
 	run, skip, noSkip *regexp.Regexp
 	module, root      string // the module's path and directory
+	skipNeeds         string // a skip is accepted after a passed subtest with this prefix ("" = never)
 	out               io.Writer
 	pkgs              map[string]*pkgState
 	order             []string
@@ -67,8 +74,9 @@ func main() {
 	runRe := flag.String("run", "", "the -run given to go test: which top-level tests were meant to run")
 	skipRe := flag.String("skip", "", "the -skip given to go test")
 	noSkip := flag.String("no-skip", "", "fail if a test matching this was skipped")
+	skipNeeds := flag.String("skip-needs", "", "accept a -no-skip test's skip after a subtest of it whose name starts with this passed (the VM layer: without_)")
 	flag.Parse()
-	c := &checker{out: os.Stdout, pkgs: map[string]*pkgState{}}
+	c := &checker{out: os.Stdout, pkgs: map[string]*pkgState{}, skipNeeds: *skipNeeds}
 	var err error
 	if c.run, err = compile(*runRe); err == nil {
 		if c.skip, err = compile(*skipRe); err == nil {
@@ -127,7 +135,7 @@ func findModule() (path, dir string, err error) {
 func (c *checker) pkg(name string) *pkgState {
 	p := c.pkgs[name]
 	if p == nil {
-		p = &pkgState{output: map[string]string{}, skipped: map[string]string{}}
+		p = &pkgState{output: map[string]string{}, skipped: map[string]string{}, checked: map[string]bool{}}
 		c.pkgs[name] = p
 		c.order = append(c.order, name)
 	}
@@ -190,6 +198,9 @@ func (c *checker) event(e event) {
 		delete(p.output, e.Test)
 	case "pass":
 		delete(p.output, e.Test)
+		if i := strings.LastIndex(e.Test, "/"); i > 0 && c.skipNeeds != "" && strings.HasPrefix(e.Test[i+1:], c.skipNeeds) {
+			p.checked[e.Test[:i]] = true
+		}
 	}
 }
 
@@ -241,7 +252,7 @@ func (c *checker) finish() bool {
 		sort.Strings(tests)
 		for _, t := range tests {
 			s := fmt.Sprintf("%s %s: %s", name, t, p.skipped[t])
-			if c.noSkip != nil && c.noSkip.MatchString(t) {
+			if c.noSkip != nil && c.noSkip.MatchString(t) && !p.checked[t] {
 				c.problems = append(c.problems, "skipped, so it checked nothing: "+s)
 			} else {
 				skips = append(skips, s)

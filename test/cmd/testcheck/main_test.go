@@ -101,3 +101,64 @@ func TestIsTest(t *testing.T) {
 		}
 	}
 }
+
+// vmEvents is a VM layer's output on a kernel without vDPA: TestVMProbe
+// ran its check of the missing capability (testenv.Require's subtest
+// without_vdpa) and then skipped; TestVMRing skipped having run nothing.
+const vmEvents = `{"Action":"start","Package":"example.com/m/p"}
+{"Action":"run","Package":"example.com/m/p","Test":"TestVMProbe"}
+{"Action":"run","Package":"example.com/m/p","Test":"TestVMProbe/without_vdpa"}
+{"Action":"pass","Package":"example.com/m/p","Test":"TestVMProbe/without_vdpa"}
+{"Action":"output","Package":"example.com/m/p","Test":"TestVMProbe","Output":"    require.go:99: kernel 6.1 lacks vdpa: the subtest without_vdpa checked what happens instead\n"}
+{"Action":"skip","Package":"example.com/m/p","Test":"TestVMProbe"}
+{"Action":"run","Package":"example.com/m/p","Test":"TestVMRing"}
+{"Action":"run","Package":"example.com/m/p","Test":"TestVMRing/case"}
+{"Action":"output","Package":"example.com/m/p","Test":"TestVMRing/case","Output":"    ring_vm_test.go:9: not on 6.1\n"}
+{"Action":"skip","Package":"example.com/m/p","Test":"TestVMRing/case"}
+{"Action":"pass","Package":"example.com/m/p","Test":"TestVMRing"}
+{"Action":"output","Package":"example.com/m/p","Output":"ok  \texample.com/m/p\t0.01s\n"}
+{"Action":"pass","Package":"example.com/m/p"}
+`
+
+// TestVMSkipNeedsItsCheck: in the VM layer (make test-vm) a skipped test
+// or subtest passes only when a subtest of it named without_<capability>
+// passed first (testenv.Require's check of what the code does on a kernel
+// without it); any other skip fails the run, as does a package whose
+// TestVM tests did not run.
+func TestVMSkipNeedsItsCheck(t *testing.T) {
+	dir := fakeModule(t, "TestVMProbe(t *testing.T) {}", "TestVMRing(t *testing.T) {}")
+	var out bytes.Buffer
+	c := &checker{out: &out, pkgs: map[string]*pkgState{}, module: "example.com/m", root: dir, skipNeeds: "without_"}
+	c.run, _ = compile("^TestVM")
+	c.noSkip, _ = compile("^TestVM")
+	if err := c.read(strings.NewReader(vmEvents)); err != nil {
+		t.Fatal(err)
+	}
+	ok := c.finish()
+	s := out.String()
+	if ok || !strings.Contains(s, "TestVMRing/case: ring_vm_test.go:9: not on 6.1") || !strings.Contains(s, "checked nothing") {
+		t.Errorf("a VM subtest that skipped having checked nothing passed: %v\n%s", ok, s)
+	}
+	if strings.Contains(s, "checked nothing: example.com/m/p TestVMProbe:") {
+		t.Errorf("a VM test that checked the missing capability (without_vdpa passed) was failed:\n%s", s)
+	}
+	// Without its passing without_ subtest, the same skip fails.
+	ev := strings.Replace(vmEvents, `{"Action":"pass","Package":"example.com/m/p","Test":"TestVMProbe/without_vdpa"}`,
+		`{"Action":"fail","Package":"example.com/m/p","Test":"TestVMProbe/without_vdpa"}`, 1)
+	out.Reset()
+	c = &checker{out: &out, pkgs: map[string]*pkgState{}, module: "example.com/m", root: dir, skipNeeds: "without_"}
+	c.run, _ = compile("^TestVM")
+	c.noSkip, _ = compile("^TestVM")
+	c.read(strings.NewReader(ev))
+	if c.finish() || !strings.Contains(out.String(), "checked nothing: example.com/m/p TestVMProbe:") {
+		t.Errorf("a skip whose without_ check failed was accepted:\n%s", out.String())
+	}
+	// A VM package that ran none of its TestVM tests fails.
+	out.Reset()
+	c = &checker{out: &out, pkgs: map[string]*pkgState{}, module: "example.com/m", root: dir, skipNeeds: "without_"}
+	c.run, _ = compile("^TestVM")
+	c.read(strings.NewReader(noneRan))
+	if c.finish() || !strings.Contains(out.String(), "no test ran, but TestVMProbe, TestVMRing should have") {
+		t.Errorf("a VM package that ran nothing passed:\n%s", out.String())
+	}
+}
