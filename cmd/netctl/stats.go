@@ -80,7 +80,7 @@ func statsCommand() *cli.Command {
 				}
 				w.qmp = abs
 			}
-			w.clear = !w.json && isTerminal(c.App.Writer)
+			w.clear = !w.json && isTerminal(rawWriter(c.App.Writer))
 			if iv > ringSampleEvery {
 				// A 16-bit ring index wraps after 65536 descriptors: read
 				// the rings between samples too (no QMP, no fd held).
@@ -280,7 +280,7 @@ func (w *statsWatch) print(s statsSample) error {
 		return writeStatsJSON(w.out, s)
 	}
 	if w.clear {
-		io.WriteString(w.out, "\x1b[H\x1b[2J")
+		io.WriteString(rawWriter(w.out), "\x1b[H\x1b[2J") // netctl's own sequence, past the escaping
 	}
 	return writeStatsTable(w.out, s)
 }

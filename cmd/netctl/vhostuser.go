@@ -434,6 +434,7 @@ func writeStatus(file string, st statusFile) error {
 	if err != nil {
 		return err
 	}
+	b = escapeOutput(b) // C1 and bidi controls as \u escapes, like netctl's --json (termsafe.go)
 	tmp, err := os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+".*")
 	if err != nil {
 		return fmt.Errorf("%w: with --owner, the status file's directory must be writable by the owner", err)

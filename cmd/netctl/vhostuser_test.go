@@ -14,6 +14,9 @@ import (
 // their own, such as netctl vhost-user (it drops privileges and re-executes
 // itself as its reaper) in the VM, where no go toolchain builds the binary.
 func TestMain(m *testing.M) {
+	if os.Getenv("NETCTL_TEST_FAKE_QEMU") == "1" { // see termsafe_test.go
+		os.Exit(fakeQEMUMain())
+	}
 	if os.Getenv("NETCTL_TEST_AS_NETCTL") == "1" {
 		os.Exit(runMain(os.Args, os.Stdout, os.Stderr))
 	}
