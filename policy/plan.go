@@ -12,8 +12,9 @@ import (
 // MaxHosts bounds the hosts one Plan takes.
 const MaxHosts = 1024
 
-// Difference is one feature some hosts offer and others do not, or that
-// every host offers but the plan cannot (its requirement is not safe).
+// Difference is one feature some hosts offer and others do not, one that
+// every host offers but the plan cannot (its requirement is not safe), or
+// one netctl manages (it has a QEMU property) that no host offers.
 type Difference struct {
 	Feature string            `json:"feature"`
 	Missing map[string]string `json:"missing_on,omitempty"` // host -> reason
@@ -95,7 +96,15 @@ func Plan(hosts []*host.Description, req Request) (PlanResult, error) {
 		closed[f] = "needs " + needs + " (virtio spec 5.1.3.1), which is not offered on every host"
 	})
 	res.Offer = safe.Names()
-	for _, b := range (union &^ safe).Bits() {
+	// A managed bit no host offers is dropped too (its property is still
+	// set, so that a QEMU that would offer it does not): it gets its row,
+	// missing on every host with each host's reason.
+	var noHost virtio.Features
+	for _, m := range managed {
+		noHost |= m.f
+	}
+	noHost &^= union
+	for _, b := range (union&^safe | noHost).Bits() {
 		f := virtio.Bit(b)
 		diff := Difference{Feature: virtio.BitName(b), Reason: closed[f]}
 		for _, n := range res.Hosts {

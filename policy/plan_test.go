@@ -112,3 +112,43 @@ func TestPlanRefusesABadRequestOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanDropsWhatNoHostOffers: a managed bit that no host offers (USO
+// on a single 6.1 host, ECN and UFO on every host under the compat
+// profile) still gets its property, and now its Difference too: missing
+// on every host, each with that host's reason. Before, the property was
+// emitted with no word on why.
+func TestPlanDropsWhatNoHostOffers(t *testing.T) {
+	p, err := Plan([]*host.Description{load(t, "probe-6.1.json")}, Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff := map[string]Difference{}
+	for _, d := range p.Differences {
+		diff[d.Feature] = d
+	}
+	for _, f := range []string{"GUEST_USO4", "GUEST_USO6", "HOST_USO", "RING_RESET"} {
+		if why := diff[f].Missing["vm-6-1"]; why == "" || why == "not offered" {
+			t.Errorf("%s: difference %+v, want it missing on vm-6-1 with the host's reason", f, diff[f])
+		}
+	}
+	if !strings.Contains(diff["GUEST_USO4"].Missing["vm-6-1"], "Linux 6.2") || p.QEMU["guest_uso4"] != "off" {
+		t.Errorf("GUEST_USO4: %+v, property %q", diff["GUEST_USO4"], p.QEMU["guest_uso4"])
+	}
+	p, err = Plan([]*host.Description{load(t, "probe-6.1.json"), load(t, "probe-6.12.json")}, Request{Profile: Compat})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, d := range p.Differences {
+		if d.Feature == "GUEST_ECN" {
+			found = true
+			if len(d.Missing) != 2 || !strings.Contains(d.Missing["vm-6-12"], "compat profile") {
+				t.Errorf("compat GUEST_ECN: %+v", d)
+			}
+		}
+	}
+	if !found || p.QEMU["guest_ecn"] != "off" {
+		t.Errorf("compat: differences %+v, properties %v", p.Differences, p.QEMU)
+	}
+}

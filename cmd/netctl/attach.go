@@ -239,7 +239,9 @@ func printList(w io.Writer, nics []attach.Listed) {
 		if n.Check != "" {
 			present += " (" + n.Check + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", vm, n.ID, n.Backend, link, n.Queues, n.MAC, n.Status, present)
+		// The VM's name is QEMU's -name, the link a name from the record:
+		// escaped, so that they stay in their cells (termsafe.go).
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", termSafe(vm), termSafe(n.ID), n.Backend, termSafe(link), n.Queues, n.MAC, n.Status, termSafe(present))
 	}
 	tw.Flush()
 	gone := 0

@@ -137,6 +137,9 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 
 // runApp is runMain with a given command tree.
 func runApp(app *cli.App, args []string, stdout, stderr io.Writer) int {
+	// Whatever a command prints, and the error line below, may carry text
+	// from outside: it reaches the terminal escaped (termsafe.go).
+	stdout, stderr = &safeWriter{stdout}, &safeWriter{stderr}
 	app.Writer, app.ErrWriter = stdout, stderr
 	err := app.Run(args)
 	var ec cli.ExitCoder

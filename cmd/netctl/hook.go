@@ -172,7 +172,7 @@ func runHookQemu(stderr io.Writer, domain, op, subop string, stdin io.Reader) er
 		fmt.Fprintf(stderr, "netctl hook: no log file: %v\n", lerr)
 	} else if lf != nil {
 		defer lf.Close()
-		log = lf
+		log = &safeWriter{lf} // domain names and errors from outside: read with cat or tail
 	}
 	st, err := state.Open(runDir())
 	if err != nil {

@@ -106,6 +106,14 @@ func printPlan(w io.Writer, p policy.PlanResult) {
 			on = append(on, fmt.Sprintf("%s (%s)", h, why))
 		}
 		sort.Strings(on)
+		if why, same := sameReason(d.Missing); same && len(d.Missing) == len(p.Hosts) {
+			// No host offers it (a managed bit: its property is still
+			// set), all for one reason: say it once.
+			on = []string{fmt.Sprintf("all %d hosts (%s)", len(p.Hosts), why)}
+			if len(p.Hosts) == 1 {
+				on = []string{fmt.Sprintf("%s (%s)", p.Hosts[0], why)}
+			}
+		}
 		switch {
 		case len(on) > 0 && d.Reason != "":
 			fmt.Fprintf(w, "dropped %s: missing on %s; %s\n", d.Feature, strings.Join(on, ", "), d.Reason)
@@ -132,6 +140,19 @@ func printPlan(w io.Writer, p policy.PlanResult) {
 	for _, n := range p.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
+}
+
+// sameReason is the one reason every host in missing gives, if they
+// give one.
+func sameReason(missing map[string]string) (string, bool) {
+	why, first := "", true
+	for _, w := range missing {
+		if !first && w != why {
+			return "", false
+		}
+		why, first = w, false
+	}
+	return why, !first
 }
 
 func props(m map[string]string) string {

@@ -40,6 +40,31 @@ func TestPlanDropsUSO(t *testing.T) {
 	}
 }
 
+// TestPlanDropsWhatNoHostOffers: a bit that no host offers gets its
+// "dropped" line with the reason, not only its property; one reason shared
+// by every host is said once.
+func TestPlanDropsWhatNoHostOffers(t *testing.T) {
+	out := run(t, "plan", testdata+"probe-6.1.json")
+	for _, want := range []string{
+		"dropped GUEST_USO4: missing on vm-6-1 (tun on 6.1.0-57-amd64 refuses TUN_F_USO4; UDP segmentation offload needs Linux 6.2)\n",
+		"dropped HOST_USO: missing on vm-6-1 (tun on 6.1.0-57-amd64 takes no USO frames",
+		"dropped RING_RESET: missing on vm-6-1 (this kernel's vhost-net does not offer it)\n",
+		"QEMU virtio-net-pci properties: guest_uso4=off,guest_uso6=off,host_uso=off,queue_reset=off\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan on one 6.1 host lacks %q:\n%s", want, out)
+		}
+	}
+	out = run(t, "plan", "--profile", "compat", testdata+"probe-6.12.json", testdata+"probe-6.1.json")
+	for _, want := range []string{
+		"dropped GUEST_ECN: missing on all 2 hosts (the compat profile offers only checksum and TSO, which every supported kernel honours)\n",
+		"dropped HOST_UFO: missing on all 2 hosts (the compat profile",
+		"dropped RING_RESET: missing on vm-6-1 (this kernel's vhost-net does not offer it)\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan --profile compat lacks %q:\n%s", want, out)
+		}
+	}
+}
+
 // TestPlanUsageErrors: no files, a file that is not a probe document, two
 // probes of one host: a clear message and exit code 2.
 func TestPlanUsageErrors(t *testing.T) {

@@ -80,7 +80,7 @@ func statsCommand() *cli.Command {
 				}
 				w.qmp = abs
 			}
-			w.clear = !w.json && isTerminal(c.App.Writer)
+			w.clear = !w.json && isTerminal(rawWriter(c.App.Writer))
 			if iv > ringSampleEvery {
 				// A 16-bit ring index wraps after 65536 descriptors: read
 				// the rings between samples too (no QMP, no fd held).
@@ -98,7 +98,7 @@ type statsWatch struct {
 	interval    time.Duration
 	json, clear bool
 	out         io.Writer
-	col         *stats.Collector
+	col         collector
 	// lister lists the targets (tests); nil is list.
 	lister func(context.Context) ([]stats.Target, error)
 
@@ -106,6 +106,14 @@ type statsWatch struct {
 	seen  map[string]stats.Target   // every target seen, by nicKey
 	prev  map[string]stats.NICStats // last sample, by nicKey
 	gone  map[string]bool           // seen once, not listed any more
+}
+
+// collector is what a watch needs of *stats.Collector (a test records
+// what it is told to forget).
+type collector interface {
+	Collect(context.Context, []stats.Target) []stats.NICStats
+	Forget(stats.Target)
+	SampleEvery(context.Context, time.Duration)
 }
 
 // nicKey names a NIC across samples: its VM (or socket) and id.
@@ -201,8 +209,16 @@ func (w *statsWatch) sample(ctx context.Context) (cur map[string]stats.NICStats,
 			continue
 		}
 		listed[k] = true
-		if _, ok := w.seen[k]; !ok {
+		if old, ok := w.seen[k]; !ok {
 			w.order = append(w.order, k)
+		} else if old.Key() != t.Key() {
+			// The same name and id, another target: the VM restarted
+			// (another pid) or the NIC was attached again. What the
+			// Collector keeps of the old one (its rings' addresses and
+			// counts) would never be dropped, and a rate across the
+			// two would be nonsense: forget both; the NIC starts over.
+			w.col.Forget(old)
+			delete(w.prev, k)
 		}
 		w.seen[k] = t
 		if t.PID != 0 && t.PIDStart != 0 && !state.SameProcess(t.PID, t.PIDStart) {
@@ -264,7 +280,7 @@ func (w *statsWatch) print(s statsSample) error {
 		return writeStatsJSON(w.out, s)
 	}
 	if w.clear {
-		io.WriteString(w.out, "\x1b[H\x1b[2J")
+		io.WriteString(rawWriter(w.out), "\x1b[H\x1b[2J") // netctl's own sequence, past the escaping
 	}
 	return writeStatsTable(w.out, s)
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -208,5 +209,77 @@ func TestStatsSampleDeadline(t *testing.T) {
 		if d < 0 || d > sampleTimeout(w.interval)/2 {
 			t.Errorf("listing %d: deadline in %v, want one within %v", i, d, sampleTimeout(w.interval)/2)
 		}
+	}
+}
+
+// forgetRecorder is a real Collector that records what it is told to
+// forget.
+type forgetRecorder struct {
+	*stats.Collector
+	mu     sync.Mutex // guards forgot
+	forgot []string   // Target.Key() of each Forget
+}
+
+func (r *forgetRecorder) Forget(t stats.Target) {
+	r.mu.Lock()
+	r.forgot = append(r.forgot, t.Key())
+	r.mu.Unlock()
+	r.Collector.Forget(t)
+}
+
+// TestStatsWatchVMRestarted: a VM that restarts under the same name (the
+// same VM and NIC id, another QEMU: pid and start time) is another
+// target. The watch drops what the Collector kept of the old one (its
+// ring state was never forgotten before: the key it is listed under did
+// not change) and its last sample, so the NIC starts over ("first
+// sampled") instead of showing a rate across two processes.
+func TestStatsWatchVMRestarted(t *testing.T) {
+	start, err := qemuproc.StartTime(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := exec.Command("sleep", "60")
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer child.Wait()
+	defer child.Process.Kill()
+	childStart, err := qemuproc.StartTime(child.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := stats.Target{VM: "web1", NIC: "net1", Link: "lo", Backend: "userspace", QueuePairs: 1, PID: os.Getpid(), PIDStart: start}
+	after := before
+	after.PID, after.PIDStart = child.Process.Pid, childStart
+	cur := before
+	rec := &forgetRecorder{Collector: stats.NewCollector(stats.Options{})}
+	w := &statsWatch{interval: time.Second, col: rec,
+		seen: map[string]stats.Target{}, prev: map[string]stats.NICStats{}, gone: map[string]bool{},
+		lister: func(context.Context) ([]stats.Target, error) { return []stats.Target{cur}, nil }}
+	ctx := context.Background()
+	sample := func() statsSample {
+		c, err := w.sample(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w.view(c, time.Second, time.Now())
+	}
+	sample()
+	if s := sample(); len(s.NICs) != 1 || s.NICs[0].RX == nil {
+		t.Fatalf("the same QEMU twice: %+v, want link rates", s.NICs)
+	}
+	if len(rec.forgot) != 0 {
+		t.Fatalf("forgot %q while the VM ran on", rec.forgot)
+	}
+	cur = after // the VM restarted under its name
+	s := sample()
+	if len(rec.forgot) != 1 || rec.forgot[0] != before.Key() {
+		t.Errorf("forgot %q, want the old QEMU's target %q", rec.forgot, before.Key())
+	}
+	if len(s.NICs) != 1 || s.NICs[0].State == stateGone || s.NICs[0].RX != nil || !strings.Contains(s.NICs[0].Missing["sample"], "first sampled") {
+		t.Errorf("after the restart: %+v, want the NIC to start over (first sampled, no rate across two QEMUs)", s.NICs)
+	}
+	if s := sample(); len(s.NICs) != 1 || s.NICs[0].RX == nil || len(rec.forgot) != 1 {
+		t.Errorf("the new QEMU twice: %+v (forgot %q), want link rates and nothing more forgotten", s.NICs, rec.forgot)
 	}
 }

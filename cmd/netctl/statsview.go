@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/netctl/netctl/stats"
 )
@@ -416,41 +414,6 @@ func nicView(prev, cur stats.NICStats) nicRates {
 }
 
 func fp64(v float64) *float64 { return &v }
-
-// termSafe shows s on a terminal as text: names and reasons come from
-// outside (a QEMU's -name and error text, a monitor holder's comm, a tap
-// name), and a control character in them (ESC starting a sequence that
-// clears or retitles the terminal, CR, C1 controls), a bidi override or
-// a byte that is not UTF-8 is written escaped (\x1b, \u202e), never as
-// it is.
-func termSafe(s string) string {
-	clean := true
-	for _, r := range s {
-		if r == utf8.RuneError || unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && n == 1:
-			fmt.Fprintf(&b, "\\x%02x", s[i])
-		case unicode.IsControl(r):
-			fmt.Fprintf(&b, "\\x%02x", r)
-		case unicode.Is(unicode.Bidi_Control, r):
-			fmt.Fprintf(&b, "\\u%04x", r)
-		default:
-			b.WriteString(s[i : i+n])
-		}
-		i += n
-	}
-	return b.String()
-}
 
 // termSafeSample is s with every name and reason termSafe (a copy: s's
 // NICs and maps are left as they are).

@@ -233,17 +233,22 @@ func runVhostUser(c *cli.Context) error {
 	cfg := vhostuser.Config{Socket: o.socket, Owner: o.owner, Backend: backend, Queues: o.queues, Offloads: offloads,
 		Profile: o.profile, Logger: log}
 	var (
-		statusMu  sync.Mutex // guards statusErr; OnStatus runs on the session's goroutine
+		statusMu  sync.Mutex // guards statusErr and warnings; OnStatus runs on the session's goroutine
 		statusErr error
+		warnings  []string // for the status file: the reaper died
 	)
+	// saveStatus writes st and the warnings; statusMu is held.
+	saveStatus := func(st vhostuser.Status) {
+		if err := writeStatus(o.status, statusFile{st, warnings}); err != nil && statusErr == nil {
+			statusErr = fmt.Errorf("vhost-user: status file %s: %w", o.status, err)
+			log.Error("vhost-user: cannot write the status file", "file", o.status, "err", err)
+		}
+	}
 	if o.status != "" {
 		cfg.OnStatus = func(st vhostuser.Status) {
 			statusMu.Lock()
 			defer statusMu.Unlock()
-			if err := writeStatus(o.status, st); err != nil && statusErr == nil {
-				statusErr = fmt.Errorf("vhost-user: status file %s: %w", o.status, err)
-				log.Error("vhost-user: cannot write the status file", "file", o.status, "err", err)
-			}
+			saveStatus(st)
 		}
 	}
 	b, err := vhostuser.NewBridge(cfg)
@@ -262,7 +267,20 @@ func runVhostUser(c *cli.Context) error {
 		if m, ok := backend.(*macvtap.Macvtap); ok && created {
 			link, ifindex = m.Name(), m.Ifindex()
 		}
-		done, err := startReaper(o.socket, ino, link, ifindex)
+		// If the reaper dies first (killed), nothing will clean up: say so
+		// at once, on stderr and in the status file, and serve on.
+		died := func(pid int, how error) {
+			w := reaperDied(pid, how, o.socket, link)
+			fmt.Fprintf(c.App.ErrWriter, "netctl %s\n", w)
+			if o.status == "" {
+				return
+			}
+			statusMu.Lock()
+			defer statusMu.Unlock()
+			warnings = append(warnings, w)
+			saveStatus(b.Status())
+		}
+		done, err := startReaper(o.socket, ino, link, ifindex, died)
 		if err != nil {
 			return err
 		}
@@ -276,7 +294,10 @@ func runVhostUser(c *cli.Context) error {
 	}
 	if o.status != "" {
 		// Fail now, not at the first front-end, if the file cannot be kept.
-		if err := writeStatus(o.status, b.Status()); err != nil {
+		statusMu.Lock()
+		err := writeStatus(o.status, statusFile{b.Status(), warnings})
+		statusMu.Unlock()
+		if err != nil {
 			// The message says what to do; the generic "run as root" hint would not.
 			return &oneLineError{fmt.Errorf("vhost-user: status file %s: %w", o.status, err)}
 		}
@@ -334,8 +355,11 @@ func openVhostUserBackend(o vhostUserOptions) (macvtap.Backend, bool, error) {
 }
 
 // startReaper starts the root copy of netctl that cleans up after this
-// process; closing the returned pipe (or exiting) tells it to.
-func startReaper(socket string, ino uint64, link string, ifindex int) (io.Closer, error) {
+// process; closing the returned pipe (or exiting) tells it to. If the
+// reaper exits before that (killed: it ignores SIGINT, SIGTERM and
+// SIGHUP), died is called once, from a goroutine of its own, with the
+// reaper's pid and how it ended.
+func startReaper(socket string, ino uint64, link string, ifindex int, died func(pid int, how error)) (io.Closer, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("vhost-user: reaper: %w", err)
@@ -353,17 +377,64 @@ func startReaper(socket string, ino uint64, link string, ifindex int) (io.Closer
 		return nil, fmt.Errorf("vhost-user: reaper: %w", err)
 	}
 	r.Close()
-	go cmd.Wait()
-	return w, nil
+	rp := &reaperPipe{w: w}
+	go func() {
+		err := cmd.Wait() // wait4 on our own child: works after the privilege drop too
+		if err == nil {
+			err = errors.New("it exited")
+		}
+		rp.mu.Lock()
+		closed := rp.closed
+		rp.mu.Unlock()
+		if !closed && died != nil {
+			died(cmd.Process.Pid, err)
+		}
+	}()
+	return rp, nil
+}
+
+// reaperPipe is the write end of the reaper's stdin; this process owns it.
+type reaperPipe struct {
+	w      *os.File
+	mu     sync.Mutex // guards closed
+	closed bool       // Close was called: the reaper's exit from then on is the expected one
+}
+
+// Close tells the reaper to clean up now.
+func (p *reaperPipe) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	return p.w.Close()
+}
+
+// reaperDied is the warning for a reaper that died before the bridge: what
+// will be left and how to remove it.
+func reaperDied(pid int, how error, socket, link string) string {
+	left, it, fix := "the socket "+socket, "it", "'rm -f "+socket+"'"
+	if link != "" {
+		left, it = left+" and macvtap "+link, "them"
+		fix += " and 'ip link delete " + link + "'"
+	}
+	return fmt.Sprintf("vhost-user: warning: the cleanup helper (pid %d) died (%v): on exit %s will be left; remove %s as root with %s",
+		pid, how, left, it, fix)
+}
+
+// statusFile is what --json-status holds: the bridge's status and
+// netctl's warnings.
+type statusFile struct {
+	vhostuser.Status
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // writeStatus replaces file with st as JSON: a temporary file in the same
 // directory, renamed over it.
-func writeStatus(file string, st vhostuser.Status) error {
+func writeStatus(file string, st statusFile) error {
 	b, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
 		return err
 	}
+	b = escapeOutput(b) // C1 and bidi controls as \u escapes, like netctl's --json (termsafe.go)
 	tmp, err := os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+".*")
 	if err != nil {
 		return fmt.Errorf("%w: with --owner, the status file's directory must be writable by the owner", err)

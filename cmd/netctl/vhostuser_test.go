@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -14,6 +16,9 @@ import (
 // their own, such as netctl vhost-user (it drops privileges and re-executes
 // itself as its reaper) in the VM, where no go toolchain builds the binary.
 func TestMain(m *testing.M) {
+	if os.Getenv("NETCTL_TEST_FAKE_QEMU") == "1" { // see termsafe_test.go
+		os.Exit(fakeQEMUMain())
+	}
 	if os.Getenv("NETCTL_TEST_AS_NETCTL") == "1" {
 		os.Exit(runMain(os.Args, os.Stdout, os.Stderr))
 	}
@@ -69,4 +74,59 @@ func execAsNetctl(t *testing.T, args ...string) result {
 		t.Fatalf("netctl %v: %v", args, err)
 	}
 	return result{cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()}
+}
+
+// TestReaperDeath: startReaper's watch on the reaper. Killed before it was
+// told to clean up, the reaper is reported once with its pid and how it
+// ended; told to (the pipe closed), its exit is not a death.
+func TestReaperDeath(t *testing.T) {
+	t.Setenv("NETCTL_TEST_AS_NETCTL", "1") // the reaper is this test binary run as netctl
+	type death struct {
+		pid int
+		how error
+	}
+	died := make(chan death, 2)
+	report := func(pid int, how error) { died <- death{pid, how} }
+
+	p, err := startReaper("", 0, "", 0, report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	if !eventually(func() bool { pid = childPID(os.Getpid(), "vhost-user-reap"); return pid != 0 }) {
+		t.Fatal("no vhost-user-reap child")
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	d := <-died
+	if d.pid != pid || d.how == nil || d.how.Error() != "signal: killed" {
+		t.Errorf("reported pid %d, %v; want pid %d, signal: killed", d.pid, d.how, pid)
+	}
+	p.Close()
+	if w := reaperDied(d.pid, d.how, "/run/vu.sock", "nvu0"); w != fmt.Sprintf("vhost-user: warning: the cleanup helper (pid %d) died (signal: killed): "+
+		"on exit the socket /run/vu.sock and macvtap nvu0 will be left; remove them as root with 'rm -f /run/vu.sock' and 'ip link delete nvu0'", pid) {
+		t.Errorf("warning %q", w)
+	}
+	if w := reaperDied(7, d.how, "/run/vu.sock", ""); !strings.HasSuffix(w, "on exit the socket /run/vu.sock will be left; remove it as root with 'rm -f /run/vu.sock'") {
+		t.Errorf("warning without a link: %q", w)
+	}
+
+	// Told to clean up: it exits, and that is no death.
+	p, err = startReaper("", 0, "", 0, report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !eventually(func() bool { pid = childPID(os.Getpid(), "vhost-user-reap"); return pid != 0 }) {
+		t.Fatal("no vhost-user-reap child")
+	}
+	p.Close()
+	if !eventually(func() bool { return syscall.Kill(pid, 0) != nil }) { // reaped by startReaper's Wait
+		t.Fatalf("the reaper (pid %d) did not exit after its pipe closed", pid)
+	}
+	select {
+	case d := <-died:
+		t.Errorf("a reaper told to clean up was reported dead: %+v", d)
+	default:
+	}
 }

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -92,6 +95,7 @@ func procStatus(pid int) map[string]string {
 // VM's vhost-net: it drops to nobody, answers a front-end, keeps the
 // status file, and on SIGTERM exits 0 leaving no socket, no status file
 // and no tap or macvtap it created (the reaper deletes what needs root).
+// Subtest reaper-killed: the reaper killed, the bridge warns and serves on.
 func TestVMVhostUser(t *testing.T) {
 	testenv.VM(t)
 	testenv.Host(t)
@@ -184,5 +188,137 @@ func TestVMVhostUser(t *testing.T) {
 				t.Error("the status file is still there")
 			}
 		})
+	}
+	t.Run("reaper-killed", vhostUserReaperKilled)
+}
+
+// lockedBuffer is a buffer a process writes to while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex // guards b
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// childPID is the pid of pid's child whose command line holds arg.
+func childPID(pid int, arg string) int {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cl, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if procStatus(n)["PPid"] == strconv.Itoa(pid) && bytes.Contains(cl, []byte("\x00"+arg+"\x00")) {
+			return n
+		}
+	}
+	return 0
+}
+
+// vhostUserReaperKilled: netctl vhost-user --owner on a macvtap it made,
+// whose root reaper is killed (SIGKILL: it ignores the others). The
+// bridge says at once, on stderr and in the status file, that the socket
+// and the macvtap will be left and how to remove them; it serves a
+// front-end after that and exits 0 on SIGTERM, leaving the two as it
+// said.
+func vhostUserReaperKilled(t *testing.T) {
+	lower := &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: "vulower1"}}
+	if err := netlink.LinkAdd(lower); err != nil {
+		t.Fatal(err)
+	}
+	defer netlink.LinkDel(lower)
+	if l, err := netlink.LinkByName("vulower1"); err == nil {
+		netlink.LinkSetUp(l)
+	}
+	sock := filepath.Join(t.TempDir(), "vu.sock")
+	statusDir, err := os.MkdirTemp("", "vustatus")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(statusDir)
+	os.Chown(statusDir, 65534, 65534)
+	status := filepath.Join(statusDir, "vu.json")
+	args := []string{"vhost-user", "--socket", sock, "--owner", "65534:65534", "--json-status", status, "--macvtap", "vulower1:bridge"}
+	cmd := asNetctl(args...)
+	var stdout, stderr lockedBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		cmd.Process.Kill()
+		t.Logf("netctl %s:\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), stdout.String(), stderr.String())
+	}()
+	type statusFile struct {
+		vhostuser.Status
+		Warnings []string `json:"warnings"`
+	}
+	readStatus := func() statusFile {
+		var st statusFile
+		b, _ := os.ReadFile(status)
+		json.Unmarshal(b, &st)
+		return st
+	}
+	if !eventually(func() bool { _, err := os.Stat(status); return err == nil }) {
+		t.Fatal("no status file: the bridge did not start")
+	}
+	link := strings.TrimPrefix(readStatus().Backend, "macvtap ")
+	var reaper int
+	if !eventually(func() bool { reaper = childPID(cmd.Process.Pid, "vhost-user-reap"); return reaper != 0 }) {
+		t.Fatal("the bridge has no vhost-user-reap child")
+	}
+	if err := syscall.Kill(reaper, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("vhost-user: warning: the cleanup helper (pid %d) died (signal: killed): on exit the socket %s and macvtap %s will be left; "+
+		"remove them as root with 'rm -f %s' and 'ip link delete %s'", reaper, sock, link, sock, link)
+	if !eventually(func() bool { return strings.Contains(stderr.String(), "netctl "+want+"\n") }) {
+		t.Fatalf("stderr has no line %q", "netctl "+want)
+	}
+	if !eventually(func() bool { w := readStatus().Warnings; return len(w) == 1 && w[0] == want }) {
+		t.Errorf("status file warnings %q, want [%q]", readStatus().Warnings, want)
+	}
+	// It serves on: a front-end connects and negotiates.
+	conn := vuHandshake(t, sock)
+	var st statusFile
+	if !eventually(func() bool { st = readStatus(); return st.Connected && st.Features != "" }) {
+		t.Fatalf("status %+v: want the front-end connected with its features", st)
+	}
+	if len(st.Warnings) != 1 || st.FrontendPID != os.Getpid() {
+		t.Errorf("status after the front-end came: %+v", st)
+	}
+	conn.Close()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-exited; err != nil {
+		t.Fatalf("netctl vhost-user after SIGTERM: %v", err)
+	}
+	if strings.Contains(stderr.String(), "panic") {
+		t.Errorf("stderr mentions a panic")
+	}
+	// Left as the warning said; removed here as it says.
+	if _, err := os.Lstat(sock); err != nil {
+		t.Errorf("the socket: %v; the warning said it would be left", err)
+	}
+	if _, err := net.InterfaceByName(link); err != nil {
+		t.Errorf("macvtap %s: %v; the warning said it would be left", link, err)
+	}
+	os.Remove(sock)
+	if l, err := netlink.LinkByName(link); err == nil {
+		netlink.LinkDel(l)
 	}
 }

@@ -108,7 +108,7 @@ func printVMs(w io.Writer, vms []vmEntry) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PID\tNAME\tMONITOR\tSTATE")
 	for _, vm := range vms {
-		name := vm.Name
+		name := termSafe(vm.Name) // QEMU's -name: anyone's text
 		if name == "" {
 			name = "-"
 		}
@@ -120,7 +120,7 @@ func printVMs(w io.Writer, vms []vmEntry) {
 			if m.Detail != "" {
 				state += ": " + m.Detail
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", vm.PID, name, m.Monitor, state)
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", vm.PID, name, termSafe(m.Monitor.String()), termSafe(state))
 		}
 	}
 	tw.Flush()
