@@ -50,7 +50,8 @@ func Open(ifindex int, timeout time.Duration) (int, error) {
 
 // Side is a test's host side of one link: FD is its packet socket (Open,
 // with a 100 ms receive timeout and a 4 MiB receive buffer asked for),
-// which the test's cleanup closes. Not safe for concurrent use.
+// which the test's cleanup closes. Its failures go to the test that made
+// it. Not safe for concurrent use.
 type Side struct {
 	t       testing.TB
 	Ifindex int
@@ -108,7 +109,9 @@ func (s *Side) Send(frame []byte) {
 
 // SendGSO sends the IPv4 frame with the 10-byte header vh through a
 // PACKET_VNET_HDR socket of its own, so that it stays one GSO skb up to
-// the tap, to guest.GuestMAC.
+// the tap, to guest.GuestMAC. The socket is made in the calling thread's
+// network namespace: call it from the goroutine that is in the link's
+// (testenv.Host's test goroutine, not a subtest's), or anywhere in the VM.
 func (s *Side) SendGSO(vh guest.NetHdr, frame []byte) {
 	s.t.Helper()
 	g, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
