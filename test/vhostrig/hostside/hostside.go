@@ -142,6 +142,11 @@ func (s *Side) Recv(timeout time.Duration, match func([]byte) bool) []byte {
 	return nil
 }
 
+// Is matches the frames equal to want byte for byte.
+func Is(want []byte) func([]byte) bool {
+	return func(f []byte) bool { return bytes.Equal(f, want) }
+}
+
 // From matches the IPv4 frames from src.
 func From(src []byte) func([]byte) bool {
 	return func(f []byte) bool {

@@ -66,11 +66,14 @@ func TestHostSide(t *testing.T) {
 			t.Fatalf("the host side received the host's own %d-byte frame", len(got))
 		}
 	}
-	// From matches only an IPv4 frame's source address.
+	// From matches only an IPv4 frame's source address; Is only equal bytes.
 	{
 		f := guest.IPv4Frame(17, guest.GuestIP, guest.HostIP, 1, 2, nil, false)
 		if !From(guest.GuestIP)(f) || From(guest.HostIP)(f) || From(guest.GuestIP)(f[:33]) {
 			t.Fatal("From matches on anything but an IPv4 frame's source address")
+		}
+		if !Is(f)(append([]byte(nil), f...)) || Is(f)(f[:len(f)-1]) || Is(f[:len(f)-1])(f) {
+			t.Fatal("Is matches on anything but equal bytes")
 		}
 	}
 }
