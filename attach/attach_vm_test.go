@@ -100,18 +100,7 @@ func TestVMAttachVhostNet(t *testing.T) {
 // 256 MiB of RAM are a shared memfd (what a VDUSE device needs).
 func startChrootQEMU(t *testing.T, name string, shared bool) (string, int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	q, err := l2.StartChrootQEMU(ctx, l2.ChrootQEMU{Name: name, NativeHotplug: true, SharedRAM: shared})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		q.Stop()
-		if t.Failed() {
-			t.Logf("QEMU's stderr: %s", q.Stderr())
-		}
-	})
+	q := l2.StartChrootQEMUForTest(t, l2.ChrootQEMU{Name: name, NativeHotplug: true, SharedRAM: shared})
 	return q.Sock, q.PID
 }
 

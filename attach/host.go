@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strings"
 
 	"github.com/vishvananda/netlink"
@@ -244,17 +243,7 @@ func (RealHost) CreateVDPA(ctx context.Context, spec VDPASpec) error {
 	return nil
 }
 
-func (RealHost) DeleteVDPA(ctx context.Context, name string) error {
-	c, err := vdpa.Dial(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	if err := c.DeleteDevice(ctx, name); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	return nil
-}
+func (RealHost) DeleteVDPA(ctx context.Context, name string) error { return vdpa.Remove(ctx, name) }
 
 func (RealHost) OpenVDPA(ctx context.Context, name string) (int, string, error) {
 	p, err := vdpa.VhostVDPAPath(name)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -224,17 +223,7 @@ func waitVhostNode(ctx context.Context, name string) (string, error) {
 	}
 }
 
-func (RealDevices) DeleteVDPA(ctx context.Context, name string) error {
-	c, err := vdpa.Dial(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	if err := c.DeleteDevice(ctx, name); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	return nil
-}
+func (RealDevices) DeleteVDPA(ctx context.Context, name string) error { return vdpa.Remove(ctx, name) }
 
 // wanted are the lower device's features whose absence the guest feels,
 // and what it loses.

@@ -170,17 +170,6 @@ func TestVMHookVDPA(t *testing.T) {
 // a stop function.
 func startQEMUWith(t *testing.T, name string, extra ...string) (int, func()) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	q, err := l2.StartChrootQEMU(ctx, l2.ChrootQEMU{Name: name, SharedRAM: true, Extra: extra})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		q.Stop()
-		if t.Failed() {
-			t.Logf("QEMU's stderr: %s", q.Stderr())
-		}
-	})
+	q := l2.StartChrootQEMUForTest(t, l2.ChrootQEMU{Name: name, SharedRAM: true, Extra: extra})
 	return q.PID, q.Stop
 }

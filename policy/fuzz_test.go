@@ -4,10 +4,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"testing"
 
+	"github.com/netctl/netctl/internal/fuzzalloc"
 	"github.com/netctl/netctl/policy/host"
 	"github.com/netctl/netctl/virtio"
 )
@@ -95,13 +95,7 @@ func FuzzPlanProbeJSON(f *testing.F) {
 		}
 		var p PlanResult
 		var err error
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		p, err = Plan(hosts, Request{})
-		runtime.ReadMemStats(&after)
-		if n := after.TotalAlloc - before.TotalAlloc; n > 64*uint64(len(a)+len(b))+1<<20 {
-			t.Fatalf("%d bytes allocated for %d bytes of input", n, len(a)+len(b))
-		}
+		fuzzalloc.Check(t, len(a)+len(b), func() { p, err = Plan(hosts, Request{}) })
 		if len(hosts) == 0 || (len(hosts) == 2 && hosts[0].Hostname == hosts[1].Hostname) {
 			if !errors.Is(err, ErrInvalid) {
 				t.Fatalf("%d hosts: %v", len(hosts), err)

@@ -7,8 +7,9 @@ import (
 	"errors"
 	"os"
 	"reflect"
-	"runtime"
 	"testing"
+
+	"github.com/netctl/netctl/internal/fuzzalloc"
 )
 
 // transcript is what a real QEMU 7.2 (Debian 1:7.2+dfsg-7+deb12u18) sent
@@ -46,18 +47,6 @@ var malformedSeeds = []string{
 	`{"return": {}, "error": {"class": "X", "desc": "y"}, "id": 1}` + "\n",
 }
 
-// allocBound is how much a parse may allocate for n bytes of input: a
-// small multiple of the input, never a function of numbers inside it.
-func allocBound(n int) uint64 { return 64*uint64(n) + 1<<20 }
-
-func allocated(f func()) uint64 {
-	var a, b runtime.MemStats
-	runtime.ReadMemStats(&a)
-	f()
-	runtime.ReadMemStats(&b)
-	return b.TotalAlloc - a.TotalAlloc
-}
-
 // FuzzGreeting: any first line either is a greeting or an ErrProtocol
 // error; a greeting encodes and decodes to itself.
 func FuzzGreeting(f *testing.F) {
@@ -70,9 +59,7 @@ func FuzzGreeting(f *testing.F) {
 	f.Fuzz(func(t *testing.T, line []byte) {
 		var g Greeting
 		var err error
-		if n := allocated(func() { g, err = parseGreeting(line) }); n > allocBound(len(line)) {
-			t.Fatalf("%d bytes allocated for a %d-byte line", n, len(line))
-		}
+		fuzzalloc.Check(t, len(line), func() { g, err = parseGreeting(line) })
 		if err != nil {
 			if !errors.Is(err, ErrProtocol) {
 				t.Fatalf("error %v does not wrap ErrProtocol", err)
@@ -103,9 +90,7 @@ func FuzzMessage(f *testing.F) {
 	f.Fuzz(func(t *testing.T, line []byte) {
 		var m message
 		var err error
-		if n := allocated(func() { m, err = parseMessage(line) }); n > allocBound(len(line)) {
-			t.Fatalf("%d bytes allocated for a %d-byte line", n, len(line))
-		}
+		fuzzalloc.Check(t, len(line), func() { m, err = parseMessage(line) })
 		if err != nil {
 			if !errors.Is(err, ErrProtocol) {
 				t.Fatalf("error %v does not wrap ErrProtocol", err)
@@ -142,7 +127,7 @@ func FuzzStream(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c := &Client{r: lineReader{r: bufio.NewReader(bytes.NewReader(data))}}
-		n := allocated(func() {
+		fuzzalloc.Check(t, len(data), func() {
 			line, err := c.r.readLine()
 			if err != nil {
 				return
@@ -158,9 +143,6 @@ func FuzzStream(f *testing.F) {
 				}
 			}
 		})
-		if n > allocBound(len(data)) {
-			t.Fatalf("%d bytes allocated for %d bytes of input", n, len(data))
-		}
 		if len(c.events.ev) > MaxEvents || c.events.bytes > MaxEventBytes {
 			t.Fatalf("%d events of %d bytes kept", len(c.events.ev), c.events.bytes)
 		}

@@ -5,9 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/netctl/netctl/internal/linux"
+	"github.com/netctl/netctl/test/vhostrig/hostside"
 	"github.com/netctl/netctl/vhostnet/guest"
 	"github.com/netctl/netctl/virtio"
 )
@@ -18,14 +17,14 @@ func TestVMPacketsBothWays(t *testing.T) {
 	r := newRig(t, rigConfig{features: virtio.Version1})
 	want := guest.IPv4Frame(17, guest.GuestIP, guest.HostIP, 4000, 5000, guest.Pattern(1000, 1), false)
 	r.guestSend(0, guest.NetHdr{}, want)
-	if got := r.hostRecv(5*time.Second, isTest(guest.GuestIP)); !bytes.Equal(got, want) {
+	if got := r.host.Recv(5*time.Second, hostside.From(guest.GuestIP)); !bytes.Equal(got, want) {
 		t.Fatalf("host received %d bytes, want the %d-byte frame the guest sent", len(got), len(want))
 	}
 	for i := 0; i < 16; i++ {
 		r.rx[0].AddIn()
 	}
 	want = guest.IPv4Frame(17, guest.HostIP, guest.GuestIP, 5000, 4000, guest.Pattern(1200, 2), false)
-	r.hostSend(want)
+	r.host.Send(want)
 	el, err := r.rx[0].Used(5 * time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +49,7 @@ func TestVMTSOFrameTX(t *testing.T) {
 	var got []byte
 	frames := 0
 	for len(got) < len(payload) {
-		f := r.hostRecv(5*time.Second, isTest(guest.GuestIP))
+		f := r.host.Recv(5*time.Second, hostside.From(guest.GuestIP))
 		if f == nil {
 			break
 		}
@@ -78,22 +77,10 @@ func TestVMMergeableRXSpreadsLargeFrame(t *testing.T) {
 	r.rx[0].Kick1()
 	// The host side sends through a PACKET_VNET_HDR socket so its frame
 	// stays one GSO skb all the way to the tap.
-	s, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(s)
-	if err := unix.SetsockoptInt(s, unix.SOL_PACKET, unix.PACKET_VNET_HDR, 1); err != nil {
-		t.Fatal(err)
-	}
 	payload := guest.Pattern(60000, 4)
 	frame := guest.IPv4Frame(6, guest.HostIP, guest.GuestIP, 5201, 40000, payload, true)
-	vh := guest.NetHdr{Flags: linux.VIRTIO_NET_HDR_F_NEEDS_CSUM, GSOType: linux.VIRTIO_NET_HDR_GSO_TCPV4,
-		HdrLen: 54, GSOSize: 1448, CsumStart: 34, CsumOffset: 16}
-	if err := unix.Sendto(s, append(vh.Append(nil, 10), frame...), 0, &unix.SockaddrLinklayer{Ifindex: r.ifindex,
-		Protocol: linux.Htons(0x0800), Halen: 6, Addr: [8]byte{2, 0, 0, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
+	r.host.SendGSO(guest.NetHdr{Flags: linux.VIRTIO_NET_HDR_F_NEEDS_CSUM, GSOType: linux.VIRTIO_NET_HDR_GSO_TCPV4,
+		HdrLen: 54, GSOSize: 1448, CsumStart: 34, CsumOffset: 16}, frame)
 	h, got, err := r.rx[0].RecvMergeable(5 * time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +103,7 @@ func TestVMFourQueuePairs(t *testing.T) {
 	for q := 0; q < 4; q++ {
 		want := guest.IPv4Frame(17, guest.GuestIP, guest.HostIP, uint16(4000+q), 5000, guest.Pattern(100, byte(q)), false)
 		r.guestSend(q, guest.NetHdr{}, want)
-		if got := r.hostRecv(5*time.Second, isTest(guest.GuestIP)); !bytes.Equal(got, want) {
+		if got := r.host.Recv(5*time.Second, hostside.From(guest.GuestIP)); !bytes.Equal(got, want) {
 			t.Fatalf("queue %d: host got %d bytes, want its %d-byte frame", q, len(got), len(want))
 		}
 		for i := 0; i < 64; i++ {
@@ -125,21 +112,7 @@ func TestVMFourQueuePairs(t *testing.T) {
 		r.rx[q].Kick1()
 	}
 	// The host sends 64 flows; tun spreads them over the queues by hash.
-	for i := 0; i < 64; i++ {
-		r.hostSend(guest.IPv4Frame(17, guest.HostIP, guest.GuestIP, 5000, uint16(6000+i*17), guest.Pattern(64, byte(i)), false))
-	}
-	per := make([]int, 4)
-	deadline := time.Now().Add(5 * time.Second)
-	for total := 0; total < 64 && time.Now().Before(deadline); {
-		for q := 0; q < 4; q++ {
-			if _, ok, err := r.rx[q].Poll(); err != nil {
-				t.Fatal(err)
-			} else if ok {
-				per[q]++
-				total++
-			}
-		}
-	}
+	per := r.host.Spread(r.rx, 64)
 	t.Logf("RX frames per queue: %v", per)
 	for q, n := range per {
 		if n == 0 {
@@ -162,7 +135,7 @@ func TestVMEventIdxSuppressesInterrupts(t *testing.T) {
 	rx.Kick1()
 	send := func(n int) {
 		for i := 0; i < n; i++ {
-			r.hostSend(guest.IPv4Frame(17, guest.HostIP, guest.GuestIP, 5000, 4000, guest.Pattern(100, byte(i)), false))
+			r.host.Send(guest.IPv4Frame(17, guest.HostIP, guest.GuestIP, 5000, 4000, guest.Pattern(100, byte(i)), false))
 		}
 	}
 	waitUsed := func(n uint16) {
@@ -197,7 +170,7 @@ func TestVMEventIdxSuppressesInterrupts(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		f := guest.IPv4Frame(17, guest.GuestIP, guest.HostIP, 4000, 5000, guest.Pattern(100, byte(i)), false)
 		r.guestSend(0, guest.NetHdr{}, f)
-		if got := r.hostRecv(5*time.Second, isTest(guest.GuestIP)); !bytes.Equal(got, f) {
+		if got := r.host.Recv(5*time.Second, hostside.From(guest.GuestIP)); !bytes.Equal(got, f) {
 			t.Fatalf("TX frame %d did not arrive", i)
 		}
 	}
@@ -216,7 +189,7 @@ func TestVMDirtyLog(t *testing.T) {
 	r := newRig(t, rigConfig{features: virtio.Version1 | virtio.LogAll, logAll: true})
 	rx := r.rx[0]
 	rx.AddIn()
-	r.hostSend(guest.IPv4Frame(17, guest.HostIP, guest.GuestIP, 5000, 4000, guest.Pattern(500, 9), false))
+	r.host.Send(guest.IPv4Frame(17, guest.HostIP, guest.GuestIP, 5000, 4000, guest.Pattern(500, 9), false))
 	if _, err := rx.Used(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +218,7 @@ func TestVMStopRestartKeepsPosition(t *testing.T) {
 	send := func(seq int) {
 		f := guest.IPv4Frame(17, guest.GuestIP, guest.HostIP, 4000, uint16(5000+seq), guest.Pattern(200, byte(seq)), false)
 		r.guestSend(0, guest.NetHdr{}, f)
-		if got := r.hostRecv(5*time.Second, isTest(guest.GuestIP)); !bytes.Equal(got, f) {
+		if got := r.host.Recv(5*time.Second, hostside.From(guest.GuestIP)); !bytes.Equal(got, f) {
 			t.Fatalf("frame %d did not arrive", seq)
 		}
 	}
@@ -261,14 +234,14 @@ func TestVMStopRestartKeepsPosition(t *testing.T) {
 	// While stopped, a frame made available is not sent.
 	f := guest.IPv4Frame(17, guest.GuestIP, guest.HostIP, 4000, 5999, guest.Pattern(200, 99), false)
 	r.guestSend(0, guest.NetHdr{}, f)
-	if got := r.hostRecv(300*time.Millisecond, isTest(guest.GuestIP)); got != nil {
+	if got := r.host.Recv(300*time.Millisecond, hostside.From(guest.GuestIP)); got != nil {
 		t.Fatal("a frame went out while the NIC was stopped")
 	}
 	if err := r.nic.Start(); err != nil {
 		t.Fatal(err)
 	}
 	r.tx[0].Notify()
-	if got := r.hostRecv(5*time.Second, isTest(guest.GuestIP)); !bytes.Equal(got, f) {
+	if got := r.host.Recv(5*time.Second, hostside.From(guest.GuestIP)); !bytes.Equal(got, f) {
 		t.Fatal("the frame queued while stopped did not go out after Start")
 	}
 	send(4)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/netctl/netctl/internal/testenv"
 	"github.com/netctl/netctl/macvtap"
+	"github.com/netctl/netctl/test/vhostrig/hostside"
 	"github.com/netctl/netctl/vhostnet/guest"
 	"github.com/netctl/netctl/virtio"
 )
@@ -46,7 +47,7 @@ func TestVMBit27WithVnetHdrTapRefused(t *testing.T) {
 	}
 	want := guest.IPv4Frame(17, guest.GuestIP, guest.HostIP, 4000, 5000, guest.Pattern(700, 27), false)
 	r.guestSend(0, guest.NetHdr{}, want)
-	if got := r.hostRecv(5*time.Second, isTest(guest.GuestIP)); !bytes.Equal(got, want) {
+	if got := r.host.Recv(5*time.Second, hostside.From(guest.GuestIP)); !bytes.Equal(got, want) {
 		t.Fatalf("after the refused SetFeatures the host got %d bytes, want the %d-byte frame", len(got), len(want))
 	}
 
@@ -74,12 +75,12 @@ func TestVMBit27AddsTheHeader(t *testing.T) {
 	r := newRig(t, rigConfig{features: virtio.Version1 | virtio.VhostNetVirtioHdr, noVnetHdr: true})
 	want := guest.IPv4Frame(17, guest.GuestIP, guest.HostIP, 4000, 5000, guest.Pattern(600, 1), false)
 	r.guestSend(0, guest.NetHdr{}, want)
-	if got := r.hostRecv(5*time.Second, isTest(guest.GuestIP)); !bytes.Equal(got, want) {
+	if got := r.host.Recv(5*time.Second, hostside.From(guest.GuestIP)); !bytes.Equal(got, want) {
 		t.Fatalf("host got %d bytes, want the %d-byte frame without the header", len(got), len(want))
 	}
 	r.rx[0].AddIn()
 	want = guest.IPv4Frame(17, guest.HostIP, guest.GuestIP, 5000, 4000, guest.Pattern(800, 2), false)
-	r.hostSend(want)
+	r.host.Send(want)
 	el, err := r.rx[0].Used(5 * time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -137,7 +138,7 @@ func TestVMHeaderSizeMismatchRefused(t *testing.T) {
 	r.nic = n
 	want := guest.IPv4Frame(17, guest.GuestIP, guest.HostIP, 4000, 5000, guest.Pattern(300, 12), false)
 	r.guestSend(0, guest.NetHdr{}, want)
-	if got := r.hostRecv(5*time.Second, isTest(guest.GuestIP)); !bytes.Equal(got, want) {
+	if got := r.host.Recv(5*time.Second, hostside.From(guest.GuestIP)); !bytes.Equal(got, want) {
 		t.Fatal("no traffic with the header sizes matching")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/netctl/netctl/internal/testenv"
+	"github.com/netctl/netctl/test/vhostrig/hostside"
 	"github.com/netctl/netctl/vhostnet/guest"
 	"github.com/netctl/netctl/virtio"
 )
@@ -57,7 +58,7 @@ func TestVMSetupFailureLeavesNoFD(t *testing.T) {
 	r.nic = n
 	want := guest.IPv4Frame(17, guest.GuestIP, guest.HostIP, 4000, 5000, guest.Pattern(300, 7), false)
 	r.guestSend(1, guest.NetHdr{}, want)
-	if got := r.hostRecv(5*time.Second, isTest(guest.GuestIP)); string(got) != string(want) {
+	if got := r.host.Recv(5*time.Second, hostside.From(guest.GuestIP)); string(got) != string(want) {
 		t.Fatal("no traffic through a NIC built after the injected failures")
 	}
 	t.Logf("%d setup steps, each failed once", len(steps))
@@ -85,7 +86,7 @@ func TestVMDetachUnderTraffic(t *testing.T) {
 				return
 			default:
 			}
-			r.hostSend(f)
+			r.host.Send(f)
 			if i%64 == 63 {
 				time.Sleep(time.Millisecond)
 			}
@@ -159,7 +160,7 @@ func TestVMZeroEventFDsBindNothing(t *testing.T) {
 		q.PushIn(2048)
 	}
 	want := guest.IPv4Frame(17, guest.HostIP, guest.GuestIP, 5000, 4000, guest.Pattern(400, 3), false)
-	r.hostSend(want)
+	r.host.Send(want)
 	el, err := q.Used(5 * time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -194,7 +195,7 @@ func TestVMConfigCopied(t *testing.T) {
 	}
 	want := guest.IPv4Frame(17, guest.GuestIP, guest.HostIP, 4000, 5000, guest.Pattern(300, 8), false)
 	r.guestSend(0, guest.NetHdr{}, want)
-	if got := r.hostRecv(5*time.Second, isTest(guest.GuestIP)); !bytes.Equal(got, want) {
+	if got := r.host.Recv(5*time.Second, hostside.From(guest.GuestIP)); !bytes.Equal(got, want) {
 		t.Fatal("no traffic after Stop/Start")
 	}
 }
@@ -244,7 +245,7 @@ func TestVMMemTableValidated(t *testing.T) {
 		t.Helper()
 		want := guest.IPv4Frame(17, guest.GuestIP, guest.HostIP, 4000, uint16(5000+seq), guest.Pattern(500, byte(seq)), false)
 		r.guestSend(0, guest.NetHdr{}, want)
-		if got := r.hostRecv(5*time.Second, isTest(guest.GuestIP)); !bytes.Equal(got, want) {
+		if got := r.host.Recv(5*time.Second, hostside.From(guest.GuestIP)); !bytes.Equal(got, want) {
 			t.Fatalf("frame %d did not arrive byte for byte", seq)
 		}
 	}

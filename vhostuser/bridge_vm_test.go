@@ -9,12 +9,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/netctl/netctl/internal/testenv"
 	"github.com/netctl/netctl/macvtap"
+	"github.com/netctl/netctl/test/vhostrig/hostside"
 	"github.com/netctl/netctl/vhostnet/guest"
 	"github.com/netctl/netctl/virtio"
-	"golang.org/x/sys/unix"
 )
 
 // vmBridge serves a bridge on real /dev/vhost-net over a 2-queue tap.
@@ -98,7 +101,7 @@ func TestVMBridge(t *testing.T) {
 		base := decodeVringState(rep).Num
 		// Restart where it stopped: the pending frame goes out.
 		f.startRing(1, tx, uint16(base))
-		if !h.recv(want) {
+		if h.Recv(time.Minute, hostside.Is(want)) == nil {
 			t.Fatal("the frame pushed while the ring was stopped did not go out after the restart")
 		}
 		f.c.Close()
@@ -164,7 +167,7 @@ func TestVMBridge(t *testing.T) {
 		var v [8]byte
 		copy(v[:], mac)
 		f.must(SendRARP, U64(binary.LittleEndian.Uint64(v[:])))
-		if !h.recv(rarpFrame(mac)) {
+		if h.Recv(time.Minute, hostside.Is(rarpFrame(mac))) == nil {
 			t.Fatal("the host did not see the RARP announcement on the tap")
 		}
 		f.c.Close()

@@ -3,14 +3,10 @@ package vhostuser
 import (
 	"bytes"
 	"net"
-	"os"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/netctl/netctl/internal/linux"
-	"github.com/netctl/netctl/macvtap"
+	"github.com/netctl/netctl/test/vhostrig/hostside"
 	"github.com/netctl/netctl/vhostnet/guest"
 	"github.com/netctl/netctl/virtio"
 )
@@ -104,67 +100,28 @@ func (f *dpFrontend) logRings() {
 	}
 }
 
-// hostSide is an AF_PACKET socket on the tap.
-type hostSide struct {
-	t       *testing.T
-	sock    int
-	ifindex int
-}
-
-func newHostSide(t *testing.T, name string) *hostSide {
+// newHostSide brings the tap name up and opens its host side.
+func newHostSide(t *testing.T, name string) *hostside.Side {
 	t.Helper()
-	os.WriteFile("/proc/sys/net/ipv6/conf/"+name+"/disable_ipv6", []byte("1"), 0)
-	if err := macvtap.LinkUp(name); err != nil {
-		t.Fatal(err)
-	}
+	hostside.Up(t, name)
 	ifi, err := net.InterfaceByName(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Close(s) })
-	if err := unix.Bind(s, &unix.SockaddrLinklayer{Protocol: linux.Htons(unix.ETH_P_ALL), Ifindex: ifi.Index}); err != nil {
-		t.Fatal(err)
-	}
-	tv := unix.NsecToTimeval(int64(100 * time.Millisecond))
-	unix.SetsockoptTimeval(s, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
-	return &hostSide{t: t, sock: s, ifindex: ifi.Index}
-}
-
-func (h *hostSide) send(frame []byte) {
-	h.t.Helper()
-	if err := unix.Sendto(h.sock, frame, 0, &unix.SockaddrLinklayer{Ifindex: h.ifindex, Halen: 6,
-		Addr: [8]byte{frame[0], frame[1], frame[2], frame[3], frame[4], frame[5]}}); err != nil {
-		h.t.Fatalf("host send: %v", err)
-	}
-}
-
-// recv waits up to a minute for a frame equal to want.
-func (h *hostSide) recv(want []byte) bool {
-	buf := make([]byte, 128<<10)
-	for end := time.Now().Add(time.Minute); time.Now().Before(end); {
-		n, _, err := unix.Recvfrom(h.sock, buf, 0)
-		if err == nil && bytes.Equal(buf[:n], want) {
-			return true
-		}
-	}
-	return false
+	return hostside.New(t, ifi.Index)
 }
 
 // framesBothWays sends a frame from each TX ring to the host and one from
 // the host into each RX ring (the tap spreads host frames over its
 // queues, so every RX ring gets buffers and the frame must land in one).
-func framesBothWays(t *testing.T, f *dpFrontend, h *hostSide, seed byte) {
+func framesBothWays(t *testing.T, f *dpFrontend, h *hostside.Side, seed byte) {
 	t.Helper()
 	for q := range f.tx {
 		want := guest.IPv4Frame(17, guest.GuestIP, guest.HostIP, 4000+uint16(q), 5000, guest.Pattern(1000, seed+byte(q)), false)
 		if err := f.tx[q].AddOut(append(guest.NetHdr{}.Append(nil, 12), want...)); err != nil {
 			t.Fatal(err)
 		}
-		if !h.recv(want) {
+		if h.Recv(time.Minute, hostside.Is(want)) == nil {
 			t.Fatalf("queue pair %d: the host did not receive the guest's frame", q)
 		}
 	}
@@ -176,7 +133,7 @@ func framesBothWays(t *testing.T, f *dpFrontend, h *hostSide, seed byte) {
 		}
 	}
 	want := guest.IPv4Frame(17, guest.HostIP, guest.GuestIP, 5000, 4000, guest.Pattern(1200, seed+100), false)
-	h.send(want)
+	h.Send(want)
 	for end := time.Now().Add(time.Minute); time.Now().Before(end); {
 		for q := range f.rx {
 			if el, ok, err := f.rx[q].Poll(); err == nil && ok {

@@ -195,8 +195,7 @@ func Decode(m *Message) (Body, error) {
 		if err := fds(1); err != nil {
 			return nil, err
 		}
-		le := binary.LittleEndian
-		return Log{MmapSize: le.Uint64(p[0:]), MmapOffset: le.Uint64(p[8:])}, nil
+		return decodeFixed[Log](p), nil
 	case kindConfig:
 		if len(p) < ConfigHeaderSize {
 			return nil, bad(r, "payload of %d bytes is shorter than the 12-byte config header", len(p))

@@ -7,7 +7,30 @@ import (
 
 // The payloads of the requests the bridge handles, as the spec lays them
 // out ("Message types" in vhost-user.rst). Each has an Encode that
-// produces the exact bytes and a decode that accepts only its exact size.
+// produces the exact bytes and a decode that accepts only its exact size
+// (Decode checks the size). The fixed-size ones (VringState, VringAddr,
+// MemRegion, Log) are their fields in wire order, each little-endian, and
+// nothing else: encodeFixed and decodeFixed lay them out from the struct,
+// so that a field's offset is written once, in the struct's order.
+
+// encodeFixed gives v's wire bytes (v: one of the fixed-size payloads).
+func encodeFixed(v any) []byte {
+	b, err := binary.Append(nil, binary.LittleEndian, v)
+	if err != nil {
+		panic(fmt.Sprintf("vhostuser: %T is not a fixed-size payload: %v", v, err))
+	}
+	return b
+}
+
+// decodeFixed reads a T from the start of p, which Decode has checked
+// holds at least binary.Size(T) bytes.
+func decodeFixed[T any](p []byte) T {
+	var v T
+	if _, err := binary.Decode(p, binary.LittleEndian, &v); err != nil {
+		panic(fmt.Sprintf("vhostuser: %d bytes for a %T: %v", len(p), v, err))
+	}
+	return v
+}
 
 // VringState is "A vring state description": a ring index and a number
 // (SET_VRING_NUM, SET_VRING_BASE, GET_VRING_BASE, SET_VRING_ENABLE).
@@ -19,16 +42,9 @@ type VringState struct {
 // VringStateSize is the encoded size of a VringState.
 const VringStateSize = 8
 
-func (s VringState) Encode() []byte {
-	b := make([]byte, VringStateSize)
-	binary.LittleEndian.PutUint32(b[0:], s.Index)
-	binary.LittleEndian.PutUint32(b[4:], s.Num)
-	return b
-}
+func (s VringState) Encode() []byte { return encodeFixed(s) }
 
-func decodeVringState(p []byte) VringState {
-	return VringState{Index: binary.LittleEndian.Uint32(p[0:]), Num: binary.LittleEndian.Uint32(p[4:])}
-}
+func decodeVringState(p []byte) VringState { return decodeFixed[VringState](p) }
 
 // VringAddrFlagLog is bit 0 of VringAddr.Flags (VHOST_VRING_F_LOG): log
 // writes to the used ring at Log.
@@ -49,22 +65,9 @@ type VringAddr struct {
 // VringAddrSize is the encoded size of a VringAddr.
 const VringAddrSize = 40
 
-func (a VringAddr) Encode() []byte {
-	b := make([]byte, VringAddrSize)
-	binary.LittleEndian.PutUint32(b[0:], a.Index)
-	binary.LittleEndian.PutUint32(b[4:], a.Flags)
-	binary.LittleEndian.PutUint64(b[8:], a.Desc)
-	binary.LittleEndian.PutUint64(b[16:], a.Used)
-	binary.LittleEndian.PutUint64(b[24:], a.Avail)
-	binary.LittleEndian.PutUint64(b[32:], a.Log)
-	return b
-}
+func (a VringAddr) Encode() []byte { return encodeFixed(a) }
 
-func decodeVringAddr(p []byte) VringAddr {
-	le := binary.LittleEndian
-	return VringAddr{Index: le.Uint32(p[0:]), Flags: le.Uint32(p[4:]), Desc: le.Uint64(p[8:]),
-		Used: le.Uint64(p[16:]), Avail: le.Uint64(p[24:]), Log: le.Uint64(p[32:])}
-}
+func decodeVringAddr(p []byte) VringAddr { return decodeFixed[VringAddr](p) }
 
 // MemRegion is "A memory region description": guest-physical address,
 // size, the front-end's user address of the region, and the offset of the
@@ -79,18 +82,9 @@ type MemRegion struct {
 // MemRegionSize is the encoded size of a MemRegion.
 const MemRegionSize = 32
 
-func (r MemRegion) put(b []byte) {
-	le := binary.LittleEndian
-	le.PutUint64(b[0:], r.GuestPhysAddr)
-	le.PutUint64(b[8:], r.Size)
-	le.PutUint64(b[16:], r.UserAddr)
-	le.PutUint64(b[24:], r.MmapOffset)
-}
+func (r MemRegion) put(b []byte) { copy(b, encodeFixed(r)) }
 
-func decodeMemRegion(p []byte) MemRegion {
-	le := binary.LittleEndian
-	return MemRegion{GuestPhysAddr: le.Uint64(p[0:]), Size: le.Uint64(p[8:]), UserAddr: le.Uint64(p[16:]), MmapOffset: le.Uint64(p[24:])}
-}
+func decodeMemRegion(p []byte) MemRegion { return decodeFixed[MemRegion](p) }
 
 func (r MemRegion) String() string {
 	return fmt.Sprintf("gpa %#x size %#x uaddr %#x offset %#x", r.GuestPhysAddr, r.Size, r.UserAddr, r.MmapOffset)
@@ -138,12 +132,7 @@ type Log struct {
 // LogSize is the encoded size of a Log.
 const LogSize = 16
 
-func (l Log) Encode() []byte {
-	b := make([]byte, LogSize)
-	binary.LittleEndian.PutUint64(b[0:], l.MmapSize)
-	binary.LittleEndian.PutUint64(b[8:], l.MmapOffset)
-	return b
-}
+func (l Log) Encode() []byte { return encodeFixed(l) }
 
 // U64 is the payload of the requests that carry one 64-bit number
 // (features, queue counts, ring file indexes, replies).

@@ -9,6 +9,7 @@ import (
 
 	"github.com/netctl/netctl/internal/testenv"
 	"github.com/netctl/netctl/macvtap"
+	"github.com/netctl/netctl/test/vhostrig/hostside"
 )
 
 const nobody = 65534
@@ -43,7 +44,7 @@ func TestBridgeHelperProcess(t *testing.T) {
 	if err := unix.Stat(cfg.Socket, &st); err != nil || st.Uid != nobody || st.Mode&0o777 != 0o600 {
 		t.Fatalf("socket %v: uid %d mode %#o, want nobody and 0600", err, st.Uid, st.Mode&0o777)
 	}
-	var h *hostSide
+	var h *hostside.Side
 	if mode == "vhost-net" {
 		h = newHostSide(t, tap.Name()) // link up and a packet socket: privileged, so before the drop
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -487,49 +485,6 @@ func TestHostExporterVMFlag(t *testing.T) {
 	t.Logf("expc's monitor held: target %q", labelValue(mfs, "netctl_target_error_info", map[string]string{"target": "vm:expc"}, "reason"))
 }
 
-// hungQMP serves, until the test ends, a QMP monitor that greets and
-// takes qmp_capabilities but never answers another command: a QEMU
-// whose monitor thread greets while its main loop is stuck (QEMU 7.2
-// runs an oob-capable QMP monitor in its own I/O thread). It returns
-// the socket's path.
-func hungQMP(t *testing.T) string {
-	t.Helper()
-	sock := filepath.Join(t.TempDir(), "hung.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		ln.Close()
-		wg.Wait()
-	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				fmt.Fprintln(c, `{"QMP": {"version": {"qemu": {"micro": 0, "minor": 2, "major": 7}, "package": ""}, "capabilities": ["oob"]}}`)
-				sc := bufio.NewScanner(c)
-				for sc.Scan() {
-					if strings.Contains(sc.Text(), "qmp_capabilities") {
-						fmt.Fprintln(c, `{"return": {}}`)
-					}
-					// Anything else: no answer, ever; the client's hang-up ends it.
-				}
-			}()
-		}
-	}()
-	return sock
-}
-
 // TestHostExporterHungVM: a --qmp VM whose monitor greets but never
 // answers a command costs only itself: the other VM's NIC is listed and
 // sampled within the same scrape (the listings do not queue behind the
@@ -540,7 +495,7 @@ func TestHostExporterHungVM(t *testing.T) {
 	t.Setenv("NETCTL_RUN_DIR", t.TempDir())
 	sock, _ := qemutest.StartPaused(t, "exphung", "-netdev", "tap,id=t0,ifname=exphtap,script=no,downscript=no",
 		"-device", "virtio-net-pci,netdev=t0,id=nic0")
-	hung := hungQMP(t)
+	hung := qemutest.HungQMP(t)
 	ex := startExporter(t, bin, "127.0.0.1:9468", "--scrape-timeout", "4s", "--qmp", hung, "--qmp", sock)
 	body, mfs := ex.scrape(t)
 	promtoolCheck(t, body)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/netctl/netctl/internal/testenv"
+	"github.com/netctl/netctl/test/qemutest"
 )
 
 // TestHostStatsHungVM: netctl stats on a VM whose monitor greets but
@@ -18,7 +19,7 @@ func TestHostStatsHungVM(t *testing.T) {
 	testenv.Host(t)
 	bin := netctlBinary(t)
 	t.Setenv("NETCTL_RUN_DIR", t.TempDir())
-	hung := hungQMP(t)
+	hung := qemutest.HungQMP(t)
 	// A deadlock guard, not a timing bound: the sample's own deadline is
 	// a few seconds.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

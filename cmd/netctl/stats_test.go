@@ -55,49 +55,17 @@ func TestStatsBadInput(t *testing.T) {
 // from then on while the other keeps its rates. The targets are the
 // loopback link (readable without privilege), so the link source answers.
 func TestStatsWatchGone(t *testing.T) {
-	var mu sync.Mutex
 	ts := []stats.Target{
 		{VM: "web1", NIC: "net1", Link: "lo", Backend: "userspace", QueuePairs: 1},
 		{VM: "web1", NIC: "net2", Link: "lo", Backend: "userspace", QueuePairs: 1},
 	}
-	rounds := 0
-	var out bytes.Buffer
-	w := &statsWatch{interval: 100 * time.Millisecond, json: true, out: &out, col: stats.NewCollector(stats.Options{}),
-		lister: func(context.Context) ([]stats.Target, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			rounds++
-			if rounds == 3 { // detached after the second interval
-				ts = ts[:1]
-			}
-			return append([]stats.Target(nil), ts...), nil
-		}}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- w.run(ctx, true) }()
-	for {
-		mu.Lock()
-		r := rounds
-		mu.Unlock()
-		if r >= 5 {
-			break
+	w, samples := watchRounds(t, 4, func(round int) ([]stats.Target, error) {
+		if round >= 3 { // detached after the second interval
+			return ts[:1], nil
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) < 4 {
-		t.Fatalf("%d lines:\n%s", len(lines), out.String())
-	}
-	for i, l := range lines {
-		var s statsSample
-		if err := json.Unmarshal([]byte(l), &s); err != nil {
-			t.Fatalf("line %d: %v", i, err)
-		}
+		return ts, nil
+	})
+	for i, s := range samples {
 		if len(s.NICs) != 2 || s.NICs[0].NIC != "net1" || s.NICs[1].NIC != "net2" {
 			t.Fatalf("line %d: NICs %+v", i, s.NICs)
 		}
@@ -132,7 +100,29 @@ func TestStatsWatchListFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	ts := []stats.Target{{VM: "web1", NIC: "net1", Link: "lo", Backend: "userspace", QueuePairs: 1, PID: os.Getpid(), PIDStart: start}}
-	var mu sync.Mutex
+	_, samples := watchRounds(t, 3, func(round int) ([]stats.Target, error) {
+		if round == 3 {
+			return nil, errors.New("qemuproc: VM web1: every QMP monitor is in use: busy")
+		}
+		return ts, nil
+	})
+	for i, s := range samples {
+		if len(s.NICs) != 1 || s.NICs[0].State != stateUp || s.NICs[0].RX == nil {
+			t.Errorf("line %d: %+v, want net1 up with link rates", i, s.NICs)
+		}
+		if busy := strings.Contains(s.ListError, "in use"); busy != (i == 1) { // round 3 is line 1
+			t.Errorf("line %d: list error %q", i, s.ListError)
+		}
+	}
+}
+
+// watchRounds runs a --json statsWatch at a 100 ms interval whose lister
+// answers list(round) (rounds count from 1; list gets its own copy of the
+// targets to return) until the fifth listing, and returns the watch and
+// the samples it printed, at least min of them.
+func watchRounds(t *testing.T, min int, list func(round int) ([]stats.Target, error)) (*statsWatch, []statsSample) {
+	t.Helper()
+	var mu sync.Mutex // guards rounds
 	rounds := 0
 	var out bytes.Buffer
 	w := &statsWatch{interval: 100 * time.Millisecond, json: true, out: &out, col: stats.NewCollector(stats.Options{}),
@@ -140,10 +130,8 @@ func TestStatsWatchListFails(t *testing.T) {
 			mu.Lock()
 			defer mu.Unlock()
 			rounds++
-			if rounds == 3 {
-				return nil, errors.New("qemuproc: VM web1: every QMP monitor is in use: busy")
-			}
-			return append([]stats.Target(nil), ts...), nil
+			ts, err := list(rounds)
+			return append([]stats.Target(nil), ts...), err
 		}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -163,21 +151,16 @@ func TestStatsWatchListFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) < 3 {
+	if len(lines) < min {
 		t.Fatalf("%d lines:\n%s", len(lines), out.String())
 	}
+	samples := make([]statsSample, len(lines))
 	for i, l := range lines {
-		var s statsSample
-		if err := json.Unmarshal([]byte(l), &s); err != nil {
+		if err := json.Unmarshal([]byte(l), &samples[i]); err != nil {
 			t.Fatalf("line %d: %v", i, err)
 		}
-		if len(s.NICs) != 1 || s.NICs[0].State != stateUp || s.NICs[0].RX == nil {
-			t.Errorf("line %d: %+v, want net1 up with link rates", i, s.NICs)
-		}
-		if busy := strings.Contains(s.ListError, "in use"); busy != (i == 1) { // round 3 is line 1
-			t.Errorf("line %d: list error %q", i, s.ListError)
-		}
 	}
+	return w, samples
 }
 
 // TestStatsSampleDeadline: each sample's listing and collection run

@@ -4,27 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"maps"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/netctl/netctl/internal/fuzzalloc"
 	"github.com/netctl/netctl/virtio"
 )
-
-// allocated returns the bytes fn allocated (the whole process's, so an
-// upper bound).
-func allocated(fn func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	fn()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
-}
-
-// allocBound is what decoding n bytes of untrusted input may allocate: a
-// small multiple of n (JSON's maps and strings), never more.
-func allocBound(n int) uint64 { return 64*uint64(n) + 1<<20 }
 
 // FuzzDecode: Load's parser on any bytes. Seeds are real: a snapshot that
 // netctl diagnose --save wrote against QEMU 7.2 and a 6.12 guest, QEMU
@@ -53,9 +39,7 @@ func FuzzDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var s *Snapshot
 		var err error
-		if n := allocated(func() { s, err = Decode(b) }); n > allocBound(len(b)) {
-			t.Fatalf("Decode of %d bytes allocated %d bytes", len(b), n)
-		}
+		fuzzalloc.Check(t, len(b), func() { s, err = Decode(b) })
 		if err != nil {
 			if s != nil {
 				t.Fatalf("Decode returned a snapshot and %v", err)
@@ -63,9 +47,7 @@ func FuzzDecode(f *testing.F) {
 			return
 		}
 		var r1 *Report
-		if n := allocated(func() { r1, err = Explain(s) }); n > allocBound(len(b)) {
-			t.Fatalf("Explain of a %d-byte snapshot allocated %d bytes", len(b), n)
-		}
+		fuzzalloc.Check(t, len(b), func() { r1, err = Explain(s) })
 		if err != nil {
 			t.Fatalf("Decode took it but Explain refuses: %v", err)
 		}
@@ -114,9 +96,7 @@ func FuzzQEMUFeatureNames(f *testing.F) {
 		}
 		var w virtio.Features
 		var unknown []string
-		if n := allocated(func() { w, unknown = q.word() }); n > allocBound(len(b)) {
-			t.Fatalf("%d bytes allocated for %d bytes of names", n, len(b))
-		}
+		fuzzalloc.Check(t, len(b), func() { w, unknown = q.word() })
 		if len(unknown) > len(q.Dev)+len(q.Transports) {
 			t.Fatalf("%d unknown names out of %d", len(unknown), len(q.Dev)+len(q.Transports))
 		}
@@ -150,9 +130,7 @@ func FuzzInfoNetwork(f *testing.F) {
 	f.Fuzz(func(t *testing.T, out, id string) {
 		var nd Netdev
 		var err error
-		if n := allocated(func() { nd, err = ParseInfoNetwork(out, id) }); n > allocBound(len(out)+len(id)) {
-			t.Fatalf("%d bytes allocated for %d bytes of info network", n, len(out))
-		}
+		fuzzalloc.Check(t, len(out)+len(id), func() { nd, err = ParseInfoNetwork(out, id) })
 		if err != nil {
 			return
 		}

@@ -6,8 +6,9 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"runtime"
 	"testing"
+
+	"github.com/netctl/netctl/internal/fuzzalloc"
 )
 
 // seeds are real netctl probe -j output: the 6.12 and 6.1 test VMs and
@@ -26,15 +27,6 @@ func seeds(f *testing.F) {
 	}
 }
 
-// allocated is how many bytes fn allocates.
-func allocated(fn func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	fn()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
-}
-
 // FuzzParse: any bytes give a description or an error wrapping
 // ErrInvalid, never a panic; allocation stays proportional to the input;
 // a description encodes and decodes to the same encoding.
@@ -45,9 +37,7 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var d *Description
 		var err error
-		if n := allocated(func() { d, err = Parse(b) }); n > 64*uint64(len(b))+1<<20 {
-			t.Fatalf("%d bytes allocated for %d bytes of input", n, len(b))
-		}
+		fuzzalloc.Check(t, len(b), func() { d, err = Parse(b) })
 		if err != nil {
 			if !errors.Is(err, ErrInvalid) || d != nil {
 				t.Fatalf("error %v (ErrInvalid: %v) with %v", err, errors.Is(err, ErrInvalid), d)

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/netctl/netctl/qmp"
@@ -86,4 +87,24 @@ func StartChrootQEMU(ctx context.Context, q ChrootQEMU) (*ChrootProc, error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// StartChrootQEMUForTest starts q (StartChrootQEMU, within a minute) for
+// the test t: QEMU is stopped when t ends, and its stderr logged if t
+// failed. Stop may be called before that.
+func StartChrootQEMUForTest(t testing.TB, q ChrootQEMU) *ChrootProc {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := StartChrootQEMU(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.Stop()
+		if t.Failed() {
+			t.Logf("QEMU's stderr: %s", p.Stderr())
+		}
+	})
+	return p
 }

@@ -125,23 +125,34 @@ func Host(ctx context.Context, stdin []byte, bin string, args ...string) ([]byte
 	return out, nil
 }
 
-// prepare writes vmlinux and initrd.gz to /host/run/l2.
-func prepare(ctx context.Context, vmlinuz string) error {
+// Vmlinux returns the ELF vmlinux inside the bzImage vmlinuz (its
+// compressed payload, decompressed by the host's own zstd, xz or gzip in
+// the chroot): what QEMU's -kernel takes for the nested guest.
+func Vmlinux(ctx context.Context, vmlinuz string) ([]byte, error) {
 	bz, err := os.ReadFile(vmlinuz)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	p, kind, err := Payload(bz)
 	if err != nil {
-		return fmt.Errorf("%s: %w", vmlinuz, err)
+		return nil, fmt.Errorf("%s: %w", vmlinuz, err)
 	}
 	tool := map[string]string{Zstd: "/usr/bin/zstd", XZ: "/usr/bin/xz", Gzip: "/usr/bin/gzip"}[kind]
 	elf, err := Host(ctx, p, tool, "-dc")
 	if err != nil {
-		return fmt.Errorf("decompress %s's %s payload: %w", vmlinuz, kind, err)
+		return nil, fmt.Errorf("decompress %s's %s payload: %w", vmlinuz, kind, err)
 	}
 	if !bytes.HasPrefix(elf, []byte("\x7fELF")) {
-		return fmt.Errorf("%s: the payload is not an ELF vmlinux", vmlinuz)
+		return nil, fmt.Errorf("%s: the payload is not an ELF vmlinux", vmlinuz)
+	}
+	return elf, nil
+}
+
+// prepare writes vmlinux and initrd.gz to /host/run/l2.
+func prepare(ctx context.Context, vmlinuz string) error {
+	elf, err := Vmlinux(ctx, vmlinuz)
+	if err != nil {
+		return err
 	}
 	if err := os.WriteFile(Root+Run+"/vmlinux", elf, 0o644); err != nil {
 		return err
@@ -150,16 +161,9 @@ func prepare(ctx context.Context, vmlinuz string) error {
 	if err != nil {
 		return err
 	}
-	var mods []Module
-	for _, m := range Modules {
-		b, err := os.ReadFile("/mods/" + m + ".ko")
-		if errors.Is(err, os.ErrNotExist) && Optional[m] {
-			continue // built in
-		}
-		if err != nil {
-			return fmt.Errorf("L1's initramfs has no %s module: %w", m, err)
-		}
-		mods = append(mods, Module{m, b})
+	mods, err := LocalModules()
+	if err != nil {
+		return err
 	}
 	rd, err := Initramfs(bb, mods)
 	if err != nil {

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"compress/gzip"
 	_ "embed"
+	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/netctl/netctl/test/vm"
@@ -30,10 +32,24 @@ type Module struct {
 	Image []byte
 }
 
+// File is one more file for an initramfs: its path (no leading slash),
+// permission bits and contents.
+type File struct {
+	Path string
+	Perm uint32
+	Data []byte
+}
+
 // Initramfs returns a gzipped newc initramfs: busybox (static), the
 // modules (loaded in the order given, by /mods/order) and the L2 init.
 // failover, net_failover and virtio_net must be there.
 func Initramfs(busybox []byte, mods []Module) ([]byte, error) {
+	return InitramfsWith(initScript, busybox, mods)
+}
+
+// InitramfsWith is Initramfs with init as /init and files added (a
+// nested guest's own init and agent: test/bench/l2guest).
+func InitramfsWith(init, busybox []byte, mods []Module, files ...File) ([]byte, error) {
 	have := map[string]bool{}
 	for _, m := range mods {
 		if len(m.Image) == 0 {
@@ -56,8 +72,11 @@ func Initramfs(busybox []byte, mods []Module) ([]byte, error) {
 		c.Dir(d)
 	}
 	c.CharDev("dev/console", 5, 1)
-	c.File("init", 0o755, initScript)
+	c.File("init", 0o755, init)
 	c.File("bin/busybox", 0o755, busybox)
+	for _, f := range files {
+		c.File(f.Path, f.Perm, f.Data)
+	}
 	var order []string
 	for _, m := range mods {
 		c.File("mods/"+m.Name+".ko", 0o644, m.Image)
@@ -71,4 +90,22 @@ func Initramfs(busybox []byte, mods []Module) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// LocalModules reads Modules from /mods, where the test VM's initramfs
+// keeps its own (the L2 guest runs the L1 kernel), leaving out the
+// Optional ones that this kernel has built in.
+func LocalModules() ([]Module, error) {
+	var mods []Module
+	for _, m := range Modules {
+		b, err := os.ReadFile("/mods/" + m + ".ko")
+		if errors.Is(err, os.ErrNotExist) && Optional[m] {
+			continue // built in
+		}
+		if err != nil {
+			return nil, fmt.Errorf("the test VM's initramfs has no %s module: %w", m, err)
+		}
+		mods = append(mods, Module{m, b})
+	}
+	return mods, nil
 }

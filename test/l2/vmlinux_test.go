@@ -81,4 +81,25 @@ func TestInitramfs(t *testing.T) {
 	if _, err := Initramfs([]byte("busybox"), []Module{{"failover", []byte("f")}}); err == nil {
 		t.Error("Initramfs without net_failover and virtio_net: no error")
 	}
+	// InitramfsWith: the given init instead of the L2 one, and the files.
+	rd, err = InitramfsWith([]byte("#!/bin/sh\necho own-init\n"), []byte("busybox"),
+		[]Module{{"failover", []byte("f")}, {"net_failover", []byte("n")}, {"virtio_net", []byte("v")}},
+		File{Path: "bin/l2agent", Perm: 0o755, Data: []byte("agent-binary")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if zr, err = gzip.NewReader(bytes.NewReader(rd)); err != nil {
+		t.Fatal(err)
+	}
+	if raw, err = io.ReadAll(zr); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"bin/l2agent\x00", "agent-binary", "init\x00", "echo own-init", "mods/virtio_net.ko\x00"} {
+		if !bytes.Contains(raw, []byte(want)) {
+			t.Errorf("InitramfsWith: the initramfs has no %q", want)
+		}
+	}
+	if bytes.Contains(raw, initScript) {
+		t.Error("InitramfsWith: the initramfs holds the L2 init, not the one given")
+	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/netctl/netctl/internal/linux"
 	"github.com/netctl/netctl/internal/testenv"
+	"github.com/netctl/netctl/test/vhostrig/hostside"
 	"github.com/netctl/netctl/vhostnet/guest"
 	"github.com/netctl/netctl/virtio"
 )
@@ -64,7 +65,7 @@ func TestVMBridge(t *testing.T) {
 		var got []byte
 		frames := 0
 		for len(got) < len(payload) {
-			fr := r.hostRecv(5*time.Second, isFrom(guest.GuestIP))
+			fr := r.host.Recv(5*time.Second, hostside.From(guest.GuestIP))
 			if fr == nil {
 				break
 			}
@@ -79,7 +80,7 @@ func TestVMBridge(t *testing.T) {
 		// bridge set the tap's offloads from GUEST_CSUM|GUEST_TSO4.
 		payload = guest.Pattern(60000, 4)
 		frame = guest.IPv4Frame(6, guest.HostIP, guest.GuestIP, 5201, 40000, payload, true)
-		r.hostSendGSO(hdr, frame)
+		r.host.SendGSO(hdr, frame)
 		h, rx, err := f.Recv(0, 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
@@ -105,21 +106,11 @@ func TestVMBridge(t *testing.T) {
 		}
 		// 64 flows from the host: tun spreads them over its queues by
 		// hash, each queue into its own pair's RX ring.
-		for i := 0; i < 64; i++ {
-			r.hostSend(guest.IPv4Frame(17, guest.HostIP, guest.GuestIP, 5000, uint16(6000+i*17), guest.Pattern(64, byte(i)), false))
+		var rx []*guest.Queue
+		for _, p := range f.Pairs() {
+			rx = append(rx, p.RX)
 		}
-		per := make([]int, 4)
-		deadline := time.Now().Add(5 * time.Second)
-		for total := 0; total < 64 && time.Now().Before(deadline); {
-			for q := 0; q < 4; q++ {
-				if _, ok, err := f.Pairs()[q].RX.Poll(); err != nil {
-					t.Fatal(err)
-				} else if ok {
-					per[q]++
-					total++
-				}
-			}
-		}
+		per := r.host.Spread(rx, 64)
 		t.Logf("RX frames per pair: %v", per)
 		for q, n := range per {
 			if n == 0 {
@@ -139,14 +130,14 @@ func TestVMBridge(t *testing.T) {
 		if err := f.Send(0, guest.NetHdr{}, want); err != nil {
 			t.Fatal(err)
 		}
-		if got := r.hostRecv(500*time.Millisecond, isFrom(guest.GuestIP)); got != nil {
+		if got := r.host.Recv(500*time.Millisecond, hostside.From(guest.GuestIP)); got != nil {
 			t.Fatal("a frame went out on a disabled TX ring")
 		}
 		if err := f.EnableRing(1, true); err != nil {
 			t.Fatal(err)
 		}
 		f.Pairs()[0].TX.Notify()
-		if got := r.hostRecv(5*time.Second, isFrom(guest.GuestIP)); !bytes.Equal(got, want) {
+		if got := r.host.Recv(5*time.Second, hostside.From(guest.GuestIP)); !bytes.Equal(got, want) {
 			t.Fatalf("after SET_VRING_ENABLE 1: the host got %d bytes, want the frame queued while disabled", len(got))
 		}
 		// RX disabled: the tap holds what the host sends; enabling the
@@ -155,7 +146,7 @@ func TestVMBridge(t *testing.T) {
 			t.Fatal(err)
 		}
 		want = guest.IPv4Frame(17, guest.HostIP, guest.GuestIP, 5000, 4999, guest.Pattern(200, 78), false)
-		r.hostSend(want)
+		r.host.Send(want)
 		if _, _, err := f.Recv(0, 500*time.Millisecond); err == nil {
 			t.Fatal("a frame arrived on a disabled RX ring")
 		}
@@ -187,13 +178,13 @@ func TestVMBridge(t *testing.T) {
 		if err := f.Send(0, guest.NetHdr{}, want); err != nil {
 			t.Fatal(err)
 		}
-		if got := r.hostRecv(500*time.Millisecond, isFrom(guest.GuestIP)); got != nil {
+		if got := r.host.Recv(500*time.Millisecond, hostside.From(guest.GuestIP)); got != nil {
 			t.Fatal("a frame went out on a stopped ring")
 		}
 		if err := f.StartRing(1, base); err != nil {
 			t.Fatal(err)
 		}
-		if got := r.hostRecv(5*time.Second, isFrom(guest.GuestIP)); !bytes.Equal(got, want) {
+		if got := r.host.Recv(5*time.Second, hostside.From(guest.GuestIP)); !bytes.Equal(got, want) {
 			t.Fatalf("after restart at %d: the host got %d bytes, want the frame queued while stopped", base, len(got))
 		}
 		r.guestToHost(f, 0, 4)
@@ -284,7 +275,7 @@ func TestVMBridge(t *testing.T) {
 		if err := f.Send(0, guest.NetHdr{}, want); err != nil {
 			t.Fatal(err)
 		}
-		if got := r.hostRecv(300*time.Millisecond, isFrom(guest.GuestIP)); got != nil {
+		if got := r.host.Recv(300*time.Millisecond, hostside.From(guest.GuestIP)); got != nil {
 			t.Fatal("a frame went out with no bridge")
 		}
 		r.start()
@@ -293,7 +284,7 @@ func TestVMBridge(t *testing.T) {
 		if err := f.Reconnect(ctx, wantFeatures, virtio.Version1|virtio.NetMrgRxbuf, WantProtocol); err != nil {
 			t.Fatal(err)
 		}
-		if got := r.hostRecv(5*time.Second, isFrom(guest.GuestIP)); !bytes.Equal(got, want) {
+		if got := r.host.Recv(5*time.Second, hostside.From(guest.GuestIP)); !bytes.Equal(got, want) {
 			t.Fatalf("after the bridge restarted: the host got %d bytes, want the frame queued meanwhile", len(got))
 		}
 		for i := 2; i < 6; i++ {

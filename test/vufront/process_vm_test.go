@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/netctl/netctl/internal/testenv"
 	"github.com/netctl/netctl/macvtap"
+	"github.com/netctl/netctl/test/vhostrig/hostside"
 	"github.com/netctl/netctl/vhostnet/guest"
 	"github.com/netctl/netctl/virtio"
 )
@@ -74,9 +74,8 @@ func processRestart(t *testing.T) {
 			t.Errorf("delete tap %s: %v", name, err)
 		}
 	}()
-	os.WriteFile("/proc/sys/net/ipv6/conf/"+name+"/disable_ipv6", []byte("1"), 0)
-	testenv.LinkUp(t, name)
-	r := &bridgeRig{t: t, ifindex: ifi.Index, sock: packetSocket(t, ifi.Index), socket: filepath.Join(t.TempDir(), "vu.sock")}
+	hostside.Up(t, name)
+	r := &bridgeRig{t: t, host: hostside.New(t, ifi.Index), socket: filepath.Join(t.TempDir(), "vu.sock")}
 	p := startBridgeProcess(t, netctl, r.socket, name)
 	defer func() {
 		if p.cmd.ProcessState == nil {
@@ -99,7 +98,7 @@ func processRestart(t *testing.T) {
 	if err := f.Send(0, guest.NetHdr{}, want); err != nil {
 		t.Fatal(err)
 	}
-	if got := r.hostRecv(300*time.Millisecond, isFrom(guest.GuestIP)); got != nil {
+	if got := r.host.Recv(300*time.Millisecond, hostside.From(guest.GuestIP)); got != nil {
 		t.Fatal("a frame went out with the bridge process dead")
 	}
 	if _, err := os.Lstat(r.socket); err != nil {
@@ -111,7 +110,7 @@ func processRestart(t *testing.T) {
 	if err := f.Reconnect(ctx, wantFeatures, virtio.Version1|virtio.NetMrgRxbuf, WantProtocol); err != nil {
 		t.Fatal(err)
 	}
-	if got := r.hostRecv(5*time.Second, isFrom(guest.GuestIP)); !bytes.Equal(got, want) {
+	if got := r.host.Recv(5*time.Second, hostside.From(guest.GuestIP)); !bytes.Equal(got, want) {
 		t.Fatalf("after the bridge process restarted: the host got %d bytes, want the frame queued meanwhile", len(got))
 	}
 	for i := 2; i < 6; i++ {

@@ -3,8 +3,6 @@ package vufront
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,11 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/netctl/netctl/internal/linux"
 	"github.com/netctl/netctl/internal/testenv"
 	"github.com/netctl/netctl/macvtap"
+	"github.com/netctl/netctl/test/vhostrig/hostside"
 	"github.com/netctl/netctl/vhostnet/guest"
 	"github.com/netctl/netctl/vhostuser"
 	"github.com/netctl/netctl/virtio"
@@ -29,8 +25,7 @@ import (
 type bridgeRig struct {
 	t       *testing.T
 	tap     *macvtap.Tap
-	ifindex int
-	sock    int
+	host    *hostside.Side
 	socket  string
 	queues  int
 	offl    macvtap.Offloads
@@ -48,19 +43,7 @@ func newBridgeRig(t *testing.T, queues int) *bridgeRig {
 	t.Helper()
 	r := &bridgeRig{t: t, queues: queues, socket: filepath.Join(t.TempDir(), "vu.sock")}
 	var err error
-	r.tap, err = macvtap.CreateTap(macvtap.TapConfig{Name: "vu%d", VnetHdr: true, VnetHdrSize: 12, Queues: queues})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.tap.Close() })
-	os.WriteFile("/proc/sys/net/ipv6/conf/"+r.tap.Name()+"/disable_ipv6", []byte("1"), 0)
-	testenv.LinkUp(t, r.tap.Name())
-	ifi, err := net.InterfaceByName(r.tap.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.ifindex = ifi.Index
-	r.sock = packetSocket(t, ifi.Index)
+	r.tap, r.host = hostside.NewTap(t, macvtap.TapConfig{Name: "vu%d", VnetHdr: true, VnetHdrSize: 12, Queues: queues})
 	if r.offl, err = tapOffloads(); err != nil {
 		t.Fatal(err)
 	}
@@ -116,72 +99,6 @@ func (r *bridgeRig) connect(n int, cfg Config) *Frontend {
 	return f
 }
 
-// packetSocket is an AF_PACKET socket bound to the interface.
-func packetSocket(t *testing.T, ifindex int) int {
-	t.Helper()
-	s, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Close(s) })
-	if err := unix.Bind(s, &unix.SockaddrLinklayer{Protocol: linux.Htons(unix.ETH_P_ALL), Ifindex: ifindex}); err != nil {
-		t.Fatal(err)
-	}
-	unix.SetsockoptInt(s, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1)
-	tv := unix.NsecToTimeval(int64(100 * time.Millisecond))
-	unix.SetsockoptTimeval(s, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
-	unix.SetsockoptInt(s, unix.SOL_SOCKET, unix.SO_RCVBUF, 4<<20)
-	return s
-}
-
-// hostSend transmits frame on the tap from the host side: it arrives in
-// a guest RX ring.
-func (r *bridgeRig) hostSend(frame []byte) {
-	r.t.Helper()
-	if err := unix.Sendto(r.sock, frame, 0, &unix.SockaddrLinklayer{Ifindex: r.ifindex, Halen: 6,
-		Addr: [8]byte{frame[0], frame[1], frame[2], frame[3], frame[4], frame[5]}}); err != nil {
-		r.t.Fatalf("host send: %v", err)
-	}
-}
-
-// hostSendGSO sends frame through a PACKET_VNET_HDR socket with vh, so
-// that it stays one GSO skb up to the tap.
-func (r *bridgeRig) hostSendGSO(vh guest.NetHdr, frame []byte) {
-	r.t.Helper()
-	s, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	defer unix.Close(s)
-	if err := unix.SetsockoptInt(s, unix.SOL_PACKET, unix.PACKET_VNET_HDR, 1); err != nil {
-		r.t.Fatal(err)
-	}
-	if err := unix.Sendto(s, append(vh.Append(nil, 10), frame...), 0, &unix.SockaddrLinklayer{Ifindex: r.ifindex,
-		Protocol: linux.Htons(0x0800), Halen: 6, Addr: [8]byte{2, 0, 0, 0, 0, 1}}); err != nil {
-		r.t.Fatal(err)
-	}
-}
-
-// hostRecv returns the next frame the host sees on the tap that match
-// accepts, or nil after timeout.
-func (r *bridgeRig) hostRecv(timeout time.Duration, match func([]byte) bool) []byte {
-	buf := make([]byte, 128<<10)
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); {
-		n, _, err := unix.Recvfrom(r.sock, buf, 0)
-		if err == nil && match(buf[:n]) {
-			return append([]byte(nil), buf[:n]...)
-		}
-	}
-	return nil
-}
-
-// isFrom matches the test's IPv4 frames from src.
-func isFrom(src []byte) func([]byte) bool {
-	return func(f []byte) bool {
-		return len(f) >= 34 && binary.BigEndian.Uint16(f[12:]) == 0x0800 && bytes.Equal(f[26:30], src)
-	}
-}
-
 // guestToHost sends a UDP frame on pair q and checks it arrives byte for
 // byte; seq makes it unique.
 func (r *bridgeRig) guestToHost(f *Frontend, q, seq int) {
@@ -190,7 +107,7 @@ func (r *bridgeRig) guestToHost(f *Frontend, q, seq int) {
 	if err := f.Send(q, guest.NetHdr{}, want); err != nil {
 		r.t.Fatal(err)
 	}
-	if got := r.hostRecv(5*time.Second, isFrom(guest.GuestIP)); !bytes.Equal(got, want) {
+	if got := r.host.Recv(5*time.Second, hostside.From(guest.GuestIP)); !bytes.Equal(got, want) {
 		r.t.Fatalf("pair %d, frame %d: the host got %d bytes, want the %d bytes the guest sent", q, seq, len(got), len(want))
 	}
 }
@@ -200,7 +117,7 @@ func (r *bridgeRig) guestToHost(f *Frontend, q, seq int) {
 func (r *bridgeRig) hostToGuest(f *Frontend, q, seq int) {
 	r.t.Helper()
 	want := guest.IPv4Frame(17, guest.HostIP, guest.GuestIP, 5000, uint16(4000+seq), guest.Pattern(400+seq, byte(seq)), false)
-	r.hostSend(want)
+	r.host.Send(want)
 	h, got, err := f.Recv(q, 5*time.Second)
 	if err != nil {
 		r.t.Fatalf("host to guest, frame %d: %v", seq, err)
@@ -247,7 +164,7 @@ var tapOffloads = sync.OnceValues(func() (macvtap.Offloads, error) { return macv
 func (r *bridgeRig) hostToAny(f *Frontend, seq int) {
 	r.t.Helper()
 	want := guest.IPv4Frame(17, guest.HostIP, guest.GuestIP, 5000, uint16(4000+seq), guest.Pattern(400+seq, byte(seq)), false)
-	r.hostSend(want)
+	r.host.Send(want)
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		for q, p := range f.Pairs() {
 			if p.RX.DeviceUsedIdx() == p.RX.LastUsed() {

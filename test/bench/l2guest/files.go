@@ -7,17 +7,12 @@
 package l2guest
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
 	_ "embed"
-	"errors"
-	"fmt"
 	"os"
 	"strings"
 
 	"github.com/netctl/netctl/test/l2"
-	"github.com/netctl/netctl/test/vm"
 )
 
 // initScript is the nested guest's /init, with @ADDR01@ and @ADDR02@ for
@@ -37,18 +32,9 @@ func Init(addr01, addr02 string) []byte {
 // and initrd.gz (busybox, the test VM's virtio-net modules, the l2agent
 // binary agentBin and init as /init) into dir.
 func WriteFiles(ctx context.Context, vmlinuz, agentBin string, init []byte, dir string) error {
-	bz, err := os.ReadFile(vmlinuz)
+	elf, err := l2.Vmlinux(ctx, vmlinuz)
 	if err != nil {
 		return err
-	}
-	p, kind, err := l2.Payload(bz)
-	if err != nil {
-		return fmt.Errorf("%s: %w", vmlinuz, err)
-	}
-	tool := map[string]string{l2.Zstd: "/usr/bin/zstd", l2.XZ: "/usr/bin/xz", l2.Gzip: "/usr/bin/gzip"}[kind]
-	elf, err := l2.Host(ctx, p, tool, "-dc")
-	if err != nil {
-		return fmt.Errorf("decompress %s: %w", vmlinuz, err)
 	}
 	if err := os.WriteFile(dir+"/vmlinux", elf, 0o644); err != nil {
 		return err
@@ -61,36 +47,15 @@ func WriteFiles(ctx context.Context, vmlinuz, agentBin string, init []byte, dir 
 	if err != nil {
 		return err
 	}
-	var buf bytes.Buffer
-	gz, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
-	c := vm.NewCPIO(gz)
-	for _, d := range []string{"bin", "dev", "proc", "sys", "mods"} {
-		c.Dir(d)
-	}
-	c.CharDev("dev/console", 5, 1)
-	c.File("init", 0o755, init)
-	c.File("bin/busybox", 0o755, busybox)
-	c.File("bin/l2agent", 0o755, agent)
-	var order []string
-	for _, m := range l2.Modules {
-		b, err := os.ReadFile("/mods/" + m + ".ko")
-		if errors.Is(err, os.ErrNotExist) && l2.Optional[m] {
-			continue // built in
-		}
-		if err != nil {
-			return fmt.Errorf("the test VM's initramfs has no %s module: %w", m, err)
-		}
-		c.File("mods/"+m+".ko", 0o644, b)
-		order = append(order, m)
-	}
-	c.File("mods/order", 0o644, []byte(strings.Join(order, "\n")+"\n"))
-	if err := c.Close(); err != nil {
+	mods, err := l2.LocalModules()
+	if err != nil {
 		return err
 	}
-	if err := gz.Close(); err != nil {
+	rd, err := l2.InitramfsWith(init, busybox, mods, l2.File{Path: "bin/l2agent", Perm: 0o755, Data: agent})
+	if err != nil {
 		return err
 	}
-	return os.WriteFile(dir+"/initrd.gz", buf.Bytes(), 0o644)
+	return os.WriteFile(dir+"/initrd.gz", rd, 0o644)
 }
 
 // Tail is the last n bytes of s (a console log, QEMU's stderr).

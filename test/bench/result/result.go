@@ -144,6 +144,17 @@ func Round(v float64, digits int) float64 {
 	return math.Round(v*p) / p
 }
 
+// Interleave runs a and b alternately (A B A B ...), rounds times each,
+// and returns each one's rounds: a drift in the machine's load over the
+// run falls on both sides alike.
+func Interleave(rounds int, a, b func() float64) (as, bs []float64) {
+	for i := 0; i < rounds; i++ {
+		as = append(as, a())
+		bs = append(bs, b())
+	}
+	return as, bs
+}
+
 // Median of xs (the mean of the middle two for an even count).
 func Median(xs []float64) float64 {
 	if len(xs) == 0 {

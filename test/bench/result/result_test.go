@@ -36,3 +36,16 @@ func TestFinishRefusesFewRounds(t *testing.T) {
 		}()
 	}
 }
+
+func TestInterleaveAlternates(t *testing.T) {
+	var order []byte
+	n := 0
+	as, bs := Interleave(3, func() float64 { order = append(order, 'A'); n++; return float64(n) },
+		func() float64 { order = append(order, 'B'); n++; return float64(n) })
+	if string(order) != "ABABAB" {
+		t.Errorf("order %s, want ABABAB", order)
+	}
+	if len(as) != 3 || len(bs) != 3 || as[0] != 1 || bs[0] != 2 || as[2] != 5 || bs[2] != 6 {
+		t.Errorf("rounds a %v b %v, want [1 3 5] [2 4 6]", as, bs)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/netctl/netctl/macvtap"
+	"github.com/netctl/netctl/test/bench/ringrun"
 	"github.com/netctl/netctl/vhostnet/guest"
 	"github.com/netctl/netctl/virtio"
 )
@@ -146,7 +147,7 @@ func backendPath(kind backendKind) *path {
 // rounds interleaved across all four paths. Two lines from the same
 // rounds: tap vs macvtap and tap vs packet socket.
 func benchBackends() {
-	frame := tcpFrame(65535-40, true)
+	frame := ringrun.TCPFrame(65535-40, true)
 	kinds := []backendKind{tapOnVeth, macvtapOnVeth, packetOnVeth, tapDirect}
 	res := map[backendKind][]float64{}
 	seen := map[backendKind][2]uint64{} // frames, payload bytes
@@ -205,7 +206,7 @@ func reloadVhostNet(zcopy bool) {
 // with 256-byte frames (the smallest vhost sends without copying). Seed:
 // the mp-device zero-copy patch, 1.1 -> 1.7 Gbit/s (1.55x).
 func benchZeroCopy() {
-	big, small := tcpFrame(65535-40, true), tcpFrame(256-54, false)
+	big, small := ringrun.TCPFrame(65535-40, true), ringrun.TCPFrame(256-54, false)
 	run := func(zc bool, frame []byte) float64 {
 		reloadVhostNet(zc)
 		p := newPath("bnzc0", txFeatures, 0, guest.QueueConfig{}, txQueue())

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"encoding/binary"
 	"net"
 	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -12,7 +10,7 @@ import (
 
 	"github.com/netctl/netctl/internal/linux"
 	"github.com/netctl/netctl/macvtap"
-	"github.com/netctl/netctl/test/bench/gsosend"
+	"github.com/netctl/netctl/test/bench/ringrun"
 	"github.com/netctl/netctl/vhostnet"
 	"github.com/netctl/netctl/vhostnet/guest"
 	"github.com/netctl/netctl/virtio"
@@ -59,17 +57,9 @@ func attachPath(b macvtap.Backend, observe string, features virtio.Features, rxc
 		fatal("%v", err)
 	}
 	p.ifindex = ifi.Index
-	p.sock, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0) // protocol in bind: no other interface's frames queue up
-	if err != nil {
+	if p.sock, err = ringrun.OpenSink(p.ifindex); err != nil {
 		fatal("%v", err)
 	}
-	if err := unix.Bind(p.sock, &unix.SockaddrLinklayer{Protocol: linux.Htons(unix.ETH_P_ALL), Ifindex: p.ifindex}); err != nil {
-		fatal("%v", err)
-	}
-	unix.SetsockoptInt(p.sock, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1)
-	unix.SetsockoptInt(p.sock, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 64<<20)
-	tv := unix.NsecToTimeval(int64(20 * time.Millisecond))
-	unix.SetsockoptTimeval(p.sock, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
 	p.mem, err = guest.NewMemory(256 << 20)
 	if err != nil {
 		fatal("%v", err)
@@ -102,53 +92,14 @@ func (p *path) close() {
 
 // txRun sends frame (with its virtio-net header) from the guest for d and
 // returns the TCP payload bit rate the host's packet socket received, in
-// Mbit/s, and the frames vhost used.
+// Mbit/s, and the frames the driver made available (ringrun.TX).
 func (p *path) txRun(frame []byte, d time.Duration) (float64, uint64) {
-	var payload, frames atomic.Uint64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		buf := make([]byte, 128<<10)
-		for {
-			n, _, err := unix.Recvfrom(p.sock, buf, 0)
-			if err != nil {
-				select {
-				case <-stop:
-					return
-				default:
-					continue
-				}
-			}
-			if n > 54 && binary.BigEndian.Uint16(buf[12:]) == 0x0800 && buf[23] == guest.ProtoTCP {
-				payload.Add(uint64(n - 54))
-				frames.Add(1)
-			}
-		}
-	}()
-	t0 := time.Now()
-	sent := p.sendFor(frame, d)
-	elapsed := time.Since(t0)
-	// Count only what arrived within the round.
-	got := payload.Load()
-	p.seenFrames, p.seenPayload = frames.Load(), got
-	close(stop)
-	wg.Wait()
-	for p.tx.Pending() > 0 {
-		p.tx.Poll()
-		time.Sleep(time.Millisecond)
+	r, err := ringrun.TX(p.tx, p.sock, frame, d)
+	if err != nil {
+		fatal("%v", err)
 	}
-	return float64(got) * 8 / 1e6 / elapsed.Seconds(), sent
-}
-
-func tcpFrame(payload int, gso bool) []byte {
-	fr := guest.IPv4Frame(guest.ProtoTCP, guest.GuestIP, guest.HostIP, 40000, 5201, guest.Pattern(payload, 1), true)
-	h := guest.NetHdr{Flags: linux.VIRTIO_NET_HDR_F_NEEDS_CSUM, CsumStart: 34, CsumOffset: 16}
-	if gso {
-		h.GSOType, h.HdrLen, h.GSOSize = linux.VIRTIO_NET_HDR_GSO_TCPV4, 54, 1448
-	}
-	return append(h.Append(nil, 12), fr...)
+	p.seenFrames, p.seenPayload = r.Frames, r.Payload
+	return r.Mbps, r.Sent
 }
 
 // benchTX: guest to host TCP frames, 64 KiB with TSO (GSO_TCPV4) against
@@ -158,8 +109,8 @@ func benchTX() {
 	p := newPath("bntx0", virtio.Version1|virtio.EventIdx, 0,
 		guest.QueueConfig{}, guest.QueueConfig{Num: 256, BufSize: 65536 + 64, EventIdx: true})
 	defer p.close()
-	tso := tcpFrame(65535-40, true)
-	mtu := tcpFrame(1500-40, false)
+	tso := ringrun.TCPFrame(65535-40, true)
+	mtu := ringrun.TCPFrame(1500-40, false)
 	var tsoSent, mtuSent uint64
 	var cpuA, cpuB []float64 // ms of busy CPU per MB received, per round
 	a, b := interleave(
@@ -185,65 +136,21 @@ func benchTX() {
 	memcpyFraction(a)
 }
 
-// rxRun has the host send 64 KiB TCP frames (GSO through a PACKET_VNET_HDR
-// socket) for d while the guest receives; it returns the payload rate the
-// guest received in Mbit/s.
+// hostSent counts the frames the host's sender got into the kernel
+// (ringrun.RXConfig.HostSent).
 var hostSent atomic.Uint64
 
 var rxBuf = 4096
 
+// rxRun has the host send 64 KiB TCP frames for d while the guest receives
+// them into bufSize buffers, mergeable or not (ringrun.RX); it returns the
+// payload rate the guest received in Mbit/s.
 func (p *path) rxRun(mergeable bool, bufSize int, d time.Duration) float64 {
-	stop, err := gsosend.Start(p.ifindex, &hostSent)
+	v, err := ringrun.RX(p.rx, p.ifindex, ringrun.RXConfig{Mergeable: mergeable, BufSize: bufSize, HostSent: &hostSent}, d)
 	if err != nil {
 		fatal("%v", err)
 	}
-	var bytes uint64
-	for p.rx.Free() > 0 {
-		p.rx.PushIn(bufSize)
-	}
-	p.rx.Kick1()
-	t0 := time.Now()
-	for time.Since(t0) < d {
-		got := false
-		for p.rx.DeviceUsedIdx() != p.rx.LastUsed() {
-			// The driver reads only the header, as a guest hands the
-			// pages to its stack without copying.
-			var n int
-			if mergeable {
-				_, fl, err := p.rx.RecvMergeableLen(time.Second)
-				if err != nil {
-					fatal("rx: %v", err)
-				}
-				n = fl
-			} else {
-				el, ok, err := p.rx.PollPrefix(12)
-				if err != nil || !ok {
-					fatal("rx: %v", err)
-				}
-				n = int(el.Len) - 12
-			}
-			if n > 54 {
-				bytes += uint64(n - 54)
-			}
-			got = true
-		}
-		for p.rx.Free() > 0 {
-			p.rx.PushIn(bufSize)
-		}
-		p.rx.Kick1()
-		if !got {
-			p.rx.WaitInterrupt(time.Millisecond)
-		}
-	}
-	elapsed := time.Since(t0)
-	stop()
-	// Drain what is left so the next round starts empty.
-	for deadline := time.Now().Add(200 * time.Millisecond); time.Now().Before(deadline); {
-		if _, ok, _ := p.rx.Poll(); !ok {
-			time.Sleep(time.Millisecond)
-		}
-	}
-	return float64(bytes) * 8 / 1e6 / elapsed.Seconds()
+	return v
 }
 
 // benchRX: host to guest, GUEST_TSO4 + MRG_RXBUF (tap takes TSO4, the
@@ -323,33 +230,12 @@ func memcpyFraction(path []float64) {
 	emit(l)
 }
 
-// sendFor keeps the TX ring full of frame (prefilled in guest memory, as a
-// guest's frames are) for d, and returns how many frames it made available.
+// sendFor keeps the TX ring full of frame for d (ringrun.Send) and returns
+// how many frames it made available.
 func (p *path) sendFor(frame []byte, d time.Duration) uint64 {
-	if err := p.tx.Prefill(frame); err != nil {
+	sent, err := ringrun.Send(p.tx, frame, d)
+	if err != nil {
 		fatal("%v", err)
-	}
-	var sent uint64
-	for t0 := time.Now(); time.Since(t0) < d; {
-		for {
-			if _, ok, err := p.tx.Poll(); err != nil {
-				fatal("tx: %v", err)
-			} else if !ok {
-				break
-			}
-		}
-		pushed := false
-		for p.tx.Free() > 0 {
-			if p.tx.PushOutInPlace() != nil {
-				break
-			}
-			sent++
-			pushed = true
-		}
-		p.tx.Kick1()
-		if !pushed {
-			p.tx.WaitInterrupt(time.Millisecond)
-		}
 	}
 	return sent
 }

@@ -99,15 +99,8 @@ func cpuBusy() float64 {
 	return total
 }
 
-// interleave runs a and b alternately (A B A B ...), rounds times each,
-// and returns each one's rounds.
-func interleave(a, b func() float64) (as, bs []float64) {
-	for i := 0; i < *rounds; i++ {
-		as = append(as, a())
-		bs = append(bs, b())
-	}
-	return as, bs
-}
+// interleave runs a and b alternately, -rounds times each (result.Interleave).
+func interleave(a, b func() float64) (as, bs []float64) { return result.Interleave(*rounds, a, b) }
 
 func fatal(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "vhostnet-bench: "+format+"\n", args...)

@@ -2,20 +2,16 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
 	"net"
 	"os"
 	"path/filepath"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/netctl/netctl/internal/linux"
 	"github.com/netctl/netctl/macvtap"
-	"github.com/netctl/netctl/test/bench/gsosend"
 	"github.com/netctl/netctl/test/bench/result"
+	"github.com/netctl/netctl/test/bench/ringrun"
 	"github.com/netctl/netctl/test/vufront"
 	"github.com/netctl/netctl/vhostnet"
 	"github.com/netctl/netctl/vhostnet/guest"
@@ -56,19 +52,12 @@ func newTap(name string) (*macvtap.Tap, int) {
 	return tap, ifi.Index
 }
 
+// hostSide opens the packet socket the TX rounds count on (ringrun.OpenSink).
 func (p *path) hostSide() {
 	var err error
-	p.sock, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
+	if p.sock, err = ringrun.OpenSink(p.ifindex); err != nil {
 		fatal("%v", err)
 	}
-	if err := unix.Bind(p.sock, &unix.SockaddrLinklayer{Protocol: linux.Htons(unix.ETH_P_ALL), Ifindex: p.ifindex}); err != nil {
-		fatal("%v", err)
-	}
-	unix.SetsockoptInt(p.sock, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1)
-	unix.SetsockoptInt(p.sock, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 64<<20)
-	tv := unix.NsecToTimeval(int64(20 * time.Millisecond))
-	unix.SetsockoptTimeval(p.sock, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
 	p.undo = append(p.undo, func() { unix.Close(p.sock) })
 }
 
@@ -150,116 +139,25 @@ func (p *path) close() {
 	}
 }
 
-func tcpFrame(payload int, gso bool) []byte {
-	fr := guest.IPv4Frame(guest.ProtoTCP, guest.GuestIP, guest.HostIP, 40000, 5201, guest.Pattern(payload, 1), true)
-	h := guest.NetHdr{Flags: linux.VIRTIO_NET_HDR_F_NEEDS_CSUM, CsumStart: 34, CsumOffset: 16}
-	if gso {
-		h.GSOType, h.HdrLen, h.GSOSize = linux.VIRTIO_NET_HDR_GSO_TCPV4, 54, 1448
-	}
-	return append(h.Append(nil, 12), fr...)
-}
-
-// txRun keeps the TX ring full of frame (prefilled, as a guest's frames
-// already are in its memory) for d, and returns the TCP payload rate the
-// host's packet socket received, in Mbit/s.
+// txRun keeps the TX ring full of frame for d and returns the TCP payload
+// rate the host's packet socket received, in Mbit/s (ringrun.TX).
 func (p *path) txRun(frame []byte, d time.Duration) float64 {
-	var payload atomic.Uint64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		buf := make([]byte, 128<<10)
-		for {
-			n, _, err := unix.Recvfrom(p.sock, buf, 0)
-			if err != nil {
-				select {
-				case <-stop:
-					return
-				default:
-					continue
-				}
-			}
-			if n > 54 && binary.BigEndian.Uint16(buf[12:]) == 0x0800 && buf[23] == guest.ProtoTCP {
-				payload.Add(uint64(n - 54))
-			}
-		}
-	}()
-	if err := p.tx.Prefill(frame); err != nil {
-		fatal("%v", err)
-	}
-	t0 := time.Now()
-	for time.Since(t0) < d {
-		for {
-			if _, ok, err := p.tx.Poll(); err != nil {
-				fatal("tx: %v", err)
-			} else if !ok {
-				break
-			}
-		}
-		pushed := false
-		for p.tx.Free() > 0 && p.tx.PushOutInPlace() == nil {
-			pushed = true
-		}
-		p.tx.Kick1()
-		if !pushed {
-			p.tx.WaitInterrupt(time.Millisecond)
-		}
-	}
-	elapsed := time.Since(t0)
-	got := payload.Load()
-	close(stop)
-	wg.Wait()
-	for deadline := time.Now().Add(2 * time.Second); p.tx.Pending() > 0 && time.Now().Before(deadline); {
-		if _, ok, _ := p.tx.Poll(); !ok {
-			time.Sleep(time.Millisecond)
-		}
-	}
-	return float64(got) * 8 / 1e6 / elapsed.Seconds()
-}
-
-// rxRun has the host send 64 KiB TCP frames (GSO, through a
-// PACKET_VNET_HDR socket) for d while the driver receives them into 4 KiB
-// mergeable buffers, reading only the header; it returns the payload rate
-// in Mbit/s.
-func (p *path) rxRun(d time.Duration) float64 {
-	stop, err := gsosend.Start(p.ifindex, nil)
+	r, err := ringrun.TX(p.tx, p.sock, frame, d)
 	if err != nil {
 		fatal("%v", err)
 	}
-	var bytes uint64
-	fill := func() {
-		for p.rx.Free() > 0 && p.rx.PushIn(rxCfg.BufSize) == nil {
-		}
-		p.rx.Kick1()
+	return r.Mbps
+}
+
+// rxRun has the host send 64 KiB TCP frames for d while the driver
+// receives them into 4 KiB mergeable buffers; it returns the payload rate
+// in Mbit/s (ringrun.RX).
+func (p *path) rxRun(d time.Duration) float64 {
+	v, err := ringrun.RX(p.rx, p.ifindex, ringrun.RXConfig{Mergeable: true, BufSize: rxCfg.BufSize}, d)
+	if err != nil {
+		fatal("%v", err)
 	}
-	fill()
-	t0 := time.Now()
-	for time.Since(t0) < d {
-		got := false
-		for p.rx.DeviceUsedIdx() != p.rx.LastUsed() {
-			_, n, err := p.rx.RecvMergeableLen(time.Second)
-			if err != nil {
-				fatal("rx: %v", err)
-			}
-			if n > 54 {
-				bytes += uint64(n - 54)
-			}
-			got = true
-		}
-		fill()
-		if !got {
-			p.rx.WaitInterrupt(time.Millisecond)
-		}
-	}
-	elapsed := time.Since(t0)
-	stop()
-	for deadline := time.Now().Add(200 * time.Millisecond); time.Now().Before(deadline); {
-		if _, ok, _ := p.rx.Poll(); !ok {
-			time.Sleep(time.Millisecond)
-		}
-	}
-	return float64(bytes) * 8 / 1e6 / elapsed.Seconds()
+	return v
 }
 
 // benchDatapath: the bridge's data path against direct vhost-net.
@@ -275,9 +173,9 @@ func benchDatapath() {
 		run         func(*path) float64
 	}{
 		{"vhostuser_tx_mtu1500_bridge_vs_direct", "Mbit/s TCP payload (1500-byte frames) guest to host, received by a host packet socket",
-			func(p *path) float64 { return p.txRun(tcpFrame(1500-40, false), *duration) }},
+			func(p *path) float64 { return p.txRun(ringrun.TCPFrame(1500-40, false), *duration) }},
 		{"vhostuser_tx_tso64k_bridge_vs_direct", "Mbit/s TCP payload (64 KiB TSO frames) guest to host, received by a host packet socket",
-			func(p *path) float64 { return p.txRun(tcpFrame(65535-40, true), *duration) }},
+			func(p *path) float64 { return p.txRun(ringrun.TCPFrame(65535-40, true), *duration) }},
 		{"vhostuser_rx_gso64k_bridge_vs_direct", "Mbit/s TCP payload (64 KiB GSO frames into 4 KiB mergeable buffers) host to guest",
 			func(p *path) float64 { return p.rxRun(*duration) }},
 	} {

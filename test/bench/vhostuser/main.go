@@ -80,14 +80,8 @@ func main() {
 
 func emit(l result.Line) { result.Print(result.Finish(l, *commit, *hostLoad)) }
 
-// interleave runs a and b alternately, rounds times each.
-func interleave(a, b func() float64) (as, bs []float64) {
-	for i := 0; i < *rounds; i++ {
-		as = append(as, a())
-		bs = append(bs, b())
-	}
-	return as, bs
-}
+// interleave runs a and b alternately, -rounds times each (result.Interleave).
+func interleave(a, b func() float64) (as, bs []float64) { return result.Interleave(*rounds, a, b) }
 
 func fatal(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "vhostuser-bench: "+format+"\n", args...)
