@@ -58,7 +58,11 @@ type usageError struct {
 	err  error
 }
 
-func (e *usageError) Error() string { return e.err.Error() }
+// Error is the cause's message without a trailing ": invalid argument"
+// (errs.ErrInvalid wrapped last says nothing the exit code does not).
+func (e *usageError) Error() string {
+	return strings.TrimSuffix(e.err.Error(), ": "+errs.ErrInvalid.Error())
+}
 
 // Unwrap gives the cause and errs.ErrInvalid: every usage error is bad
 // input, so errors.Is(err, errs.ErrInvalid) holds for all of them.

@@ -27,8 +27,8 @@ func TestVDPAAddRefusesOutOfRange(t *testing.T) {
 		{[]string{"--mac", "nonsense"}, "--mac"},
 	} {
 		_, err := runNetctl(append(append([]string{}, base...), tc.args...)...)
-		if !errors.Is(err, errs.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%v: %v, want ErrInvalid saying %q", tc.args, err, tc.want)
+		if !errors.Is(err, errs.ErrInvalid) || !strings.Contains(err.Error(), tc.want) || strings.HasSuffix(err.Error(), ": invalid argument") {
+			t.Errorf("%v: %v, want ErrInvalid saying %q (and not ending in the sentinel's text)", tc.args, err, tc.want)
 		}
 	}
 	for _, args := range [][]string{
