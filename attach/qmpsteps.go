@@ -106,16 +106,35 @@ func (a *attacher) addDevice(ctx context.Context, dec policy.Decision, nic *stat
 			ids, err = deviceIDs(ctx, c)
 			return err
 		})
-		if err != nil || !ids[p.ID] {
-			return err
+		if err == nil && !ids[p.ID] {
+			return nil
 		}
-		return unplug(ctx, a.c, p.ID, 10*time.Second, 5*time.Second)
+		if err == nil {
+			err = unplug(ctx, a.c, p.ID, undoUnplugWait, 5*time.Second)
+		}
+		if err == nil {
+			return nil
+		}
+		// The device may still be in the VM, on its netdev, tap and fds:
+		// the undos below it would delete its backend under it and
+		// forget it. Keep all of it, recorded, for netctl detach.
+		nic.Status, nic.Note = state.StatusDetachTimeout, "attach failed and its rollback could not remove the device: "+err.Error()
+		if serr := store.Save(nic); serr != nil {
+			return fmt.Errorf("%w: %w; and recording it failed (%w): the device may still be in the VM, netctl has no record of it; remove it with device_del id=%s, then netdev_del id=%s",
+				errKeepRest, err, serr, p.ID, netdev)
+		}
+		return fmt.Errorf("%w: %w: NIC %s may still be in the VM and stays recorded (netctl list): run netctl detach --id %s to finish",
+			errKeepRest, err, p.ID, p.ID)
 	})
 	if err := a.c.Run(ctx, "device_add", dev, nil); err != nil {
 		return step("device_add virtio-net-pci id="+p.ID, err)
 	}
 	return nil
 }
+
+// undoUnplugWait is how long the undo of device_add waits for the guest
+// to release the device.
+var undoUnplugWait = 10 * time.Second
 
 // qmpUndo runs an undo command; an error of class ignore (the thing is
 // already gone) is not an error.

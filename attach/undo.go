@@ -33,11 +33,18 @@ func (u *undoStack) run(ctx context.Context) error {
 		s := u.steps[i]
 		if err := s.fn(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("undo %s: %w", s.what, err))
+			if errors.Is(err, errKeepRest) {
+				break
+			}
 		}
 	}
 	u.steps = nil
 	return errors.Join(errs...)
 }
+
+// errKeepRest, from an undo, stops the undos below it: what they would
+// undo is still in use and stays (recorded) for netctl detach.
+var errKeepRest = errors.New("rollback stopped here")
 
 // drop forgets the undos: the sequence succeeded.
 func (u *undoStack) drop() { u.steps = nil }
