@@ -149,14 +149,14 @@ func findBySocket(store *state.Store, sock, id string) *state.NIC {
 // there, a macvtap, a vdpa device).
 func cleanupHost(ctx context.Context, h Host, nic *state.NIC) error {
 	var errs []error
-	for _, l := range []*state.Link{nic.Tap, nic.Macvtap} {
-		if l != nil && l.Created {
+	for i, l := range []*state.Link{nic.Tap, nic.Macvtap} {
+		if l != nil && l.Created && notCreatedLink([]string{"tap", "macvtap"}[i], l) == "" {
 			if err := h.DeleteLink(l.Name, l.Ifindex); err != nil {
 				errs = append(errs, err)
 			}
 		}
 	}
-	if nic.VDPA != nil && nic.VDPA.Created {
+	if nic.VDPA != nil && nic.VDPA.Created && notCreatedVDPA(nic.VDPA) == "" {
 		if err := h.DeleteVDPA(ctx, nic.VDPA.Name); err != nil {
 			errs = append(errs, err)
 		}
