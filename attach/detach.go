@@ -99,7 +99,12 @@ func Detach(ctx context.Context, r DetachRequest) error {
 	}
 	if alive && dialErr == nil {
 		if pid, err := c.PeerPID(); err == nil && pid != nic.QEMUPID {
-			alive = false // another QEMU serves the socket now
+			// The recorded QEMU still has the NIC, on its link, but
+			// another process serves the socket now (a second QEMU
+			// bound the same path): nothing here can unplug it, and
+			// deleting the link would pull it from under that QEMU.
+			return fmt.Errorf("detach: QEMU pid %d, which has NIC %s, still runs, but pid %d serves %s now: netctl cannot reach it to unplug the NIC. "+
+				"Stop QEMU pid %d (netctl gc then cleans up), or give it back a QMP socket: %w", nic.QEMUPID, nic.ID, pid, r.QMP, nic.QEMUPID, ErrConflict)
 		}
 	}
 	if alive {

@@ -278,7 +278,7 @@ func (q *liveQEMU) verdict(n *state.NIC) (string, string) {
 	case q.err != nil:
 		return GCUnknown, fmt.Sprintf("QEMU pid %d runs but could not be asked (%v): left alone", n.QEMUPID, q.err)
 	case q.pid != n.QEMUPID:
-		return GCUnknown, fmt.Sprintf("QEMU pid %d runs, but pid %d serves its QMP socket now: left alone (netctl detach --qmp %s --id %s cleans it up)", n.QEMUPID, q.pid, n.QMP, n.ID)
+		return GCUnknown, fmt.Sprintf("QEMU pid %d runs, but pid %d serves its QMP socket now: left alone (once QEMU pid %d has stopped, netctl gc cleans it up)", n.QEMUPID, q.pid, n.QEMUPID)
 	case q.devices[n.ID]:
 		return GCInUse, fmt.Sprintf("QEMU pid %d has device %s", n.QEMUPID, n.ID)
 	case q.netdevs[n.Netdev]:
