@@ -364,6 +364,9 @@ func (s *Store) List(key string) (nics []*NIC, bad []error, err error) {
 			bad = append(bad, fmt.Errorf("state: %s: the record is for %s (remove the file if no NIC needs it): %w", p, want, ErrInvalid))
 			continue
 		}
+		if key != "" && KeyFor(r.VM, r.QMP) != key {
+			continue // another VM's, whose name starts with key and a '.'
+		}
 		nics = append(nics, r)
 	}
 	return nics, bad, nil
