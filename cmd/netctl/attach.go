@@ -69,17 +69,17 @@ func attachCommand() *cli.Command {
 			if m := c.Int("mtu"); c.IsSet("mtu") && (m < 68 || m > 65521) {
 				return usageErr(path, "--mtu %d: out of range 68..65521 (a tap takes up to 65521)", m)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), c.Duration("timeout"))
-			defer cancel()
+			ctx, interrupted, stop := interruptible(c.Duration("timeout"))
+			defer stop()
 			sock, name, err := target(ctx, c, path)
 			if err != nil {
-				return err
+				return interruptedErr(interrupted, err)
 			}
 			nic, err := attach.Attach(ctx, attach.Request{QMP: sock, VMName: name, ID: c.String("id"), Backend: c.String("backend"),
 				Tap: c.String("tap"), Macvtap: c.String("macvtap"), VDPA: c.String("vdpa"), Mgmtdev: c.String("mgmtdev"),
 				Queues: c.Int("queues"), MAC: c.String("mac"), MTU: c.Int("mtu"), Profile: c.String("profile"), Bus: c.String("bus"), StateDir: runDir()})
 			if err != nil {
-				return err
+				return interruptedErr(interrupted, err)
 			}
 			if c.Bool("json") {
 				return printJSON(c.App.Writer, nic)
@@ -168,14 +168,14 @@ func detachCommand() *cli.Command {
 			if c.Duration("timeout") <= 0 {
 				return usageErr(path, "--timeout %s: use a positive duration", c.Duration("timeout"))
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), c.Duration("timeout")+30*time.Second)
-			defer cancel()
+			ctx, interrupted, stop := interruptible(c.Duration("timeout") + 30*time.Second)
+			defer stop()
 			sock, name, err := detachTarget(ctx, c, path, c.String("id"))
 			if err != nil {
-				return err
+				return interruptedErr(interrupted, err)
 			}
 			if err := attach.Detach(ctx, attach.DetachRequest{QMP: sock, VMName: name, ID: c.String("id"), StateDir: runDir(), Timeout: c.Duration("timeout")}); err != nil {
-				return err
+				return interruptedErr(interrupted, err)
 			}
 			fmt.Fprintf(c.App.Writer, "detached %s\n", c.String("id"))
 			return nil
