@@ -73,13 +73,13 @@ func attachCommand() *cli.Command {
 			defer stop()
 			sock, name, err := target(ctx, c, path)
 			if err != nil {
-				return interruptedErr(interrupted, err)
+				return interruptedErr("attach", interrupted, err)
 			}
 			nic, err := attach.Attach(ctx, attach.Request{QMP: sock, VMName: name, ID: c.String("id"), Backend: c.String("backend"),
 				Tap: c.String("tap"), Macvtap: c.String("macvtap"), VDPA: c.String("vdpa"), Mgmtdev: c.String("mgmtdev"),
 				Queues: c.Int("queues"), MAC: c.String("mac"), MTU: c.Int("mtu"), Profile: c.String("profile"), Bus: c.String("bus"), StateDir: runDir()})
 			if err != nil {
-				return interruptedErr(interrupted, err)
+				return interruptedErr("attach", interrupted, err)
 			}
 			if c.Bool("json") {
 				return printJSON(c.App.Writer, nic)
@@ -172,10 +172,10 @@ func detachCommand() *cli.Command {
 			defer stop()
 			sock, name, err := detachTarget(ctx, c, path, c.String("id"))
 			if err != nil {
-				return interruptedErr(interrupted, err)
+				return interruptedErr("detach", interrupted, err)
 			}
 			if err := attach.Detach(ctx, attach.DetachRequest{QMP: sock, VMName: name, ID: c.String("id"), StateDir: runDir(), Timeout: c.Duration("timeout")}); err != nil {
-				return interruptedErr(interrupted, err)
+				return interruptedErr("detach", interrupted, err)
 			}
 			fmt.Fprintf(c.App.Writer, "detached %s\n", c.String("id"))
 			return nil

@@ -154,7 +154,7 @@ func TestHostAttachInterrupted(t *testing.T) {
 			q.mu.Lock()
 			after := strings.Join(q.after, ", ")
 			q.mu.Unlock()
-			if code != 1 || !strings.Contains(stderr.String(), "interrupted") {
+			if code != 1 || !strings.HasPrefix(stderr.String(), "netctl: attach: interrupted: netdev_add netctl-n1") {
 				t.Errorf("exit %d (%v), stderr %q; want exit 1 saying it was interrupted", code, cmd.ProcessState, stderr.String())
 			}
 			if !strings.Contains(after, "netdev_del") || !strings.Contains(after, "closefd netctl-n1-tap0") {

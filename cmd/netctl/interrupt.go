@@ -2,9 +2,9 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -22,11 +22,20 @@ func interruptible(timeout time.Duration) (ctx context.Context, interrupted func
 	return ctx, func() bool { return sigCtx.Err() != nil }, func() { cancel(); stopSig() }
 }
 
-// interruptedErr says that a signal ended the command, before what the
-// command's own error says (what was rolled back or left).
-func interruptedErr(interrupted func() bool, err error) error {
-	if err != nil && interrupted() {
-		return fmt.Errorf("interrupted: %w", err)
+// interruptedErr says that a signal ended the command noun ("attach"),
+// before what the command's own error says (what was rolled back or
+// left): "attach: interrupted: netdev_add ...".
+func interruptedErr(noun string, interrupted func() bool, err error) error {
+	if err == nil || !interrupted() {
+		return err
 	}
-	return err
+	return &interruptedError{msg: noun + ": interrupted: " + strings.TrimPrefix(err.Error(), noun+": "), err: err}
 }
+
+type interruptedError struct {
+	msg string
+	err error
+}
+
+func (e *interruptedError) Error() string { return e.msg }
+func (e *interruptedError) Unwrap() error { return e.err }
