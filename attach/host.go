@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -236,7 +237,11 @@ func (RealHost) CreateVDPA(ctx context.Context, spec VDPASpec) error {
 	}
 	if drv, _ := vdpa.BoundDriver(spec.Name); drv != vdpa.DriverVhostVDPA {
 		if err := vdpa.Bind(spec.Name, vdpa.DriverVhostVDPA); err != nil {
-			c.DeleteDevice(ctx, spec.Name)
+			// Not on ctx: an interrupted attach (Ctrl-C cancels ctx) must
+			// still delete the device it just added.
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+			defer cancel()
+			c.DeleteDevice(dctx, spec.Name)
 			return err
 		}
 	}
