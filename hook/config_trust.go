@@ -19,11 +19,6 @@ import (
 // and a symlink at path must be trusted's. Nothing here follows input
 // other than the path the operator (or NETCTL_HOOK_CONFIG) names.
 func checkTrusted(path string, f *os.File) error {
-	euid := uint32(os.Geteuid())
-	trusted := func(st os.FileInfo) bool {
-		s, ok := st.Sys().(*syscall.Stat_t)
-		return ok && (s.Uid == 0 || s.Uid == euid)
-	}
 	st, err := f.Stat()
 	if err != nil {
 		return fmt.Errorf("hook config %s: %w", path, err)
@@ -45,17 +40,35 @@ func checkTrusted(path string, f *os.File) error {
 	if r, err := filepath.EvalSymlinks(abs); err == nil {
 		dirs = append(dirs, filepath.Dir(r))
 	}
+	if err := trustedDirs(dirs...); err != nil {
+		return fmt.Errorf("hook config %s: %w", path, err)
+	}
+	return nil
+}
+
+// trusted says whether st belongs to root or to the user this process
+// runs as.
+func trusted(st os.FileInfo) bool {
+	s, ok := st.Sys().(*syscall.Stat_t)
+	return ok && (s.Uid == 0 || s.Uid == uint32(os.Geteuid()))
+}
+
+// trustedDirs refuses a directory among dirs and their parents up to /
+// that belongs to another user, or that group or others can write
+// without the sticky bit (/tmp): whoever can write it can replace what
+// the hook reads or writes there.
+func trustedDirs(dirs ...string) error {
 	for _, d := range dirs {
 		for {
-			dst, err := os.Stat(d)
+			st, err := os.Stat(d)
 			if err != nil {
-				return fmt.Errorf("hook config %s: %w", path, err)
+				return err
 			}
-			if !trusted(dst) {
-				return fmt.Errorf("hook config %s: directory %s belongs to another user, who could replace the file: chown root %s: %w", path, d, d, errs.ErrInvalid)
+			if !trusted(st) {
+				return fmt.Errorf("directory %s belongs to another user, who could replace what is in it, and the hook runs as root: chown root %s: %w", d, d, errs.ErrInvalid)
 			}
-			if dst.Mode().Perm()&0o022 != 0 && dst.Mode()&os.ModeSticky == 0 {
-				return fmt.Errorf("hook config %s: directory %s is writable by group or others (%s), who could replace the file: chmod go-w %s: %w", path, d, dst.Mode().Perm(), d, errs.ErrInvalid)
+			if st.Mode().Perm()&0o022 != 0 && st.Mode()&os.ModeSticky == 0 {
+				return fmt.Errorf("directory %s is writable by group or others (%s), who could replace what is in it, and the hook runs as root: chmod go-w %s: %w", d, st.Mode().Perm(), d, errs.ErrInvalid)
 			}
 			up := filepath.Dir(d)
 			if up == d {

@@ -203,10 +203,7 @@ func openHookLog(cfg *hook.Config) (*os.File, error) {
 	if p == "" {
 		p = hook.DefaultLogPath
 	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return nil, err
-	}
-	return os.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	return hook.OpenLog(p)
 }
 
 func hookStatusCommand() *cli.Command {
