@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -38,6 +40,11 @@ type Devices interface {
 	CreateVDPA(ctx context.Context, it Interface) (vhost string, err error)
 	// DeleteVDPA deletes vdpa device name; a missing one is no error.
 	DeleteVDPA(ctx context.Context, name string) error
+	// VDPAIdentity is vdpa device name's identity (the inode of
+	// /sys/bus/vdpa/devices/NAME's directory, which a device deleted and
+	// added again under the name does not keep); an error wrapping
+	// os.ErrNotExist when there is no such device.
+	VDPAIdentity(name string) (uint64, error)
 	// Probe describes this host for policy.Decide (vhost-net, the
 	// offloads a tap takes, zero-copy, the installed QEMU's version; with
 	// macvtap also a macvtap's offloads). It changes nothing on the host
@@ -224,6 +231,17 @@ func waitVhostNode(ctx context.Context, name string) (string, error) {
 }
 
 func (RealDevices) DeleteVDPA(ctx context.Context, name string) error { return vdpa.Remove(ctx, name) }
+
+func (RealDevices) VDPAIdentity(name string) (uint64, error) {
+	if !vdpaNameOK(name) {
+		return 0, fmt.Errorf("vdpa device name %.64q: %w", name, errs.ErrInvalid)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(filepath.Join(vdpa.SysfsDevices, name), &st); err != nil {
+		return 0, fmt.Errorf("vdpa %s: %w", name, &os.PathError{Op: "stat", Path: filepath.Join(vdpa.SysfsDevices, name), Err: err})
+	}
+	return st.Ino, nil
+}
 
 // wanted are the lower device's features whose absence the guest feels,
 // and what it loses.

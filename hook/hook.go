@@ -215,7 +215,11 @@ func (h *Hook) Prepare(ctx context.Context, p *Plan) (res *Result, err error) {
 					h.logf("%s prepare: undo: %v", p.Domain, err)
 				}
 			})
-			hv := state.HookVDPA{VDPA: state.VDPA{Name: it.Name, Mgmtdev: it.Mgmtdev, Vhost: vhost, Created: true}, MAC: macString(it)}
+			id, err := h.Devices.VDPAIdentity(it.Name)
+			if err != nil {
+				return nil, fmt.Errorf("domain %s: interface %s: %w", p.Domain, ifaceName(it.MAC, i), err)
+			}
+			hv := state.HookVDPA{VDPA: state.VDPA{Name: it.Name, Mgmtdev: it.Mgmtdev, Vhost: vhost, Created: true}, MAC: macString(it), SysfsIno: id}
 			rec.VDPAs = append(rec.VDPAs, hv)
 			if err := save(); err != nil {
 				return nil, fmt.Errorf("domain %s: %w", p.Domain, err)
@@ -352,8 +356,9 @@ func (h *Hook) Reconnect(ctx context.Context, p *Plan) (*Result, error) {
 				}
 			case KindVDPA:
 				if t, err := os.Readlink(it.Link); err == nil {
+					id, _ := h.Devices.VDPAIdentity(it.Name) // 0 (gone): the name decides at release
 					rec.VDPAs = append(rec.VDPAs, state.HookVDPA{VDPA: state.VDPA{Name: it.Name, Mgmtdev: it.Mgmtdev, Vhost: t, Created: true},
-						MAC: macString(it), Link: it.Link})
+						MAC: macString(it), Link: it.Link, SysfsIno: id})
 				}
 			}
 		}
@@ -425,6 +430,21 @@ func (h *Hook) release(ctx context.Context, rec *state.Domain, res *Result) erro
 		if !v.Created {
 			continue
 		}
+		if v.SysfsIno != 0 {
+			id, err := h.Devices.VDPAIdentity(v.Name)
+			switch {
+			case errors.Is(err, os.ErrNotExist):
+				res.Notes = append(res.Notes, "vdpa "+v.Name+" was already gone")
+				continue
+			case err != nil:
+				errsSeen = append(errsSeen, err)
+				keepVDPA = append(keepVDPA, v)
+				continue
+			case id != v.SysfsIno:
+				res.Notes = append(res.Notes, "vdpa "+v.Name+" is not the device netctl created (it was deleted and added again since): left alone")
+				continue
+			}
+		}
 		if err := h.Devices.DeleteVDPA(ctx, v.Name); err != nil {
 			errsSeen = append(errsSeen, err)
 			keepVDPA = append(keepVDPA, v)
@@ -432,7 +452,7 @@ func (h *Hook) release(ctx context.Context, rec *state.Domain, res *Result) erro
 		}
 		res.Done = append(res.Done, "deleted vdpa "+v.Name)
 	}
-	for _, d := range res.Done {
+	for _, d := range append(slices.Clone(res.Done), res.Notes...) {
 		h.logf("%s release: %s", rec.Name, d)
 	}
 	if len(errsSeen) > 0 {
