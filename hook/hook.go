@@ -326,9 +326,10 @@ func (h *Hook) Started(ctx context.Context, p *Plan) (*Result, error) {
 
 // Reconnect rebuilds the domain's record after libvirtd restarted,
 // touching no device: a kept record is marked started; without one, the
-// taps and published vdpa devices the plan names that exist are recorded
-// as netctl's (libvirt only reconnects to domains it started, and the
-// plan says netctl made them). A failure here makes libvirt kill the
+// taps the plan names that carry the hook's marker (TapAlias) and the
+// published vdpa devices it names are recorded as netctl's. A tap without
+// the marker (made by hand while the hook was not installed) is not
+// recorded, so the release leaves it. A failure here makes libvirt kill the
 // domain, so Reconnect fails only when it cannot write the record.
 func (h *Hook) Reconnect(ctx context.Context, p *Plan) (*Result, error) {
 	res := &Result{Domain: p.Domain, Op: "reconnect"}
@@ -350,7 +351,7 @@ func (h *Hook) Reconnect(ctx context.Context, p *Plan) (*Result, error) {
 		for _, it := range p.Interfaces {
 			switch it.Kind {
 			case KindTap:
-				if ix := h.Devices.LinkIndex(it.Name); ix != 0 {
+				if ix := h.Devices.HookTapIndex(it.Name); ix != 0 {
 					rec.Taps = append(rec.Taps, state.HookTap{Link: state.Link{Name: it.Name, Ifindex: ix, Created: true},
 						MAC: macString(it), Queues: max(it.Queues, 1), Owner: p.Owner, MTU: it.MTU})
 				}

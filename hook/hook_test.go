@@ -24,6 +24,7 @@ type fakeDevices struct {
 	links  map[string]int
 	vdpas  map[string]string
 	ids    map[string]uint64 // vdpa device name -> identity (sysfs inode)
+	marked map[string]bool   // taps CreateTap made (they carry TapAlias)
 	nextID uint64
 	next   int
 	failAt string
@@ -40,7 +41,7 @@ const fakeRing = virtio.Version1 | virtio.NetMrgRxbuf | virtio.EventIdx | virtio
 
 func newFake(t *testing.T) *fakeDevices {
 	tapOffloads := []string{"csum", "tso4", "tso6", "tso_ecn", "ufo"} // tun on 6.1
-	return &fakeDevices{links: map[string]int{"eth0": 2}, vdpas: map[string]string{}, ids: map[string]uint64{}, next: 10, devDir: t.TempDir(),
+	return &fakeDevices{links: map[string]int{"eth0": 2}, vdpas: map[string]string{}, ids: map[string]uint64{}, marked: map[string]bool{}, next: 10, devDir: t.TempDir(),
 		desc: &host.Description{Schema: host.Schema, Hostname: "fake", Kernel: "6.1.0-fake",
 			VhostNet: host.VhostNet{Available: true, Features: fakeRing.Names()},
 			Tap:      host.Tap{Available: true, Offloads: tapOffloads},
@@ -58,7 +59,13 @@ func (f *fakeDevices) fail(call string) error {
 	return nil
 }
 
-func (f *fakeDevices) LinkIndex(name string) int { return f.links[name] }
+// HookTapIndex: the fake marks the taps its CreateTap made.
+func (f *fakeDevices) HookTapIndex(name string) int {
+	if !f.marked[name] {
+		return 0
+	}
+	return f.links[name]
+}
 
 func (f *fakeDevices) CreateTap(it Interface, owner int) (int, error) {
 	if err := f.fail("tap " + it.Name); err != nil {
@@ -69,6 +76,7 @@ func (f *fakeDevices) CreateTap(it Interface, owner int) (int, error) {
 	}
 	f.next++
 	f.links[it.Name] = f.next
+	f.marked[it.Name] = true
 	return f.next, nil
 }
 
@@ -402,5 +410,31 @@ func TestReleaseLeavesRecreatedVDPA(t *testing.T) {
 	}
 	if slices.Contains(f.calls, "delvdpa vm1vdpa0") {
 		t.Errorf("calls %v: release deleted a vdpa device by a name netctl's device no longer has", f.calls)
+	}
+}
+
+// TestReconnectLeavesOthersTap: a reconnect without a record (the hook
+// was installed, and libvirtd restarted, while the domain ran on a tap
+// the operator made) must not claim that tap as netctl's, or the
+// domain's release would delete it. Only a tap carrying the hook's
+// marker (the alias CreateTap sets) is recorded.
+func TestReconnectLeavesOthersTap(t *testing.T) {
+	f := newFake(t)
+	h, _, vd := newTestHook(t, f)
+	ctx := context.Background()
+	f.links["vm1tap0"] = 7 // made by hand: no marker
+	res, err := h.Run(ctx, "netctl-all", "reconnect", "begin", bytes.NewReader(allXML(t, vd)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("reconnect: %v", res.Done)
+	if rec, err := h.Store.LoadDomain("netctl-all"); err != nil || len(rec.Taps) != 0 {
+		t.Errorf("record after reconnect: %+v, %v; want no tap", rec, err)
+	}
+	if _, err := h.Run(ctx, "netctl-all", "release", "end", nil); err != nil {
+		t.Fatal(err)
+	}
+	if f.links["vm1tap0"] != 7 {
+		t.Errorf("release deleted the operator's tap vm1tap0 (links %v)", f.links)
 	}
 }
