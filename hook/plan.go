@@ -264,6 +264,9 @@ func planInterface(x *libvirtxml.DomainInterface, i int, meta map[string]*metaEn
 	}
 	listed := me != nil
 	if listed {
+		if me.seen {
+			return nil, fmt.Errorf("two interfaces have MAC %s, which netctl's metadata names: give each interface its own <mac address>: %w", mac, errs.ErrInvalid)
+		}
 		me.seen = true
 	}
 	it := &Interface{MAC: mac}
