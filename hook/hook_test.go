@@ -260,7 +260,7 @@ func TestPrepareReleaseFake(t *testing.T) {
 // TestPrepareUndoesEveryStep injects a failure at each step: the hook
 // fails, and no tap, vdpa device, symlink or record is left.
 func TestPrepareUndoesEveryStep(t *testing.T) {
-	steps := []string{"direct eth0", "probe", "tap vm1tap0", "vdpa vm1vdpa0", "describe vm1vdpa0"}
+	steps := []string{"direct eth0", "probe", "tap vm1tap0", "vdpa vm1vdpa0", "vdpaid vm1vdpa0", "describe vm1vdpa0"}
 	for _, step := range steps {
 		t.Run(step, func(t *testing.T) {
 			f := newFake(t)
