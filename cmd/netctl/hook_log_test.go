@@ -33,6 +33,19 @@ func TestOpenHookLogRefusesPlanted(t *testing.T) {
 			t.Fatalf("%s holds %q mode %v; want two lines, 0640", p, b, st.Mode().Perm())
 		}
 	})
+	t.Run("root's symlinked directory", func(t *testing.T) {
+		d := t.TempDir()
+		os.Mkdir(filepath.Join(d, "data"), 0o755)
+		os.Symlink("data", filepath.Join(d, "log"))
+		f, err := openHookLog(&hook.Config{Log: filepath.Join(d, "log", "netctl", "hook.log")})
+		if err != nil {
+			t.Fatalf("openHookLog through root's symlink: %v", err)
+		}
+		f.Close()
+		if _, err := os.Stat(filepath.Join(d, "data", "netctl", "hook.log")); err != nil {
+			t.Errorf("the log is not where the symlink leads: %v", err)
+		}
+	})
 	t.Run("symlink", func(t *testing.T) {
 		d := t.TempDir()
 		victim := filepath.Join(d, "victim")
@@ -58,6 +71,31 @@ func TestOpenHookLogRefusesPlanted(t *testing.T) {
 		if f, err := openHookLog(&hook.Config{Log: p}); err == nil {
 			f.Close()
 			t.Errorf("openHookLog opened the FIFO %s", p)
+		}
+	})
+	t.Run("group-writable parent", func(t *testing.T) {
+		// Ubuntu's /var/log is root:syslog 0775: the log's own
+		// directory (root's, 0755) is what must be trusted; the walk to
+		// it follows no symlink, so the group cannot redirect it.
+		up := filepath.Join(t.TempDir(), "varlog")
+		os.Mkdir(up, 0o775)
+		os.Chmod(up, 0o775)
+		p := filepath.Join(up, "netctl", "hook.log")
+		f, err := openHookLog(&hook.Config{Log: p})
+		if err != nil {
+			t.Fatalf("openHookLog(%s) under a group-writable parent: %v", p, err)
+		}
+		f.Close()
+		// The group swaps the log's directory for a symlink: refused.
+		os.Rename(filepath.Join(up, "netctl"), filepath.Join(up, "moved"))
+		elsewhere := t.TempDir()
+		os.Symlink(elsewhere, filepath.Join(up, "netctl"))
+		if f, err := openHookLog(&hook.Config{Log: p}); err == nil {
+			f.Close()
+			t.Errorf("openHookLog followed %s -> %s", filepath.Join(up, "netctl"), elsewhere)
+		}
+		if es, _ := os.ReadDir(elsewhere); len(es) != 0 {
+			t.Errorf("the hook wrote %v into the symlink's target", es)
 		}
 	})
 	t.Run("world-writable directory", func(t *testing.T) {
