@@ -51,8 +51,28 @@ type Result struct {
 
 // Run dispatches one hook call (`qemu DOMAIN OP SUBOP EXTRA`); domainXML
 // is stdin. Operations the hook has nothing to do for succeed at once
-// without reading the XML.
+// without reading the XML. A reconnect never fails: libvirt kills a
+// running domain whose reconnect hook fails, so an XML the hook refuses
+// (or a record it cannot write) is logged and noted instead.
 func (h *Hook) Run(ctx context.Context, domain, op, subop string, domainXML io.Reader) (*Result, error) {
+	res, err := h.run(ctx, domain, op, subop, domainXML)
+	if err != nil && op == "reconnect" && subop == "begin" {
+		note := fmt.Sprintf("reconnect: %v: record not rebuilt; the domain keeps running (libvirt kills a domain whose reconnect hook fails)", err)
+		h.logf("%s %s", clip(domain), note)
+		return &Result{Domain: domain, Op: op, Notes: []string{note}}, nil
+	}
+	return res, err
+}
+
+// RunReconnectWithoutConfig is what the CLI does for a reconnect when
+// the host config cannot be loaded (cfgErr): nothing, and a note, since
+// failing would make libvirt kill the running domain.
+func RunReconnectWithoutConfig(domain string, cfgErr error) *Result {
+	return &Result{Domain: domain, Op: "reconnect", Notes: []string{fmt.Sprintf(
+		"reconnect: %v: record not rebuilt; the domain keeps running (libvirt kills a domain whose reconnect hook fails): fix the config", cfgErr)}}
+}
+
+func (h *Hook) run(ctx context.Context, domain, op, subop string, domainXML io.Reader) (*Result, error) {
 	switch op + " " + subop {
 	case "prepare begin", "started begin", "reconnect begin":
 	case "release end":

@@ -180,6 +180,11 @@ func hookQemuCommand() *cli.Command {
 // a summary line to stderr.
 func runHookQemu(stderr io.Writer, domain, op, subop string, stdin io.Reader) error {
 	cfg, err := hook.LoadConfig(hookConfigPath())
+	if err != nil && op == "reconnect" && subop == "begin" {
+		res := hook.RunReconnectWithoutConfig(domain, err)
+		fmt.Fprintf(stderr, "netctl hook: %s %s: %s\n", domain, op, strings.Join(res.Notes, "; "))
+		return nil
+	}
 	if err != nil {
 		return err
 	}
