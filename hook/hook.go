@@ -57,7 +57,7 @@ type Result struct {
 func (h *Hook) Run(ctx context.Context, domain, op, subop string, domainXML io.Reader) (*Result, error) {
 	res, err := h.run(ctx, domain, op, subop, domainXML)
 	if err != nil && op == "reconnect" && subop == "begin" {
-		note := fmt.Sprintf("reconnect: %v: record not rebuilt; the domain keeps running (libvirt kills a domain whose reconnect hook fails)", err)
+		note := fmt.Sprintf("%v: record not rebuilt; the domain keeps running (libvirt kills a domain whose reconnect hook fails)", err)
 		h.logf("%s %s", clip(domain), note)
 		return &Result{Domain: domain, Op: op, Notes: []string{note}}, nil
 	}
@@ -69,7 +69,7 @@ func (h *Hook) Run(ctx context.Context, domain, op, subop string, domainXML io.R
 // failing would make libvirt kill the running domain.
 func RunReconnectWithoutConfig(domain string, cfgErr error) *Result {
 	return &Result{Domain: domain, Op: "reconnect", Notes: []string{fmt.Sprintf(
-		"reconnect: %v: record not rebuilt; the domain keeps running (libvirt kills a domain whose reconnect hook fails): fix the config", cfgErr)}}
+		"%v: record not rebuilt; the domain keeps running (libvirt kills a domain whose reconnect hook fails): fix the config", cfgErr)}}
 }
 
 func (h *Hook) run(ctx context.Context, domain, op, subop string, domainXML io.Reader) (*Result, error) {
