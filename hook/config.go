@@ -82,7 +82,8 @@ func (c *Config) TimeoutOrDefault() time.Duration {
 }
 
 // LoadConfig reads the host config at path; a missing file gives the
-// defaults. A bad file is an error (wrapping errs.ErrInvalid) that names
+// defaults. A file that someone other than root (or this user) could
+// write or replace is refused (checkTrusted). A bad file is an error (wrapping errs.ErrInvalid) that names
 // the field.
 func LoadConfig(path string) (*Config, error) {
 	f, err := os.Open(path)
@@ -93,6 +94,9 @@ func LoadConfig(path string) (*Config, error) {
 		return nil, fmt.Errorf("hook config %s: %w", path, err)
 	}
 	defer f.Close()
+	if err := checkTrusted(path, f); err != nil {
+		return nil, err
+	}
 	b, err := io.ReadAll(io.LimitReader(f, MaxConfigSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("hook config %s: %w", path, err)

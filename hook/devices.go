@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -22,10 +24,13 @@ import (
 // host (in the calling thread's network namespace), a test passes a fake.
 // No method leaves an fd open.
 type Devices interface {
-	// LinkIndex is the ifindex of the link called name, or 0 if none.
-	LinkIndex(name string) int
+	// HookTapIndex is the ifindex of the tap called name if it carries
+	// the hook's marker (TapAlias, which CreateTap sets), else 0: a tap
+	// someone else made is never taken for the hook's.
+	HookTapIndex(name string) int
 	// CreateTap creates persistent tap it.Name (vnet_hdr, multiqueue
-	// when it.Queues > 1, owner uid, it.MTU) and returns its ifindex.
+	// when it.Queues > 1, owner uid, it.MTU, alias TapAlias) and returns
+	// its ifindex.
 	// It fails with errs.ErrConflict, changing nothing, if a link called
 	// it.Name exists, also one another process creates at the same moment.
 	CreateTap(it Interface, owner int) (ifindex int, err error)
@@ -38,6 +43,11 @@ type Devices interface {
 	CreateVDPA(ctx context.Context, it Interface) (vhost string, err error)
 	// DeleteVDPA deletes vdpa device name; a missing one is no error.
 	DeleteVDPA(ctx context.Context, name string) error
+	// VDPAIdentity is vdpa device name's identity (the inode of
+	// /sys/bus/vdpa/devices/NAME's directory, which a device deleted and
+	// added again under the name does not keep); an error wrapping
+	// os.ErrNotExist when there is no such device.
+	VDPAIdentity(name string) (uint64, error)
 	// Probe describes this host for policy.Decide (vhost-net, the
 	// offloads a tap takes, zero-copy, the installed QEMU's version; with
 	// macvtap also a macvtap's offloads). It changes nothing on the host
@@ -51,20 +61,25 @@ type Devices interface {
 	DirectNotes(it Interface) ([]string, error)
 }
 
+// TapAlias is the alias (ip link set NAME alias ...) the hook gives each
+// tap it creates: the mark by which a reconnect without a record tells
+// the hook's taps from others'.
+const TapAlias = "netctl hook tap"
+
 // RealDevices acts on this host.
 type RealDevices struct{}
 
 var _ Devices = RealDevices{}
 
-func (RealDevices) LinkIndex(name string) int {
+func (RealDevices) HookTapIndex(name string) int {
 	l, err := netlink.LinkByName(name)
-	if err != nil {
+	if err != nil || l.Type() != "tuntap" || l.Attrs().Alias != TapAlias {
 		return 0
 	}
 	return l.Attrs().Index
 }
 
-func (d RealDevices) CreateTap(it Interface, owner int) (int, error) {
+func (RealDevices) CreateTap(it Interface, owner int) (int, error) {
 	if l, err := netlink.LinkByName(it.Name); err == nil {
 		return 0, fmt.Errorf("tap %s: a %s link with that name exists (ifindex %d) and netctl did not create it: "+
 			"pick another <target dev>, or delete it (ip link del %s): %w", it.Name, l.Type(), l.Attrs().Index, it.Name, errs.ErrConflict)
@@ -79,11 +94,16 @@ func (d RealDevices) CreateTap(it Interface, owner int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	ifindex := d.LinkIndex(t.Name())
-	if ifindex == 0 {
+	l, err := netlink.LinkByName(t.Name())
+	if err != nil {
 		t.Delete()
-		return 0, fmt.Errorf("tap %s: created, then gone: %w", it.Name, errs.ErrBusy)
+		return 0, fmt.Errorf("tap %s: created, then gone: %v: %w", it.Name, err, errs.ErrBusy)
 	}
+	if err := netlink.LinkSetAlias(l, TapAlias); err != nil {
+		t.Delete()
+		return 0, fmt.Errorf("tap %s: set alias %q: %w", it.Name, TapAlias, err)
+	}
+	ifindex := l.Attrs().Index
 	if err := t.Close(); err != nil { // persistent: the tap stays for libvirt to open
 		t.Delete()
 		return 0, fmt.Errorf("tap %s: close: %w", it.Name, err)
@@ -224,6 +244,17 @@ func waitVhostNode(ctx context.Context, name string) (string, error) {
 }
 
 func (RealDevices) DeleteVDPA(ctx context.Context, name string) error { return vdpa.Remove(ctx, name) }
+
+func (RealDevices) VDPAIdentity(name string) (uint64, error) {
+	if !vdpaNameOK(name) {
+		return 0, fmt.Errorf("vdpa device name %.64q: %w", name, errs.ErrInvalid)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(filepath.Join(vdpa.SysfsDevices, name), &st); err != nil {
+		return 0, fmt.Errorf("vdpa %s: %w", name, &os.PathError{Op: "stat", Path: filepath.Join(vdpa.SysfsDevices, name), Err: err})
+	}
+	return st.Ino, nil
+}
 
 // wanted are the lower device's features whose absence the guest feels,
 // and what it loses.

@@ -51,8 +51,28 @@ type Result struct {
 
 // Run dispatches one hook call (`qemu DOMAIN OP SUBOP EXTRA`); domainXML
 // is stdin. Operations the hook has nothing to do for succeed at once
-// without reading the XML.
+// without reading the XML. A reconnect never fails: libvirt kills a
+// running domain whose reconnect hook fails, so an XML the hook refuses
+// (or a record it cannot write) is logged and noted instead.
 func (h *Hook) Run(ctx context.Context, domain, op, subop string, domainXML io.Reader) (*Result, error) {
+	res, err := h.run(ctx, domain, op, subop, domainXML)
+	if err != nil && op == "reconnect" && subop == "begin" {
+		note := fmt.Sprintf("%v: record not rebuilt; the domain keeps running (libvirt kills a domain whose reconnect hook fails)", err)
+		h.logf("%s %s", clip(domain), note)
+		return &Result{Domain: domain, Op: op, Notes: []string{note}}, nil
+	}
+	return res, err
+}
+
+// RunReconnectWithoutConfig is what the CLI does for a reconnect when
+// the host config cannot be loaded (cfgErr): nothing, and a note, since
+// failing would make libvirt kill the running domain.
+func RunReconnectWithoutConfig(domain string, cfgErr error) *Result {
+	return &Result{Domain: domain, Op: "reconnect", Notes: []string{fmt.Sprintf(
+		"%v: record not rebuilt; the domain keeps running (libvirt kills a domain whose reconnect hook fails): fix the config", cfgErr)}}
+}
+
+func (h *Hook) run(ctx context.Context, domain, op, subop string, domainXML io.Reader) (*Result, error) {
 	switch op + " " + subop {
 	case "prepare begin", "started begin", "reconnect begin":
 	case "release end":
@@ -215,7 +235,11 @@ func (h *Hook) Prepare(ctx context.Context, p *Plan) (res *Result, err error) {
 					h.logf("%s prepare: undo: %v", p.Domain, err)
 				}
 			})
-			hv := state.HookVDPA{VDPA: state.VDPA{Name: it.Name, Mgmtdev: it.Mgmtdev, Vhost: vhost, Created: true}, MAC: macString(it)}
+			id, err := h.Devices.VDPAIdentity(it.Name)
+			if err != nil {
+				return nil, fmt.Errorf("domain %s: interface %s: %w", p.Domain, ifaceName(it.MAC, i), err)
+			}
+			hv := state.HookVDPA{VDPA: state.VDPA{Name: it.Name, Mgmtdev: it.Mgmtdev, Vhost: vhost, Created: true}, MAC: macString(it), SysfsIno: id}
 			rec.VDPAs = append(rec.VDPAs, hv)
 			if err := save(); err != nil {
 				return nil, fmt.Errorf("domain %s: %w", p.Domain, err)
@@ -322,9 +346,10 @@ func (h *Hook) Started(ctx context.Context, p *Plan) (*Result, error) {
 
 // Reconnect rebuilds the domain's record after libvirtd restarted,
 // touching no device: a kept record is marked started; without one, the
-// taps and published vdpa devices the plan names that exist are recorded
-// as netctl's (libvirt only reconnects to domains it started, and the
-// plan says netctl made them). A failure here makes libvirt kill the
+// taps the plan names that carry the hook's marker (TapAlias) and the
+// published vdpa devices it names are recorded as netctl's. A tap without
+// the marker (made by hand while the hook was not installed) is not
+// recorded, so the release leaves it. A failure here makes libvirt kill the
 // domain, so Reconnect fails only when it cannot write the record.
 func (h *Hook) Reconnect(ctx context.Context, p *Plan) (*Result, error) {
 	res := &Result{Domain: p.Domain, Op: "reconnect"}
@@ -346,14 +371,15 @@ func (h *Hook) Reconnect(ctx context.Context, p *Plan) (*Result, error) {
 		for _, it := range p.Interfaces {
 			switch it.Kind {
 			case KindTap:
-				if ix := h.Devices.LinkIndex(it.Name); ix != 0 {
+				if ix := h.Devices.HookTapIndex(it.Name); ix != 0 {
 					rec.Taps = append(rec.Taps, state.HookTap{Link: state.Link{Name: it.Name, Ifindex: ix, Created: true},
 						MAC: macString(it), Queues: max(it.Queues, 1), Owner: p.Owner, MTU: it.MTU})
 				}
 			case KindVDPA:
 				if t, err := os.Readlink(it.Link); err == nil {
+					id, _ := h.Devices.VDPAIdentity(it.Name) // 0 (gone): the name decides at release
 					rec.VDPAs = append(rec.VDPAs, state.HookVDPA{VDPA: state.VDPA{Name: it.Name, Mgmtdev: it.Mgmtdev, Vhost: t, Created: true},
-						MAC: macString(it), Link: it.Link})
+						MAC: macString(it), Link: it.Link, SysfsIno: id})
 				}
 			}
 		}
@@ -425,6 +451,21 @@ func (h *Hook) release(ctx context.Context, rec *state.Domain, res *Result) erro
 		if !v.Created {
 			continue
 		}
+		if v.SysfsIno != 0 {
+			id, err := h.Devices.VDPAIdentity(v.Name)
+			switch {
+			case errors.Is(err, os.ErrNotExist):
+				res.Notes = append(res.Notes, "vdpa "+v.Name+" was already gone")
+				continue
+			case err != nil:
+				errsSeen = append(errsSeen, err)
+				keepVDPA = append(keepVDPA, v)
+				continue
+			case id != v.SysfsIno:
+				res.Notes = append(res.Notes, "vdpa "+v.Name+" is not the device netctl created (it was deleted and added again since): left alone")
+				continue
+			}
+		}
 		if err := h.Devices.DeleteVDPA(ctx, v.Name); err != nil {
 			errsSeen = append(errsSeen, err)
 			keepVDPA = append(keepVDPA, v)
@@ -432,7 +473,7 @@ func (h *Hook) release(ctx context.Context, rec *state.Domain, res *Result) erro
 		}
 		res.Done = append(res.Done, "deleted vdpa "+v.Name)
 	}
-	for _, d := range res.Done {
+	for _, d := range append(slices.Clone(res.Done), res.Notes...) {
 		h.logf("%s release: %s", rec.Name, d)
 	}
 	if len(errsSeen) > 0 {

@@ -23,6 +23,9 @@ import (
 type fakeDevices struct {
 	links  map[string]int
 	vdpas  map[string]string
+	ids    map[string]uint64 // vdpa device name -> identity (sysfs inode)
+	marked map[string]bool   // taps CreateTap made (they carry TapAlias)
+	nextID uint64
 	next   int
 	failAt string
 	calls  []string
@@ -38,7 +41,7 @@ const fakeRing = virtio.Version1 | virtio.NetMrgRxbuf | virtio.EventIdx | virtio
 
 func newFake(t *testing.T) *fakeDevices {
 	tapOffloads := []string{"csum", "tso4", "tso6", "tso_ecn", "ufo"} // tun on 6.1
-	return &fakeDevices{links: map[string]int{"eth0": 2}, vdpas: map[string]string{}, next: 10, devDir: t.TempDir(),
+	return &fakeDevices{links: map[string]int{"eth0": 2}, vdpas: map[string]string{}, ids: map[string]uint64{}, marked: map[string]bool{}, next: 10, devDir: t.TempDir(),
 		desc: &host.Description{Schema: host.Schema, Hostname: "fake", Kernel: "6.1.0-fake",
 			VhostNet: host.VhostNet{Available: true, Features: fakeRing.Names()},
 			Tap:      host.Tap{Available: true, Offloads: tapOffloads},
@@ -56,7 +59,13 @@ func (f *fakeDevices) fail(call string) error {
 	return nil
 }
 
-func (f *fakeDevices) LinkIndex(name string) int { return f.links[name] }
+// HookTapIndex: the fake marks the taps its CreateTap made.
+func (f *fakeDevices) HookTapIndex(name string) int {
+	if !f.marked[name] {
+		return 0
+	}
+	return f.links[name]
+}
 
 func (f *fakeDevices) CreateTap(it Interface, owner int) (int, error) {
 	if err := f.fail("tap " + it.Name); err != nil {
@@ -67,6 +76,7 @@ func (f *fakeDevices) CreateTap(it Interface, owner int) (int, error) {
 	}
 	f.next++
 	f.links[it.Name] = f.next
+	f.marked[it.Name] = true
 	return f.next, nil
 }
 
@@ -89,7 +99,26 @@ func (f *fakeDevices) CreateVDPA(_ context.Context, it Interface) (string, error
 		return "", err
 	}
 	f.vdpas[it.Name] = p
+	f.nextID++
+	f.ids[it.Name] = f.nextID
 	return p, nil
+}
+
+// recreateVDPA is someone else deleting vdpa device name and adding
+// another with the name: same node, new identity.
+func (f *fakeDevices) recreateVDPA(name string) {
+	f.nextID++
+	f.ids[name] = f.nextID
+}
+
+func (f *fakeDevices) VDPAIdentity(name string) (uint64, error) {
+	if err := f.fail("vdpaid " + name); err != nil {
+		return 0, err
+	}
+	if _, ok := f.vdpas[name]; !ok {
+		return 0, fmt.Errorf("no vdpa %s: %w", name, os.ErrNotExist)
+	}
+	return f.ids[name], nil
 }
 
 func (f *fakeDevices) DeleteVDPA(_ context.Context, name string) error {
@@ -231,7 +260,7 @@ func TestPrepareReleaseFake(t *testing.T) {
 // TestPrepareUndoesEveryStep injects a failure at each step: the hook
 // fails, and no tap, vdpa device, symlink or record is left.
 func TestPrepareUndoesEveryStep(t *testing.T) {
-	steps := []string{"direct eth0", "probe", "tap vm1tap0", "vdpa vm1vdpa0", "describe vm1vdpa0"}
+	steps := []string{"direct eth0", "probe", "tap vm1tap0", "vdpa vm1vdpa0", "vdpaid vm1vdpa0", "describe vm1vdpa0"}
 	for _, step := range steps {
 		t.Run(step, func(t *testing.T) {
 			f := newFake(t)
@@ -337,5 +366,75 @@ func TestPrepareAfterUnreleasedStart(t *testing.T) {
 	}
 	if !strings.Contains(log.String(), "was not released; releasing it first") {
 		t.Errorf("log:\n%s", log)
+	}
+}
+
+// TestReleaseLeavesRecreatedVDPA: release deletes a vdpa device only if
+// it is still the one prepare created. One that someone deleted and
+// re-created under the same name meanwhile (another identity) is left
+// alone and said so; one that is gone is no error; the record goes.
+func TestReleaseLeavesRecreatedVDPA(t *testing.T) {
+	f := newFake(t)
+	h, log, vd := newTestHook(t, f)
+	ctx := context.Background()
+	if _, err := h.Run(ctx, "netctl-all", "prepare", "begin", bytes.NewReader(allXML(t, vd))); err != nil {
+		t.Fatal(err)
+	}
+	// Someone deletes vm1vdpa0 and makes their own with the name.
+	f.recreateVDPA("vm1vdpa0")
+	res, err := h.Run(ctx, "netctl-all", "release", "end", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.snapshot(); got != "eth0#2 vdpa:vm1vdpa0" {
+		t.Errorf("after release: %s; want the re-created vdpa device left", got)
+	}
+	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "not the device netctl created") }) {
+		t.Errorf("release notes %q; want one saying vm1vdpa0 was left alone", res.Notes)
+	}
+	if _, err := h.Store.LoadDomain("netctl-all"); !errors.Is(err, state.ErrNotFound) {
+		t.Errorf("record after release: %v", err)
+	}
+	if !strings.Contains(log.String(), "not the device netctl created") {
+		t.Errorf("log:\n%s", log)
+	}
+
+	// Gone by release: nothing to delete, no error.
+	delete(f.vdpas, "vm1vdpa0")
+	if _, err := h.Run(ctx, "netctl-all", "prepare", "begin", bytes.NewReader(allXML(t, vd))); err != nil {
+		t.Fatal(err)
+	}
+	delete(f.vdpas, "vm1vdpa0")
+	if _, err := h.Run(ctx, "netctl-all", "release", "end", nil); err != nil {
+		t.Fatalf("release of a vdpa device someone deleted: %v", err)
+	}
+	if slices.Contains(f.calls, "delvdpa vm1vdpa0") {
+		t.Errorf("calls %v: release deleted a vdpa device by a name netctl's device no longer has", f.calls)
+	}
+}
+
+// TestReconnectLeavesOthersTap: a reconnect without a record (the hook
+// was installed, and libvirtd restarted, while the domain ran on a tap
+// the operator made) must not claim that tap as netctl's, or the
+// domain's release would delete it. Only a tap carrying the hook's
+// marker (the alias CreateTap sets) is recorded.
+func TestReconnectLeavesOthersTap(t *testing.T) {
+	f := newFake(t)
+	h, _, vd := newTestHook(t, f)
+	ctx := context.Background()
+	f.links["vm1tap0"] = 7 // made by hand: no marker
+	res, err := h.Run(ctx, "netctl-all", "reconnect", "begin", bytes.NewReader(allXML(t, vd)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("reconnect: %v", res.Done)
+	if rec, err := h.Store.LoadDomain("netctl-all"); err != nil || len(rec.Taps) != 0 {
+		t.Errorf("record after reconnect: %+v, %v; want no tap", rec, err)
+	}
+	if _, err := h.Run(ctx, "netctl-all", "release", "end", nil); err != nil {
+		t.Fatal(err)
+	}
+	if f.links["vm1tap0"] != 7 {
+		t.Errorf("release deleted the operator's tap vm1tap0 (links %v)", f.links)
 	}
 }

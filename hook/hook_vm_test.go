@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/netctl/netctl/state"
 	"github.com/netctl/netctl/test/l2"
 	"github.com/netctl/netctl/test/vduse"
+	"github.com/netctl/netctl/vdpa"
 )
 
 // vdpaXML is a domain with one vdpa interface that netctl publishes; the
@@ -57,7 +59,9 @@ func vmHook(t *testing.T, run string) *Hook {
 // device vduse creates the vdpa device, binds it to vhost_vdpa and
 // publishes /run/netctl/vdpa/NAME; a nested QEMU opens that path with
 // -netdev vhost-vdpa; release deletes the device and the link, a second
-// release is fine, and the VDUSE device is destroyed cleanly. On a
+// release is fine; a device someone deleted and added again under the
+// name after prepare (another sysfs directory) survives the release; and
+// the VDUSE device is destroyed cleanly. On a
 // kernel without vDPA, prepare fails with the clear "no vdpa" error and
 // leaves nothing. A domain forcing an offload the VDUSE device does not
 // offer (<host csum='on'/>: the test device has no CSUM) is refused with
@@ -159,6 +163,49 @@ func TestVMHookVDPA(t *testing.T) {
 	if _, err := h.Run(ctx, "hookvdpa", "release", "end", nil); err != nil {
 		t.Errorf("second release: %v", err)
 	}
+
+	// Someone deletes netctl's device and adds their own under the name
+	// (vdpa dev del; vdpa dev add): the kernel gives the new one another
+	// sysfs directory, and release leaves it alone.
+	if _, err := h.Run(ctx, "hookvdpa", "prepare", "begin", bytes.NewReader(xml)); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.Stat("/sys/bus/vdpa/devices/netctl-h1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := vdpa.Remove(ctx, "netctl-h1"); err != nil {
+		t.Fatal(err)
+	}
+	c, err := vdpa.Dial(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.AddDevice(ctx, vdpa.AddOptions{Name: "netctl-h1", MgmtDev: "vduse"})
+	c.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := os.Stat("/sys/bus/vdpa/devices/netctl-h1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("netctl-h1's sysfs inode: %d as netctl made it, %d as re-added", before.Sys().(*syscall.Stat_t).Ino, after.Sys().(*syscall.Stat_t).Ino)
+	res, err = h.Run(ctx, "hookvdpa", "release", "end", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("release of a re-added device: %v %v", res.Done, res.Notes)
+	if _, err := os.Stat("/sys/bus/vdpa/devices/netctl-h1"); err != nil {
+		t.Errorf("release deleted netctl-h1, which someone re-added after netctl made it: %v", err)
+	}
+	if _, err := h.Store.LoadDomain("hookvdpa"); !errors.Is(err, state.ErrNotFound) {
+		t.Errorf("record after release: %v", err)
+	}
+	if err := vdpa.Remove(ctx, "netctl-h1"); err != nil {
+		t.Fatal(err)
+	}
+
 	closed = true
 	if err := dev.Close(); err != nil {
 		t.Errorf("destroying the VDUSE device after release: %v", err)

@@ -264,6 +264,9 @@ func planInterface(x *libvirtxml.DomainInterface, i int, meta map[string]*metaEn
 	}
 	listed := me != nil
 	if listed {
+		if me.seen {
+			return nil, fmt.Errorf("two interfaces have MAC %s, which netctl's metadata names: give each interface its own <mac address>: %w", mac, errs.ErrInvalid)
+		}
 		me.seen = true
 	}
 	it := &Interface{MAC: mac}
@@ -388,8 +391,10 @@ func ifaceName(mac net.HardwareAddr, i int) string {
 	return fmt.Sprintf("#%d", i)
 }
 
+// ifnameOK is the kernel's dev_valid_name (no '/', ':' or isspace
+// character, at most IFNAMSIZ-1 bytes, not "." or "..") plus '%'.
 func ifnameOK(s string) bool {
-	return s != "" && len(s) <= 15 && s != "." && s != ".." && !strings.ContainsAny(s, "/: \t\n%\x00")
+	return s != "" && len(s) <= 15 && s != "." && s != ".." && !strings.ContainsAny(s, "/: \t\n\r\v\f%\x00")
 }
 
 func vdpaNameOK(s string) bool {

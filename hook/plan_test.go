@@ -93,6 +93,7 @@ func TestParsePlanRefuses(t *testing.T) {
 		{"queues", strings.Replace(good, `queues='2'/>`+"\n      <mtu", `queues='1000'/>`+"\n      <mtu", 1), "at most 256"},
 		{"mtu", strings.Replace(good, `<mtu size='9000'/>`, `<mtu size='70000'/>`, 1), "68 to 65521"},
 		{"tap name", strings.Replace(good, `vm1tap0`, `a/b`, 1), "interface name"},
+		{"tap name with CR", strings.Replace(good, `vm1tap0`, `a&#13;b`, 1), "interface name"},
 		{"two taps one name", strings.Replace(strings.Replace(good, `<source dev='eth0' mode='vepa'/>`, ``, 1), `<interface type='direct'>`, `<interface type='ethernet'><target dev='vm1tap0' managed='no'/>`, 1), "named by two interfaces"},
 		{"userspace and vhost", strings.Replace(good, `backend="vhost-net"`, `backend="userspace"`, 1), "drop one"},
 		{"dac user", strings.Replace(good, `+107:+107`, `nosuchuser-netctl:kvm`, 1), "nosuchuser-netctl"},

@@ -31,6 +31,11 @@ type HookVDPA struct {
 	VDPA
 	MAC  string `json:"mac,omitempty"`
 	Link string `json:"link,omitempty"` // /run/netctl/vdpa/NAME -> Vhost
+	// SysfsIno is the device's identity: the inode of its sysfs
+	// directory (kernfs numbers are not reused within a boot), so that a
+	// release deletes it only if it is still the device the hook made; 0
+	// in a record from before it was kept (then the name decides).
+	SysfsIno uint64 `json:"sysfs_ino,omitempty"`
 }
 
 // HookTap is a persistent tap the hook created.

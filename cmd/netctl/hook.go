@@ -16,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/netctl/netctl/hook"
+	"github.com/netctl/netctl/internal/errs"
 	"github.com/netctl/netctl/state"
 )
 
@@ -75,8 +76,17 @@ func hookScript(bin string) string {
 	return "#!/bin/sh\nexec '" + strings.ReplaceAll(bin, "'", `'\''`) + "' hook qemu \"$@\"\n"
 }
 
+// isHookScript says whether b is a script hookScript wrote (for any
+// binary): only such a script is replaced.
+func isHookScript(b []byte) bool {
+	s := string(b)
+	return strings.HasPrefix(s, "#!/bin/sh\nexec '") && strings.HasSuffix(s, "' hook qemu \"$@\"\n") && strings.Count(s, "\n") == 2
+}
+
 // installHook writes dir/qemu.d/50-netctl (mode 0755) atomically; changed
-// is false when an identical script was there.
+// is false when an identical script was there. A 50-netctl that is not a
+// netctl hook script is left alone (ErrConflict); dir/qemu, libvirt's
+// single-script hook, is never touched.
 func installHook(dir, bin string) (path string, changed bool, err error) {
 	if !filepath.IsAbs(dir) {
 		return "", false, usageErr("netctl hook install", "--dir %q: use an absolute path", dir)
@@ -94,8 +104,14 @@ func installHook(dir, bin string) (path string, changed bool, err error) {
 	d := filepath.Join(dir, "qemu.d")
 	path = filepath.Join(d, hookScriptName)
 	want := []byte(hookScript(abs))
-	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, want) {
+	old, err := os.ReadFile(path)
+	switch {
+	case err == nil && bytes.Equal(old, want):
 		return path, false, nil
+	case err == nil && !isHookScript(old):
+		return "", false, fmt.Errorf("hook install: %s exists and is not netctl's hook script: move it to another name in %s (libvirt runs every script there) and run install again: %w", path, d, errs.ErrConflict)
+	case err != nil && !errors.Is(err, os.ErrNotExist):
+		return "", false, fmt.Errorf("hook install: %w", err)
 	}
 	if err := os.MkdirAll(d, 0o755); err != nil {
 		return "", false, fmt.Errorf("hook install: %w (run as root)", err)
@@ -164,6 +180,11 @@ func hookQemuCommand() *cli.Command {
 // a summary line to stderr.
 func runHookQemu(stderr io.Writer, domain, op, subop string, stdin io.Reader) error {
 	cfg, err := hook.LoadConfig(hookConfigPath())
+	if err != nil && op == "reconnect" && subop == "begin" {
+		res := hook.RunReconnectWithoutConfig(domain, err)
+		fmt.Fprintf(stderr, "netctl hook: %s %s: %s\n", domain, op, strings.Join(res.Notes, "; "))
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -203,10 +224,7 @@ func openHookLog(cfg *hook.Config) (*os.File, error) {
 	if p == "" {
 		p = hook.DefaultLogPath
 	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return nil, err
-	}
-	return os.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	return hook.OpenLog(p)
 }
 
 func hookStatusCommand() *cli.Command {

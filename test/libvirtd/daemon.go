@@ -167,6 +167,40 @@ func (d *Daemon) Start(ctx context.Context) error {
 	}
 }
 
+// RestartLibvirtd stops libvirtd (SIGTERM) and starts it again, leaving
+// virtlogd and the running domains' QEMUs: the new libvirtd reconnects to
+// each domain, running the qemu hook's "reconnect begin" for it (and
+// killing the domain if the hook fails). It waits until virsh answers.
+func (d *Daemon) RestartLibvirtd(ctx context.Context) error {
+	if err := stop(d.libvirtd); err != nil {
+		return fmt.Errorf("libvirtd: restart: %w", err)
+	}
+	stderr, err := os.OpenFile(filepath.Join(d.Dir, "daemons.stderr"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	defer stderr.Close()
+	d.libvirtd = exec.Command("libvirtd", "--pid-file", "/run/libvirtd.pid")
+	d.libvirtd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
+		"LIBVIRT_LOG_OUTPUTS=1:file:" + d.Log, "LIBVIRT_LOG_FILTERS=1:util.hook 1:util.command 3:*"}
+	d.libvirtd.Stdout, d.libvirtd.Stderr = stderr, stderr
+	if err := d.libvirtd.Start(); err != nil {
+		return fmt.Errorf("libvirtd: restart libvirtd: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	for {
+		if _, err := d.Virsh("version"); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("libvirtd: no answer from virsh within 90 s of the restart (see %s and %s): %w", stderr.Name(), d.Log, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
 // Virsh runs virsh against the test's daemon and returns its combined
 // output; a non-zero exit is an error that carries the output (virsh's
 // "error: ..." lines).

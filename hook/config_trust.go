@@ -1,0 +1,81 @@
+package hook
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/netctl/netctl/internal/errs"
+)
+
+// checkTrusted refuses a host config that a user other than root (or
+// the user this process runs as) can write or replace: the hook runs as
+// root for libvirtd, and the config names the log file it appends to, the
+// taps' owner and where vdpa devices are published. f is the opened file
+// (checked by fstat, so a swap after the open does not matter); the
+// directories from path's and from its target's parent up to / must be
+// trusted's and not writable by group or others unless sticky (/tmp),
+// and a symlink at path must be trusted's. Nothing here follows input
+// other than the path the operator (or NETCTL_HOOK_CONFIG) names.
+func checkTrusted(path string, f *os.File) error {
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("hook config %s: %w", path, err)
+	}
+	if !trusted(st) {
+		return fmt.Errorf("hook config %s belongs to another user, and the hook runs as root: chown root %s: %w", path, path, errs.ErrInvalid)
+	}
+	if st.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("hook config %s is writable by group or others (%s), and the hook runs as root: chmod go-w %s: %w", path, st.Mode().Perm(), path, errs.ErrInvalid)
+	}
+	if lst, err := os.Lstat(path); err == nil && lst.Mode()&os.ModeSymlink != 0 && !trusted(lst) {
+		return fmt.Errorf("hook config %s is a symlink of another user, and the hook runs as root: replace it with root's file: %w", path, errs.ErrInvalid)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return fmt.Errorf("hook config %s: %w", path, err)
+	}
+	dirs := []string{filepath.Dir(abs)}
+	if r, err := filepath.EvalSymlinks(abs); err == nil {
+		dirs = append(dirs, filepath.Dir(r))
+	}
+	if err := trustedDirs(dirs...); err != nil {
+		return fmt.Errorf("hook config %s: %w", path, err)
+	}
+	return nil
+}
+
+// trusted says whether st belongs to root or to the user this process
+// runs as.
+func trusted(st os.FileInfo) bool {
+	s, ok := st.Sys().(*syscall.Stat_t)
+	return ok && (s.Uid == 0 || s.Uid == uint32(os.Geteuid()))
+}
+
+// trustedDirs refuses a directory among dirs and their parents up to /
+// that belongs to another user, or that group or others can write
+// without the sticky bit (/tmp): whoever can write it can replace what
+// the hook reads or writes there.
+func trustedDirs(dirs ...string) error {
+	for _, d := range dirs {
+		for {
+			st, err := os.Stat(d)
+			if err != nil {
+				return err
+			}
+			if !trusted(st) {
+				return fmt.Errorf("directory %s belongs to another user, who could replace what is in it, and the hook runs as root: chown root %s: %w", d, d, errs.ErrInvalid)
+			}
+			if st.Mode().Perm()&0o022 != 0 && st.Mode()&os.ModeSticky == 0 {
+				return fmt.Errorf("directory %s is writable by group or others (%s), who could replace what is in it, and the hook runs as root: chmod go-w %s: %w", d, st.Mode().Perm(), d, errs.ErrInvalid)
+			}
+			up := filepath.Dir(d)
+			if up == d {
+				break
+			}
+			d = up
+		}
+	}
+	return nil
+}
