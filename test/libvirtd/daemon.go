@@ -133,8 +133,6 @@ func New(t *testing.T) *Daemon {
 // until virsh answers (up to 90 s: a first start probes QEMU). Hooks must
 // be in HookDir already.
 func (d *Daemon) Start(ctx context.Context) error {
-	env := []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
-		"LIBVIRT_LOG_OUTPUTS=1:file:" + d.Log, "LIBVIRT_LOG_FILTERS=1:util.hook 1:util.command 3:*"}
 	// Their stderr goes to a file: a pipe would stay open in what they spawn.
 	stderr, err := os.Create(filepath.Join(d.Dir, "daemons.stderr"))
 	if err != nil {
@@ -142,29 +140,12 @@ func (d *Daemon) Start(ctx context.Context) error {
 	}
 	defer stderr.Close()
 	d.virtlogd = exec.Command("virtlogd", "--pid-file", "/run/virtlogd.pid")
-	d.virtlogd.Env = env
+	d.virtlogd.Env = d.env()
 	d.virtlogd.Stdout, d.virtlogd.Stderr = stderr, stderr
 	if err := d.virtlogd.Start(); err != nil {
 		return fmt.Errorf("libvirtd: start virtlogd: %w", err)
 	}
-	d.libvirtd = exec.Command("libvirtd", "--pid-file", "/run/libvirtd.pid")
-	d.libvirtd.Env = env
-	d.libvirtd.Stdout, d.libvirtd.Stderr = stderr, stderr
-	if err := d.libvirtd.Start(); err != nil {
-		return fmt.Errorf("libvirtd: start libvirtd: %w", err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
-	defer cancel()
-	for {
-		if _, err := d.Virsh("version"); err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("libvirtd: no answer from virsh within 90 s (see %s and %s): %w", stderr.Name(), d.Log, ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	return d.startLibvirtd(ctx, stderr, "start")
 }
 
 // RestartLibvirtd stops libvirtd (SIGTERM) and starts it again, leaving
@@ -180,12 +161,23 @@ func (d *Daemon) RestartLibvirtd(ctx context.Context) error {
 		return err
 	}
 	defer stderr.Close()
-	d.libvirtd = exec.Command("libvirtd", "--pid-file", "/run/libvirtd.pid")
-	d.libvirtd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
+	return d.startLibvirtd(ctx, stderr, "restart")
+}
+
+// env is the daemons' environment.
+func (d *Daemon) env() []string {
+	return []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
 		"LIBVIRT_LOG_OUTPUTS=1:file:" + d.Log, "LIBVIRT_LOG_FILTERS=1:util.hook 1:util.command 3:*"}
+}
+
+// startLibvirtd starts libvirtd with its output on stderr and waits up
+// to 90 s until virsh answers (a first start probes QEMU).
+func (d *Daemon) startLibvirtd(ctx context.Context, stderr *os.File, what string) error {
+	d.libvirtd = exec.Command("libvirtd", "--pid-file", "/run/libvirtd.pid")
+	d.libvirtd.Env = d.env()
 	d.libvirtd.Stdout, d.libvirtd.Stderr = stderr, stderr
 	if err := d.libvirtd.Start(); err != nil {
-		return fmt.Errorf("libvirtd: restart libvirtd: %w", err)
+		return fmt.Errorf("libvirtd: %s libvirtd: %w", what, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
@@ -195,7 +187,7 @@ func (d *Daemon) RestartLibvirtd(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("libvirtd: no answer from virsh within 90 s of the restart (see %s and %s): %w", stderr.Name(), d.Log, ctx.Err())
+			return fmt.Errorf("libvirtd: no answer from virsh within 90 s of its %s (see %s and %s): %w", what, stderr.Name(), d.Log, ctx.Err())
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
