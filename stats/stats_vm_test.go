@@ -47,17 +47,16 @@ func testRingsVhostLinux(t *testing.T, k *testenv.Kernel) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	mac := "52:54:00:94:00:02"
-	g, err := l2.Start(ctx, l2.Config{Vmlinuz: vmlinuz, NICs: []l2.NIC{{ID: "nic0", MAC: mac, Tap: "l2st0", Netdev: "queues=2", Device: "mq=on,vectors=6"}}})
-	if err != nil {
-		t.Fatal(err)
+	g, _, err := l2.StartLinux(ctx, l2.Config{Vmlinuz: vmlinuz, NICs: []l2.NIC{{ID: "nic0", MAC: mac, Tap: "l2st0", Netdev: "queues=2", Device: "mq=on,vectors=6"}}}, 1, 5*time.Minute, t.Logf)
+	if g != nil {
+		defer func() {
+			if t.Failed() {
+				t.Logf("L2 stderr:\n%s\nconsole:\n%s", g.Stderr(), g.Console())
+			}
+			g.Close()
+		}()
 	}
-	defer func() {
-		if t.Failed() {
-			t.Logf("L2 stderr:\n%s\nconsole:\n%s", g.Stderr(), g.Console())
-		}
-		g.Close()
-	}()
-	if _, err := g.WaitNICs(ctx, 1, 5*time.Minute); err != nil {
+	if err != nil {
 		t.Fatal(err)
 	}
 	ts, err := Targets(ctx, t.TempDir(), "", g.QMP)

@@ -46,25 +46,23 @@ func TestVMDiagnoseNested(t *testing.T) {
 	defer cancel()
 
 	t0 := time.Now()
-	g, err := l2.Start(ctx, l2.Config{Vmlinuz: vmlinuz, NICs: nestedNICs})
+	g, guest, err := l2.StartLinux(ctx, l2.Config{Vmlinuz: vmlinuz, NICs: nestedNICs}, len(nestedNICs), 8*time.Minute, t.Logf)
+	if g != nil {
+		t.Cleanup(func() {
+			if err := g.Close(); err != nil {
+				t.Error(err)
+			}
+			console := g.Console()
+			os.WriteFile(filepath.Join(out, "l2-serial.log"), []byte(console), 0o644)
+			if t.Failed() {
+				t.Logf("L2 QEMU stderr:\n%s\nL2 console (also in %s):\n%s", g.Stderr(), out, console)
+			}
+		})
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := g.Close(); err != nil {
-			t.Error(err)
-		}
-		console := g.Console()
-		os.WriteFile(filepath.Join(out, "l2-serial.log"), []byte(console), 0o644)
-		if t.Failed() {
-			t.Logf("L2 QEMU stderr:\n%s\nL2 console (also in %s):\n%s", g.Stderr(), out, console)
-		}
-	})
 	writeSample(t, out, "qemu-cmdline.txt", []byte("chroot /host "+strings.Join(g.Args, " ")+"\n"))
-	guest, err := g.WaitNICs(ctx, len(nestedNICs), 8*time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Logf("kernel %s: L2 reported %d NICs %.1f s after QEMU started", k.Name, len(guest), time.Since(t0).Seconds())
 	saveQMPSamples(ctx, t, g, out)
 	saveFDSamples(t, g.PID, out)
