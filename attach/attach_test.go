@@ -40,6 +40,21 @@ func records(t *testing.T, dir string) []string {
 
 // nothingLeft fails the test when the fake QEMU, the fake host or the
 // state directory hold anything.
+// detachAgain lets the fake guest answer the next unplug (what a guest
+// that finally releases the NIC does), detaches n1 again and checks that
+// nothing is left.
+func detachAgain(t *testing.T, q *fakeQEMU, h *fakeHost, dir, what string) {
+	t.Helper()
+	q.mu.Lock()
+	q.unplug = "second"
+	q.pending = map[string]bool{}
+	q.mu.Unlock()
+	if err := Detach(ctxT(t), DetachRequest{QMP: q.sock, ID: "n1", StateDir: dir, Host: h, Retry: 100 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	nothingLeft(t, what, q, h, dir)
+}
+
 func nothingLeft(t *testing.T, what string, q *fakeQEMU, h *fakeHost, dir string) {
 	t.Helper()
 	if l := q.left(); l != "" {
@@ -408,14 +423,7 @@ func TestDetachTimeoutThenAgain(t *testing.T) {
 	if q.left() != "device n1, netdev netctl-n1" {
 		t.Errorf("QEMU after a timed-out detach: %s (the netdev must stay until the device is gone)", q.left())
 	}
-	q.mu.Lock()
-	q.unplug = "second"
-	q.pending = map[string]bool{}
-	q.mu.Unlock()
-	if err := Detach(ctxT(t), DetachRequest{QMP: q.sock, ID: "n1", StateDir: dir, Host: h, Retry: 100 * time.Millisecond}); err != nil {
-		t.Fatal(err)
-	}
-	nothingLeft(t, "after the second detach", q, h, dir)
+	detachAgain(t, q, h, dir, "after the second detach")
 }
 
 func TestDetachFaults(t *testing.T) {

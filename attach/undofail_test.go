@@ -38,12 +38,5 @@ func TestAttachUndoDeviceStays(t *testing.T) {
 	if lerr != nil || len(ls) != 1 || ls[0].ID != "n1" || ls[0].Status != state.StatusDetachTimeout || ls[0].Link != "present" {
 		t.Fatalf("records after the failed undo: %+v %v (want n1, detach-timeout, its tap present)", ls, lerr)
 	}
-	q.mu.Lock()
-	q.unplug = "second"
-	q.pending = map[string]bool{}
-	q.mu.Unlock()
-	if err := Detach(ctxT(t), DetachRequest{QMP: q.sock, ID: "n1", StateDir: dir, Host: h, Retry: 100 * time.Millisecond}); err != nil {
-		t.Fatal(err)
-	}
-	nothingLeft(t, "detach after the failed undo", q, h, dir)
+	detachAgain(t, q, h, dir, "detach after the failed undo")
 }
