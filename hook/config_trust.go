@@ -50,7 +50,7 @@ func checkTrusted(path string, f *os.File) error {
 // runs as.
 func trusted(st os.FileInfo) bool {
 	s, ok := st.Sys().(*syscall.Stat_t)
-	return ok && (s.Uid == 0 || s.Uid == uint32(os.Geteuid()))
+	return ok && trustedUID(s.Uid)
 }
 
 // trustedDirs refuses a directory among dirs and their parents up to /

@@ -141,4 +141,6 @@ func openDirNoFollow(p string) (int, error) {
 	return fd, nil
 }
 
+// trustedUID says whether uid is root or the user this process runs as:
+// the one rule for the config, its directories and the log.
 func trustedUID(uid uint32) bool { return uid == 0 || uid == uint32(os.Geteuid()) }
