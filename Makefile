@@ -55,6 +55,7 @@ fuzz:
 
 vm-deps:
 	@bash test/host-deps.sh
+	@bash test/libvirt-suite.sh $(CURDIR)/.cache/libvirt-qemuxml
 
 vm-prepare: vm-deps build
 	$(VMEXEC) prepare -kernel $(KERNEL)

@@ -51,8 +51,13 @@ type Config struct {
 	// Mgmtdev is the vdpa management device for vdpa interfaces whose
 	// metadata names none ("vduse", "pci/0000:65:00.2").
 	Mgmtdev string `json:"mgmtdev,omitempty"`
-	// TapOwner is the user (name or number) that owns the taps the hook
-	// creates when the domain's DAC seclabel names none; default root.
+	// TapOwner is who owns the taps the hook creates (TUNSETOWNER): ""
+	// (the default) sets no owner, so only root can attach queues, which
+	// is all libvirt needs in system mode (libvirtd opens the tap as root
+	// and passes QEMU the fds); "seclabel" gives them to the user of the
+	// domain's DAC seclabel (QEMU's user); a user name or number to that
+	// user. An owner can add queues to the tap, or open a single-queue
+	// tap before QEMU does: set one only where QEMU opens the tap itself.
 	TapOwner string `json:"tap_owner,omitempty"`
 	// Timeout bounds one hook call ("30s"); default DefaultTimeout.
 	Timeout string `json:"timeout,omitempty"`
@@ -138,7 +143,7 @@ func (c *Config) validate() error {
 			return err
 		}
 	}
-	if c.TapOwner != "" {
+	if c.TapOwner != "" && c.TapOwner != TapOwnerSeclabel {
 		if _, err := lookupUser(c.TapOwner); err != nil {
 			return fmt.Errorf("tap_owner: %w", err)
 		}

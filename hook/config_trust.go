@@ -79,3 +79,40 @@ func trustedDirs(dirs ...string) error {
 	}
 	return nil
 }
+
+// CheckTrustedExecutable refuses an executable that a user other than
+// root (or this process's user) could replace or rewrite: libvirtd runs
+// the hook as root at every domain start, so the installed script must
+// run only what root controls. path is absolute with its symlinks
+// resolved; the file must be trusted's and not writable by group or
+// others, and every directory from its own up to / trusted's and not
+// writable by group or others (a sticky directory such as /tmp is no
+// exception here: the script names the binary by path, and a sticky
+// directory lets its owner, any user, replace it).
+func CheckTrustedExecutable(path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if !trusted(st) {
+		return fmt.Errorf("%s belongs to another user, who could rewrite it, and libvirtd runs the hook as root: install a root-owned netctl (chown root %s): %w", path, path, errs.ErrInvalid)
+	}
+	if st.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("%s is writable by group or others (%s), and libvirtd runs the hook as root: chmod go-w %s: %w", path, st.Mode().Perm(), path, errs.ErrInvalid)
+	}
+	for d := filepath.Dir(path); ; d = filepath.Dir(d) {
+		st, err := os.Stat(d)
+		if err != nil {
+			return err
+		}
+		if !trusted(st) {
+			return fmt.Errorf("directory %s belongs to another user, who could replace the netctl in it, and libvirtd runs the hook as root: install netctl in root's directory (/usr/local/sbin): %w", d, errs.ErrInvalid)
+		}
+		if st.Mode().Perm()&0o022 != 0 && (st.Mode()&os.ModeSticky == 0 || d == filepath.Dir(path)) {
+			return fmt.Errorf("directory %s is writable by group or others (%s), who could replace the netctl in it, and libvirtd runs the hook as root: install netctl in root's directory (/usr/local/sbin): %w", d, st.Mode().Perm(), errs.ErrInvalid)
+		}
+		if d == "/" {
+			return nil
+		}
+	}
+}

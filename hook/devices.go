@@ -29,7 +29,8 @@ type Devices interface {
 	// someone else made is never taken for the hook's.
 	HookTapIndex(name string) int
 	// CreateTap creates persistent tap it.Name (vnet_hdr, multiqueue
-	// when it.Queues > 1, owner uid, it.MTU, alias TapAlias) and returns
+	// when it.Queues > 1, owner uid unless NoOwner, it.MTU, alias
+	// TapAlias) and returns
 	// its ifindex.
 	// It fails with errs.ErrConflict, changing nothing, if a link called
 	// it.Name exists, also one another process creates at the same moment.
@@ -88,9 +89,12 @@ func (RealDevices) CreateTap(it Interface, owner int) (int, error) {
 	// before; Exclusive (IFF_TUN_EXCL) is what settles a race with another
 	// domain's prepare making the same name now: the loser gets
 	// ErrConflict and holds no fd of the winner's tap.
-	o := owner
+	var o *int
+	if owner != NoOwner {
+		o = &owner
+	}
 	t, err := macvtap.CreateTap(macvtap.TapConfig{Name: it.Name, VnetHdr: true, Queues: max(it.Queues, 1),
-		MTU: it.MTU, Persistent: true, Owner: &o, Exclusive: true})
+		MTU: it.MTU, Persistent: true, Owner: o, Exclusive: true})
 	if err != nil {
 		return 0, err
 	}

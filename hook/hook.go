@@ -1,6 +1,7 @@
 package hook
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,9 +19,16 @@ import (
 // Hook runs the libvirt qemu hook's operations. Not safe for concurrent
 // use; two processes serialise per domain through the state lock.
 type Hook struct {
-	Config  *Config
-	Store   *state.Store
-	Devices Devices
+	Config *Config
+	// ConfigErr is why the host config did not load (Config is then
+	// nil).
+	ConfigErr error
+	// Store holds the records; StoreErr is why it did not open (Store
+	// is then nil): a domain netctl manages nothing in passes all the
+	// same.
+	Store    *state.Store
+	StoreErr error
+	Devices  Devices
 	// Log receives one line per step (the log file; the CLI adds stderr
 	// for failures). Nil discards.
 	Log io.Writer
@@ -50,10 +58,16 @@ type Result struct {
 }
 
 // Run dispatches one hook call (`qemu DOMAIN OP SUBOP EXTRA`); domainXML
-// is stdin. Operations the hook has nothing to do for succeed at once
-// without reading the XML. A reconnect never fails: libvirt kills a
-// running domain whose reconnect hook fails, so an XML the hook refuses
-// (or a record it cannot write) is logged and noted instead.
+// is stdin. The hook never stands in the way of what it does not
+// manage: operations it has nothing to do in (start, stopped, migrate,
+// restore, attach, and any libvirt adds later) succeed at once without
+// reading the XML or the config, and a domain with nothing netctl
+// manages passes prepare and reconnect whatever its XML holds and
+// whatever state the host config is in (ConfigErr). Only an interface
+// netctl was asked to manage can make prepare fail. started, reconnect
+// and release never fail for a reason libvirt could act on: libvirt
+// stops a domain whose started hook fails and kills one whose reconnect
+// hook fails, so those log and note instead.
 func (h *Hook) Run(ctx context.Context, domain, op, subop string, domainXML io.Reader) (*Result, error) {
 	res, err := h.run(ctx, domain, op, subop, domainXML)
 	if err != nil && op == "reconnect" && subop == "begin" {
@@ -64,41 +78,57 @@ func (h *Hook) Run(ctx context.Context, domain, op, subop string, domainXML io.R
 	return res, err
 }
 
-// RunReconnectWithoutConfig is what the CLI does for a reconnect when
-// the host config cannot be loaded (cfgErr): nothing, and a note, since
-// failing would make libvirt kill the running domain.
-func RunReconnectWithoutConfig(domain string, cfgErr error) *Result {
-	return &Result{Domain: domain, Op: "reconnect", Notes: []string{fmt.Sprintf(
-		"%v: record not rebuilt; the domain keeps running (libvirt kills a domain whose reconnect hook fails): fix the config", cfgErr)}}
-}
-
 func (h *Hook) run(ctx context.Context, domain, op, subop string, domainXML io.Reader) (*Result, error) {
 	switch op + " " + subop {
-	case "prepare begin", "started begin", "reconnect begin":
+	case "prepare begin", "reconnect begin":
+	case "started begin":
+		return h.Started(ctx, domain), nil
 	case "release end":
 		return h.Release(ctx, domain)
 	default:
 		return &Result{Domain: domain, Op: op}, nil
 	}
-	b, err := ReadXML(domainXML)
+	passBy := func(why string) (*Result, error) {
+		h.logf("%s %s: passed by: %s", clip(domain), op, why)
+		return &Result{Domain: domain, Op: op}, nil
+	}
+	b, over, err := ReadXML(domainXML)
 	if err != nil {
-		return nil, err
+		return passBy(err.Error())
+	}
+	marks := Marks(h.Config)
+	if over {
+		if !drainMarked(b, domainXML, marks) {
+			return passBy(fmt.Sprintf("a domain XML over %d bytes that does not name netctl", MaxXML))
+		}
+		return nil, fmt.Errorf("domain %s: its XML names netctl but is over %d bytes, more than the hook reads: %w", clip(domain), MaxXML, errs.ErrInvalid)
+	}
+	if !hasAny(b, marks) {
+		return passBy("nothing in the domain XML is netctl's")
+	}
+	if h.ConfigErr != nil {
+		return nil, fmt.Errorf("domain %s names netctl in its XML, and netctl's host config does not load: %w", clip(domain), h.ConfigErr)
 	}
 	p, err := ParsePlan(b, h.Config)
 	if err != nil {
+		if ue := (*unreadableError)(nil); errors.As(err, &ue) && !bytes.Contains(b, []byte(Namespace)) {
+			return passBy(err.Error() + " (and it has no netctl metadata)")
+		}
 		return nil, err
+	}
+	if len(p.Interfaces) == 0 {
+		return passBy("no interface in it is netctl's")
 	}
 	if p.Domain != domain {
 		return nil, fmt.Errorf("the XML on stdin is domain %q, the arguments name %q: %w", clip(p.Domain), clip(domain), errs.ErrInvalid)
 	}
-	switch op {
-	case "prepare":
-		return h.Prepare(ctx, p)
-	case "started":
-		return h.Started(ctx, p)
-	default:
-		return h.Reconnect(ctx, p)
+	if h.Store == nil {
+		return nil, fmt.Errorf("domain %s: netctl's records: %w", clip(domain), h.StoreErr)
 	}
+	if op == "prepare" {
+		return h.Prepare(ctx, p)
+	}
+	return h.Reconnect(ctx, p)
 }
 
 func (h *Hook) lock(ctx context.Context, domain string) (*state.Lock, error) {
@@ -124,7 +154,7 @@ func (h *Hook) Prepare(ctx context.Context, p *Plan) (res *Result, err error) {
 		return nil, err
 	}
 	defer l.Unlock()
-	if old, err := h.Store.LoadDomain(p.Domain); err == nil {
+	if old, err := h.loadDomain(p.Domain); err == nil {
 		h.logf("%s prepare: a record from an earlier start was not released; releasing it first", p.Domain)
 		if err := h.release(ctx, old, res); err != nil {
 			return nil, fmt.Errorf("domain %s: releasing what an earlier start left: %w", p.Domain, err)
@@ -200,8 +230,17 @@ func (h *Hook) Prepare(ctx context.Context, p *Plan) (res *Result, err error) {
 		}
 		switch it.Kind {
 		case KindTap:
+			// The intent first (ifindex 0: not made yet), so that a
+			// crash between the create and the next save leaves a record
+			// by which a release or the next prepare finds the tap.
+			rec.Taps = append(rec.Taps, state.HookTap{Link: state.Link{Name: it.Name, Created: true},
+				MAC: macString(it), Queues: max(it.Queues, 1), Owner: p.Owner, MTU: it.MTU})
+			if err := save(); err != nil {
+				return nil, fmt.Errorf("domain %s: %w", p.Domain, err)
+			}
 			ifindex, err := h.Devices.CreateTap(it, p.Owner)
 			if err != nil {
+				rec.Taps = rec.Taps[:len(rec.Taps)-1]
 				return nil, fmt.Errorf("domain %s: interface %s: %w", p.Domain, ifaceName(it.MAC, i), err)
 			}
 			undo = append(undo, func() {
@@ -209,12 +248,11 @@ func (h *Hook) Prepare(ctx context.Context, p *Plan) (res *Result, err error) {
 					h.logf("%s prepare: undo: %v", p.Domain, err)
 				}
 			})
-			rec.Taps = append(rec.Taps, state.HookTap{Link: state.Link{Name: it.Name, Ifindex: ifindex, Created: true},
-				MAC: macString(it), Queues: max(it.Queues, 1), Owner: p.Owner, MTU: it.MTU})
+			rec.Taps[len(rec.Taps)-1].Ifindex = ifindex
 			if err := save(); err != nil {
 				return nil, fmt.Errorf("domain %s: %w", p.Domain, err)
 			}
-			d := fmt.Sprintf("created tap %s (ifindex %d, %d queue(s), vnet_hdr, owner %d", it.Name, ifindex, max(it.Queues, 1), p.Owner)
+			d := fmt.Sprintf("created tap %s (ifindex %d, %d queue(s), vnet_hdr, %s", it.Name, ifindex, max(it.Queues, 1), ownerText(p.Owner))
 			if it.MTU != 0 {
 				d += fmt.Sprintf(", mtu %d", it.MTU)
 			}
@@ -319,29 +357,63 @@ func unpublish(link, vhost string) error {
 	return nil
 }
 
-// Started marks the domain's record started; a domain netctl prepared
-// nothing for has none and needs none.
-func (h *Hook) Started(ctx context.Context, p *Plan) (*Result, error) {
-	res := &Result{Domain: p.Domain, Op: "started"}
-	l, err := h.lock(ctx, p.Domain)
+// startedLockWait bounds how long started waits for the domain's lock:
+// started only marks a record, and libvirt stops the domain when the
+// hook fails or hangs, so it gives up early instead.
+const startedLockWait = 2 * time.Second
+
+// Started marks the domain's record started. It is best-effort and never
+// fails (libvirt stops a domain whose started hook fails): it reads
+// neither the config nor the XML, waits at most startedLockWait for the
+// domain's lock, and turns anything that goes wrong into a note. A domain
+// netctl prepared nothing for has no record and needs none.
+func (h *Hook) Started(ctx context.Context, domain string) *Result {
+	res := &Result{Domain: domain, Op: "started"}
+	note := func(format string, a ...any) *Result {
+		n := fmt.Sprintf(format, a...) + ": not recorded as started; the domain runs (libvirt stops a domain whose started hook fails)"
+		h.logf("%s started: %s", clip(domain), n)
+		res.Notes = append(res.Notes, n)
+		return res
+	}
+	if state.CheckDomainName(domain) != nil || h.Store == nil {
+		return res
+	}
+	if _, err := h.Store.LoadDomain(domain); errors.Is(err, state.ErrNotFound) {
+		return res
+	}
+	lctx, cancel := context.WithTimeout(ctx, startedLockWait)
+	defer cancel()
+	l, err := h.lock(lctx, domain)
 	if err != nil {
-		return nil, err
+		return note("%v", err)
 	}
 	defer l.Unlock()
-	rec, err := h.Store.LoadDomain(p.Domain)
+	rec, err := h.loadDomain(domain)
 	if errors.Is(err, state.ErrNotFound) {
-		return res, nil
+		return res
 	}
 	if err != nil {
-		return nil, fmt.Errorf("domain %s: %w", p.Domain, err)
+		return note("%v", err)
 	}
 	rec.Status, rec.Updated = state.DomainStarted, h.now().UTC()
 	if err := h.Store.SaveDomain(rec); err != nil {
-		return nil, fmt.Errorf("domain %s: %w", p.Domain, err)
+		return note("%v", err)
 	}
 	res.Done = append(res.Done, "recorded as started")
-	h.logf("%s started: recorded", p.Domain)
-	return res, nil
+	h.logf("%s started: recorded", clip(domain))
+	return res
+}
+
+// loadDomain loads the record of domain and checks it is that domain's.
+func (h *Hook) loadDomain(domain string) (*state.Domain, error) {
+	rec, err := h.Store.LoadDomain(domain)
+	if err != nil {
+		return nil, err
+	}
+	if rec.Name != domain {
+		return nil, fmt.Errorf("the record for domain %q is domain %q's: left alone: %w", clip(domain), clip(rec.Name), errs.ErrConflict)
+	}
+	return rec, nil
 }
 
 // Reconnect rebuilds the domain's record after libvirtd restarted,
@@ -400,17 +472,28 @@ func (h *Hook) Reconnect(ctx context.Context, p *Plan) (*Result, error) {
 // release of a domain netctl prepared nothing for, succeeds.
 func (h *Hook) Release(ctx context.Context, domain string) (*Result, error) {
 	res := &Result{Domain: domain, Op: "release"}
-	if err := state.CheckVMName(domain); err != nil || domain == "" {
-		return nil, fmt.Errorf("domain name %.64q: %w", domain, errs.ErrInvalid)
+	if state.CheckDomainName(domain) != nil {
+		return res, nil // no record can have this name
+	}
+	if h.Store == nil {
+		// libvirt only logs a failed release; the note says it all.
+		n := fmt.Sprintf("netctl's records: %v: nothing released", h.StoreErr)
+		h.logf("%s release: %s", clip(domain), n)
+		res.Notes = append(res.Notes, n)
+		return res, nil
+	}
+	if _, err := h.Store.LoadDomain(domain); errors.Is(err, state.ErrNotFound) {
+		h.logf("%s release: nothing recorded", clip(domain))
+		return res, nil // nothing recorded: no lock taken
 	}
 	l, err := h.lock(ctx, domain)
 	if err != nil {
 		return nil, err
 	}
 	defer l.Unlock()
-	rec, err := h.Store.LoadDomain(domain)
+	rec, err := h.loadDomain(domain)
 	if errors.Is(err, state.ErrNotFound) {
-		h.logf("%s release: nothing recorded", domain)
+		h.logf("%s release: nothing recorded", clip(domain))
 		return res, nil
 	}
 	if err != nil {
@@ -433,6 +516,16 @@ func (h *Hook) release(ctx context.Context, rec *state.Domain, res *Result) erro
 	for _, t := range rec.Taps {
 		if !t.Created {
 			continue
+		}
+		if t.Ifindex == 0 {
+			// An intent: the hook stopped between the record and the
+			// create, or between the create and the next save.
+			ix, why := h.pendingTap(rec.Name, t.Name)
+			if ix == 0 {
+				res.Notes = append(res.Notes, "tap "+t.Name+" was to be made and "+why)
+				continue
+			}
+			t.Ifindex = ix
 		}
 		if err := h.Devices.DeleteLink(t.Name, t.Ifindex); err != nil {
 			errsSeen = append(errsSeen, err)
@@ -486,6 +579,39 @@ func (h *Hook) release(ctx context.Context, rec *state.Domain, res *Result) erro
 		return fmt.Errorf("%w (what was not deleted stays recorded; run the release again: netctl hook qemu %s release end -)", err, rec.Name)
 	}
 	return h.Store.RemoveDomain(rec.Name)
+}
+
+// pendingTap is the ifindex of tap name that domain's record meant to
+// make but did not record as made: the tap must carry the hook's marker
+// and no other domain's record may hold it; else 0 and why it is left.
+func (h *Hook) pendingTap(domain, name string) (int, string) {
+	ix := h.Devices.HookTapIndex(name)
+	if ix == 0 {
+		return 0, "there is no tap by that name that netctl made: nothing to delete"
+	}
+	ds, _, err := h.Store.ListDomains()
+	if err != nil {
+		return 0, fmt.Sprintf("the other records could not be read (%v): left alone", err)
+	}
+	for _, d := range ds {
+		if d.Name == domain {
+			continue
+		}
+		for _, t := range d.Taps {
+			if t.Name == name && t.Ifindex == ix {
+				return 0, fmt.Sprintf("the tap by that name now is domain %s's: left alone", clip(d.Name))
+			}
+		}
+	}
+	return ix, ""
+}
+
+// ownerText says who owns a tap the hook made.
+func ownerText(owner int) string {
+	if owner == NoOwner {
+		return "no owner: root only"
+	}
+	return fmt.Sprintf("owner %d", owner)
 }
 
 // Status lists the hook records (of one domain when name is not "").

@@ -211,7 +211,7 @@ func TestPrepareReleaseFake(t *testing.T) {
 		t.Errorf("published %s -> %q, %v", link, tgt, err)
 	}
 	rec, err := h.Store.LoadDomain("netctl-all")
-	if err != nil || rec.Status != state.DomainPrepared || len(rec.Taps) != 1 || rec.Taps[0].Owner != 107 || len(rec.VDPAs) != 1 || rec.VDPAs[0].Link != link {
+	if err != nil || rec.Status != state.DomainPrepared || len(rec.Taps) != 1 || rec.Taps[0].Owner != NoOwner || len(rec.VDPAs) != 1 || rec.VDPAs[0].Link != link {
 		t.Fatalf("record %+v, %v", rec, err)
 	}
 	if len(rec.Interfaces) != 3 || rec.Interfaces[0].Backend != "vhost-net" || rec.Interfaces[0].Profile != "throughput" ||

@@ -59,7 +59,7 @@ type Interface struct {
 type Plan struct {
 	Domain     string
 	UUID       string
-	Owner      int // the uid QEMU runs as (taps are owned by it)
+	Owner      int // the taps' owner (tap_owner in the config), or NoOwner
 	Interfaces []Interface
 }
 
@@ -83,66 +83,203 @@ type anyElem struct {
 	XMLName xml.Name
 }
 
-// ReadXML reads at most MaxXML bytes of domain XML.
-func ReadXML(r io.Reader) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, MaxXML+1))
+// ReadXML reads at most MaxXML+1 bytes of domain XML; over says there was
+// more than MaxXML (the caller then drains the rest with drainMarked).
+func ReadXML(r io.Reader) (b []byte, over bool, err error) {
+	if r == nil {
+		return nil, false, nil
+	}
+	b, err = io.ReadAll(io.LimitReader(r, MaxXML+1))
 	if err != nil {
-		return nil, fmt.Errorf("reading the domain XML: %w", err)
+		return nil, false, fmt.Errorf("reading the domain XML: %w", err)
 	}
-	if len(b) > MaxXML {
-		return nil, fmt.Errorf("domain XML over %d bytes: libvirt passes a domain's XML on stdin; this is not one: %w", MaxXML, errs.ErrInvalid)
+	if len(b) <= MaxXML {
+		return b, false, nil
 	}
-	return b, nil
+	return b, true, nil
 }
 
-// ParsePlan parses a domain XML and decides, with the host config, which
-// interfaces the hook manages and how. It touches nothing on the host
-// except reading the user database for a named owner. Every error wraps
+// drainMarked reads the rest of r and says whether any of b and the rest
+// holds one of marks (a mark split across two reads is found too).
+func drainMarked(b []byte, r io.Reader, marks [][]byte) bool {
+	found := hasAny(b, marks)
+	keep := 0
+	for _, m := range marks {
+		keep = max(keep, len(m))
+	}
+	tail := append([]byte(nil), b[max(len(b)-keep, 0):]...)
+	buf := make([]byte, 64<<10)
+	for r != nil {
+		n, err := r.Read(buf)
+		if n > 0 && !found {
+			win := append(tail, buf[:n]...)
+			found = hasAny(win, marks)
+			tail = append(tail[:0], win[max(len(win)-keep, 0):]...)
+		}
+		if err != nil {
+			break
+		}
+	}
+	return found
+}
+
+func hasAny(b []byte, marks [][]byte) bool {
+	for _, m := range marks {
+		if bytes.Contains(b, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// Marks are the byte strings whose absence from a domain's XML proves
+// that netctl manages nothing in it under cfg (nil: the config did not
+// load, so its defaults stand in): netctl's metadata namespace, the vdpa
+// directory it publishes in, and under manage "all" the interface types
+// it takes without metadata.
+func Marks(cfg *Config) [][]byte {
+	dir := DefaultVDPADir
+	if cfg != nil {
+		dir = cfg.VDPADir
+	}
+	m := [][]byte{[]byte(Namespace), []byte(dir + "/")}
+	if cfg != nil && cfg.Manage == ManageAll {
+		m = append(m, []byte("ethernet"), []byte("direct"))
+	}
+	return m
+}
+
+// liteDomain is what the hook reads of every domain: no more than it
+// needs to tell whether netctl manages anything in it, so that nothing
+// else in the XML (a value libvirtxml would refuse, an interface type
+// netctl does not know) can stop a domain netctl has nothing to do with.
+type liteDomain struct {
+	XMLName  xml.Name
+	Name     string `xml:"name"`
+	UUID     string `xml:"uuid"`
+	Metadata *struct {
+		XML string `xml:",innerxml"`
+	} `xml:"metadata"`
+	SecLabel []struct {
+		Type  string `xml:"type,attr"`
+		Model string `xml:"model,attr"`
+		Label string `xml:"label"`
+	} `xml:"seclabel"`
+	Devices *struct {
+		Interfaces []liteIface `xml:"interface"`
+	} `xml:"devices"`
+}
+
+type liteIface struct {
+	Attrs []xml.Attr `xml:",any,attr"`
+	MAC   *struct {
+		Address string `xml:"address,attr"`
+	} `xml:"mac"`
+	Source *struct {
+		Dev string `xml:"dev,attr"`
+	} `xml:"source"`
+	Target *struct {
+		Managed string `xml:"managed,attr"`
+	} `xml:"target"`
+	Inner string `xml:",innerxml"`
+}
+
+func (l *liteIface) attr(name string) string {
+	for _, a := range l.Attrs {
+		if a.Name.Space == "" && a.Name.Local == name {
+			return a.Value
+		}
+	}
+	return ""
+}
+
+// element is the interface's XML again, for libvirtxml.
+func (l *liteIface) element() string {
+	var b strings.Builder
+	b.WriteString("<interface")
+	for _, a := range l.Attrs {
+		if a.Name.Space != "" {
+			continue
+		}
+		b.WriteString(" " + a.Name.Local + `="`)
+		xml.EscapeText(&b, []byte(a.Value))
+		b.WriteString(`"`)
+	}
+	b.WriteString(">" + l.Inner + "</interface>")
+	return b.String()
+}
+
+// ParsePlan reads a domain XML and decides, with the host config, which
+// interfaces the hook manages and how. Only what netctl manages is
+// checked: an interface it does not manage, whatever it holds, and a
+// domain with nothing for netctl (then the plan has no interfaces and no
+// error) pass untouched. It touches nothing on the host except reading
+// the user database for a named tap owner. Every error wraps
 // errs.ErrInvalid and says which element is wrong.
 func ParsePlan(domainXML []byte, cfg *Config) (*Plan, error) {
 	if len(domainXML) > MaxXML {
 		return nil, fmt.Errorf("domain XML over %d bytes: %w", MaxXML, errs.ErrInvalid)
 	}
-	var d libvirtxml.Domain
-	if err := d.Unmarshal(string(domainXML)); err != nil {
-		return nil, fmt.Errorf("domain XML: %v: %w", oneLine(err.Error()), errs.ErrInvalid)
+	var d liteDomain
+	if err := xml.Unmarshal(domainXML, &d); err != nil {
+		return nil, &unreadableError{"domain XML: " + oneLine(err.Error())}
+	}
+	if d.XMLName.Local != "domain" {
+		return nil, &unreadableError{fmt.Sprintf("domain XML: the root is <%s>, not <domain>", clip(d.XMLName.Local))}
+	}
+	p := &Plan{Domain: d.Name, UUID: d.UUID}
+	var meta map[string]*metaEntry
+	if d.Metadata != nil {
+		var err error
+		if meta, err = parseMetadata(d.Metadata.XML); err != nil {
+			return nil, err
+		}
+	}
+	var ifaces []liteIface
+	if d.Devices != nil {
+		ifaces = d.Devices.Interfaces
+	}
+	// Which interfaces are netctl's, looking at nothing else.
+	var mine []int
+	for i := range ifaces {
+		if managed(&ifaces[i], meta, cfg) {
+			mine = append(mine, i)
+		}
+	}
+	if len(mine) == 0 && len(meta) == 0 {
+		return p, nil
 	}
 	if d.Name == "" {
 		return nil, fmt.Errorf("domain XML has no <name>: %w", errs.ErrInvalid)
 	}
-	if err := state.CheckVMName(d.Name); err != nil {
+	if err := state.CheckDomainName(d.Name); err != nil {
 		return nil, fmt.Errorf("domain XML: <name>: %w", err)
 	}
 	if len(d.UUID) > 64 {
 		return nil, fmt.Errorf("domain %s: <uuid> of %d bytes: %w", d.Name, len(d.UUID), errs.ErrInvalid)
 	}
-	p := &Plan{Domain: d.Name, UUID: d.UUID}
-	meta, err := parseMetadata(d.Metadata)
-	if err != nil {
-		return nil, err
+	if len(mine) > MaxInterfaces {
+		return nil, fmt.Errorf("domain %s has %d interfaces for netctl; the hook handles at most %d: %w", d.Name, len(mine), MaxInterfaces, errs.ErrInvalid)
 	}
 	owner, err := ownerOf(&d, cfg)
 	if err != nil {
 		return nil, err
 	}
 	p.Owner = owner
-	var ifaces []libvirtxml.DomainInterface
-	if d.Devices != nil {
-		ifaces = d.Devices.Interfaces
-	}
-	if len(ifaces) > MaxInterfaces {
-		return nil, fmt.Errorf("domain %s has %d interfaces; the hook handles at most %d: %w", d.Name, len(ifaces), MaxInterfaces, errs.ErrInvalid)
-	}
 	used := map[string]bool{}
-	for i := range ifaces {
-		it, err := planInterface(&ifaces[i], i, meta, used, cfg)
+	for _, i := range mine {
+		var x libvirtxml.DomainInterface
+		if err := x.Unmarshal(ifaces[i].element()); err != nil {
+			return nil, fmt.Errorf("domain %s: interface %s: %v: %w", d.Name, ifaceName(liteMAC(&ifaces[i]), i), oneLine(err.Error()), errs.ErrInvalid)
+		}
+		it, err := planInterface(&x, i, meta, used, cfg)
 		if err != nil {
 			return nil, fmt.Errorf("domain %s: %w", d.Name, err)
 		}
 		if it == nil {
 			continue
 		}
-		if it.Force, err = parseForced(ifaces[i].Driver, ifaceName(it.MAC, i)); err != nil {
+		if it.Force, err = parseForced(x.Driver, ifaceName(it.MAC, i)); err != nil {
 			return nil, fmt.Errorf("domain %s: %w", d.Name, err)
 		}
 		if it.Kind != KindDirect {
@@ -162,17 +299,55 @@ func ParsePlan(domainXML []byte, cfg *Config) (*Plan, error) {
 	return p, nil
 }
 
+// unreadableError is XML that is not a domain the hook can read at all;
+// it wraps errs.ErrInvalid.
+type unreadableError struct{ msg string }
+
+func (e *unreadableError) Error() string { return e.msg + ": " + errs.ErrInvalid.Error() }
+func (e *unreadableError) Unwrap() error { return errs.ErrInvalid }
+
+// liteMAC is the interface's MAC when it has a valid one.
+func liteMAC(l *liteIface) net.HardwareAddr {
+	if l.MAC == nil {
+		return nil
+	}
+	m, err := net.ParseMAC(l.MAC.Address)
+	if err != nil || len(m) != 6 {
+		return nil
+	}
+	return m
+}
+
+// managed says whether netctl manages interface l: netctl's metadata
+// lists its MAC, or it is a vdpa interface on the vdpa directory netctl
+// publishes in, or the config says manage "all" and it is an ethernet
+// interface with <target managed='no'/> or a direct one.
+func managed(l *liteIface, meta map[string]*metaEntry, cfg *Config) bool {
+	if m := liteMAC(l); m != nil && meta[m.String()] != nil {
+		return true
+	}
+	switch l.attr("type") {
+	case "vdpa":
+		return l.Source != nil && filepath.Dir(l.Source.Dev) == cfg.VDPADir
+	case "ethernet":
+		return cfg.Manage == ManageAll && l.Target != nil && l.Target.Managed == "no"
+	case "direct":
+		return cfg.Manage == ManageAll
+	}
+	return false
+}
+
 type metaEntry struct {
 	metaIface
 	seen bool
 }
 
-func parseMetadata(md *libvirtxml.DomainMetadata) (map[string]*metaEntry, error) {
+func parseMetadata(md string) (map[string]*metaEntry, error) {
 	out := map[string]*metaEntry{}
-	if md == nil || !strings.Contains(md.XML, Namespace) {
+	if !strings.Contains(md, Namespace) {
 		return out, nil
 	}
-	dec := xml.NewDecoder(strings.NewReader(md.XML))
+	dec := xml.NewDecoder(strings.NewReader(md))
 	found := false
 	for {
 		tok, err := dec.Token()
@@ -368,20 +543,34 @@ func checkDriverBackend(it *Interface, iface string) error {
 	return nil
 }
 
-func ownerOf(d *libvirtxml.Domain, cfg *Config) (int, error) {
-	for _, s := range d.SecLabel {
-		if s.Model == "dac" && s.Label != "" && s.Type != "none" {
-			uid, err := lookupUser(dacUser(s.Label))
-			if err != nil {
-				return 0, fmt.Errorf("domain %s: DAC seclabel %q: %w", d.Name, clip(s.Label), err)
+// NoOwner is Plan.Owner when the taps get no owner (TUNSETOWNER is not
+// set): only root (CAP_NET_ADMIN) can then attach queues to them, which
+// is all libvirt needs in system mode (libvirtd opens the tap as root and
+// hands QEMU the fds). An owner would let any process of that uid add
+// queues to the tap, or take a single-queue tap before QEMU does.
+const NoOwner = -1
+
+// TapOwnerSeclabel is the tap_owner value that gives each domain's taps
+// to the user of its DAC seclabel (what QEMU runs as).
+const TapOwnerSeclabel = "seclabel"
+
+func ownerOf(d *liteDomain, cfg *Config) (int, error) {
+	switch cfg.TapOwner {
+	case "":
+		return NoOwner, nil
+	case TapOwnerSeclabel:
+		for _, s := range d.SecLabel {
+			if s.Model == "dac" && s.Label != "" && s.Type != "none" {
+				uid, err := lookupUser(dacUser(s.Label))
+				if err != nil {
+					return 0, fmt.Errorf("domain %s: DAC seclabel %q: %w", d.Name, clip(s.Label), err)
+				}
+				return uid, nil
 			}
-			return uid, nil
 		}
+		return NoOwner, nil
 	}
-	if cfg.TapOwner != "" {
-		return lookupUser(cfg.TapOwner)
-	}
-	return 0, nil
+	return lookupUser(cfg.TapOwner)
 }
 
 func ifaceName(mac net.HardwareAddr, i int) string {

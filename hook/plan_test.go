@@ -1,6 +1,7 @@
 package hook
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -54,7 +55,10 @@ func TestParsePlanSamples(t *testing.T) {
 		t.Errorf("kubevirt tap: %+v", it)
 	}
 
-	p, err = ParsePlan(sample(t, "netctl-all.xml"), def)
+	if p, err = ParsePlan(sample(t, "netctl-all.xml"), def); err != nil || p.Owner != NoOwner {
+		t.Fatalf("netctl-all.xml: taps with no tap_owner get an owner: %+v %v", p, err)
+	}
+	p, err = ParsePlan(sample(t, "netctl-all.xml"), cfgWith(t, `{"tap_owner": "seclabel"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +84,7 @@ func TestParsePlanRefuses(t *testing.T) {
 	cases := []struct{ name, xml, want string }{
 		{"malformed", "<domain><name>x</name", "domain XML"},
 		{"not a domain", "<network><name>x</name></network>", "domain XML"},
-		{"no name", "<domain type='qemu'></domain>", "no <name>"},
+		{"no name", "<domain type='qemu'><metadata><netctl:hook xmlns:netctl='http://netctl.dev/xmlns/hook/1'><netctl:interface mac='52:54:00:aa:00:01'/></netctl:hook></metadata></domain>", "no <name>"},
 		{"unknown element", strings.Replace(good, `<netctl:interface mac="52:54:00:aa:00:03"/>`, `<netctl:interface mac="52:54:00:aa:00:03"/><netctl:bogus/>`, 1), "unknown element <bogus>"},
 		{"unknown attribute", strings.Replace(good, `profile="throughput"`, `profile="throughput" speed="fast"`, 1), "unknown attribute speed"},
 		{"unknown top element", strings.Replace(good, `<other:thing`, `<netctl:config xmlns:netctl="http://netctl.dev/xmlns/hook/1"/><other:thing`, 1), "<config>"},
@@ -98,9 +102,10 @@ func TestParsePlanRefuses(t *testing.T) {
 		{"userspace and vhost", strings.Replace(good, `backend="vhost-net"`, `backend="userspace"`, 1), "drop one"},
 		{"dac user", strings.Replace(good, `+107:+107`, `nosuchuser-netctl:kvm`, 1), "nosuchuser-netctl"},
 	}
+	seclabel := cfgWith(t, `{"tap_owner": "seclabel"}`)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := ParsePlan([]byte(c.xml), DefaultConfig())
+			_, err := ParsePlan([]byte(c.xml), seclabel)
 			if err == nil {
 				t.Fatal("accepted")
 			}
@@ -114,10 +119,32 @@ func TestParsePlanRefuses(t *testing.T) {
 	}
 }
 
+// TestReadXMLBounded: ReadXML keeps at most MaxXML+1 bytes; the rest is
+// drained by drainMarked, which finds netctl's marks anywhere in it, one
+// split across two reads included.
 func TestReadXMLBounded(t *testing.T) {
 	big := strings.NewReader("<domain>" + strings.Repeat(" ", MaxXML) + "</domain>")
-	if _, err := ReadXML(big); !errors.Is(err, errs.ErrInvalid) {
-		t.Errorf("huge XML: %v", err)
+	b, over, err := ReadXML(big)
+	if err != nil || !over || len(b) != MaxXML+1 {
+		t.Fatalf("huge XML: %d bytes, over %v, %v", len(b), over, err)
+	}
+	if drainMarked(b, big, Marks(DefaultConfig())) {
+		t.Errorf("a mark found in XML without one")
+	}
+	if big.Len() != 0 {
+		t.Errorf("%d bytes left unread on stdin", big.Len())
+	}
+	for _, at := range []int{10, MaxXML - 5, MaxXML + 3, MaxXML + 64<<10 - 7, 3 * MaxXML} {
+		x := []byte("<domain>" + strings.Repeat(" ", 3*MaxXML+100) + "</domain>")
+		copy(x[at:], Namespace)
+		r := bytes.NewReader(x)
+		b, over, err := ReadXML(r)
+		if err != nil || !over {
+			t.Fatal(over, err)
+		}
+		if !drainMarked(b, r, Marks(DefaultConfig())) {
+			t.Errorf("the namespace at byte %d was not found", at)
+		}
 	}
 }
 

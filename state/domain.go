@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // DomainSchema names the format of a hook record; ParseDomain refuses any
@@ -89,7 +90,7 @@ func (d *Domain) Validate() error {
 	if d.Name == "" {
 		return fmt.Errorf("hook record without a domain name: %w", ErrInvalid)
 	}
-	if err := CheckVMName(d.Name); err != nil {
+	if err := CheckDomainName(d.Name); err != nil {
 		return err
 	}
 	switch d.Status {
@@ -117,6 +118,29 @@ func (d *Domain) Validate() error {
 		if v.Link != "" && !strings.HasPrefix(v.Link, "/") {
 			return fmt.Errorf("vdpa link %.128q is not absolute: %w", v.Link, ErrInvalid)
 		}
+	}
+	return nil
+}
+
+// MaxDomainName bounds a libvirt domain name in a hook record. libvirt
+// itself forbids only '/' and newline (and its files NAME.xml bound a
+// name at about 250 bytes); the records are keyed by VMKey, which hashes
+// any name that is not a plain file name.
+const MaxDomainName = 1024
+
+// CheckDomainName refuses a domain name a hook record cannot hold: empty,
+// over MaxDomainName bytes, not UTF-8 (JSON would change it), or with a
+// NUL.
+func CheckDomainName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("an empty domain name: %w", ErrInvalid)
+	case len(name) > MaxDomainName:
+		return fmt.Errorf("domain name of %d bytes (at most %d): %w", len(name), MaxDomainName, ErrInvalid)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("domain name %.64q is not UTF-8: %w", name, ErrInvalid)
+	case strings.ContainsRune(name, 0):
+		return fmt.Errorf("domain name %.64q has a NUL: %w", name, ErrInvalid)
 	}
 	return nil
 }

@@ -41,11 +41,16 @@ func hookInstallCommand() *cli.Command {
 		Name:  "install",
 		Usage: "write DIR/qemu.d/" + hookScriptName + ", a script that runs this netctl as libvirt's qemu hook",
 		Description: "The script is two lines: #!/bin/sh and an exec of this netctl binary's absolute path with\n" +
-			"\"hook qemu \\\"$@\\\"\". libvirtd (or virtqemud) reads its hooks only when it starts: restart it after a\n" +
-			"new hook directory or script appears.",
+			"\"hook qemu [--config PATH] [--run-dir DIR] -- \\\"$@\\\"\": libvirt runs hooks with a filtered environment, so\n" +
+			"the settings (from --config/--run-dir, or NETCTL_HOOK_CONFIG/NETCTL_RUN_DIR at install) go into the script.\n" +
+			"The binary must be one only root can replace (root's, not writable by others, in root's directories).\n" +
+			"libvirtd (or virtqemud) reads its hooks only when it starts: restart it after a new hook directory or\n" +
+			"script appears.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "dir", Value: "/etc/libvirt/hooks", Usage: "libvirt's hook directory"},
 			&cli.StringFlag{Name: "binary", Usage: "the netctl the script runs (default: this one)"},
+			&cli.StringFlag{Name: "config", Usage: "the host config the hook reads, written into the script (default: $NETCTL_HOOK_CONFIG, else " + hook.DefaultConfigPath + ")"},
+			&cli.StringFlag{Name: "run-dir", Usage: "where the hook keeps its records, written into the script (default: $NETCTL_RUN_DIR, else " + state.DefaultDir + ")"},
 		},
 		Action: func(c *cli.Context) error {
 			bin := c.String("binary")
@@ -56,7 +61,14 @@ func hookInstallCommand() *cli.Command {
 				}
 				bin = exe
 			}
-			path, changed, err := installHook(c.String("dir"), bin)
+			set := hookSettings{config: c.String("config"), runDir: c.String("run-dir")}
+			if set.config == "" {
+				set.config = hookConfigPath()
+			}
+			if set.runDir == "" {
+				set.runDir = runDir()
+			}
+			path, changed, err := installHook(c.String("dir"), bin, set)
 			if err != nil {
 				return err
 			}
@@ -71,23 +83,50 @@ func hookInstallCommand() *cli.Command {
 	}
 }
 
-// hookScript is the script's text.
-func hookScript(bin string) string {
-	return "#!/bin/sh\nexec '" + strings.ReplaceAll(bin, "'", `'\''`) + "' hook qemu \"$@\"\n"
+// hookDefaultConfig is the config path the hook reads without --config.
+const hookDefaultConfig = hook.DefaultConfigPath
+
+// shQuote quotes s for sh.
+func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// hookScript is the script's text: exec of bin with the settings that
+// differ from the defaults, then -- so that libvirt's first argument, the
+// domain's name, is never taken for a flag (libvirt allows "-x").
+func hookScript(bin string, set hookSettings) string {
+	s := "#!/bin/sh\nexec " + shQuote(bin) + " hook qemu"
+	if set.config != "" && set.config != hookDefaultConfig {
+		s += " --config " + shQuote(set.config)
+	}
+	if set.runDir != "" && set.runDir != state.DefaultDir {
+		s += " --run-dir " + shQuote(set.runDir)
+	}
+	return s + " -- \"$@\"\n"
 }
 
 // isHookScript says whether b is a script hookScript wrote (for any
-// binary): only such a script is replaced.
+// binary and settings, and the older form without --): only such a
+// script is replaced.
 func isHookScript(b []byte) bool {
 	s := string(b)
-	return strings.HasPrefix(s, "#!/bin/sh\nexec '") && strings.HasSuffix(s, "' hook qemu \"$@\"\n") && strings.Count(s, "\n") == 2
+	return strings.HasPrefix(s, "#!/bin/sh\nexec '") && strings.Contains(s, "' hook qemu ") &&
+		strings.HasSuffix(s, " \"$@\"\n") && strings.Count(s, "\n") == 2
+}
+
+// hookQemuFlags are hook qemu's flags, which the installed script passes.
+func hookQemuFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "config", Usage: "the host config (default: $NETCTL_HOOK_CONFIG, else " + hook.DefaultConfigPath + ")"},
+		&cli.StringFlag{Name: "run-dir", Usage: "where the records live (default: $NETCTL_RUN_DIR, else " + state.DefaultDir + ")"},
+	}
 }
 
 // installHook writes dir/qemu.d/50-netctl (mode 0755) atomically; changed
 // is false when an identical script was there. A 50-netctl that is not a
 // netctl hook script is left alone (ErrConflict); dir/qemu, libvirt's
-// single-script hook, is never touched.
-func installHook(dir, bin string) (path string, changed bool, err error) {
+// single-script hook, is never touched. A binary that anyone but root
+// could replace or rewrite is refused (hook.CheckTrustedExecutable):
+// libvirtd runs it as root.
+func installHook(dir, bin string, set hookSettings) (path string, changed bool, err error) {
 	if !filepath.IsAbs(dir) {
 		return "", false, usageErr("netctl hook install", "--dir %q: use an absolute path", dir)
 	}
@@ -101,9 +140,18 @@ func installHook(dir, bin string) (path string, changed bool, err error) {
 	if st, err := os.Stat(abs); err != nil || !st.Mode().IsRegular() || st.Mode()&0o111 == 0 {
 		return "", false, usageErr("netctl hook install", "--binary %q is not an executable file", bin)
 	}
+	if err := hook.CheckTrustedExecutable(abs); err != nil {
+		return "", false, fmt.Errorf("hook install: %w", err)
+	}
+	if set.config != "" && !filepath.IsAbs(set.config) {
+		return "", false, usageErr("netctl hook install", "--config %q: use an absolute path", set.config)
+	}
+	if set.runDir != "" && !filepath.IsAbs(set.runDir) {
+		return "", false, usageErr("netctl hook install", "--run-dir %q: use an absolute path", set.runDir)
+	}
 	d := filepath.Join(dir, "qemu.d")
 	path = filepath.Join(d, hookScriptName)
-	want := []byte(hookScript(abs))
+	want := []byte(hookScript(abs, set))
 	old, err := os.ReadFile(path)
 	switch {
 	case err == nil && bytes.Equal(old, want):
@@ -165,9 +213,17 @@ func hookQemuCommand() *cli.Command {
 			"cannot carry refuses the start. Which interfaces: the domain's\n" +
 			"<metadata><netctl:hook xmlns:netctl='" + hook.Namespace + "'><netctl:interface mac=... mgmtdev=.../>,\n" +
 			"and the host config " + hook.DefaultConfigPath + " (NETCTL_HOOK_CONFIG). Log: " + hook.DefaultLogPath + ".",
+		Flags: hookQemuFlags(),
 		Action: func(c *cli.Context) error {
 			a := c.Args()
-			err := runHookQemu(c.App.ErrWriter, a.Get(0), a.Get(1), a.Get(2), os.Stdin)
+			set := hookSettings{config: c.String("config"), runDir: c.String("run-dir")}
+			if set.config == "" {
+				set.config = hookConfigPath()
+			}
+			if set.runDir == "" {
+				set.runDir = runDir()
+			}
+			err := runHookQemu(c.App.ErrWriter, set, a.Get(0), a.Get(1), a.Get(2), os.Stdin)
 			if err != nil {
 				return &oneLineError{err: err}
 			}
@@ -176,18 +232,27 @@ func hookQemuCommand() *cli.Command {
 	}
 }
 
+// hookSettings is where the hook keeps its records and reads its config.
+// libvirt runs hooks with a filtered environment, so the installed script
+// passes them as arguments (--run-dir, --config); the environment
+// (NETCTL_RUN_DIR, NETCTL_HOOK_CONFIG) counts only when the hook is run by
+// hand.
+type hookSettings struct {
+	config, runDir string
+}
+
+// hookOps are the operations the hook acts in; every other one exits 0
+// at once, reading neither stdin nor the config.
+var hookOps = map[string]bool{"prepare begin": true, "started begin": true, "reconnect begin": true, "release end": true}
+
 // runHookQemu runs one hook call. It logs each step to the log file and
-// a summary line to stderr.
-func runHookQemu(stderr io.Writer, domain, op, subop string, stdin io.Reader) error {
-	cfg, err := hook.LoadConfig(hookConfigPath())
-	if err != nil && op == "reconnect" && subop == "begin" {
-		res := hook.RunReconnectWithoutConfig(domain, err)
-		fmt.Fprintf(stderr, "netctl hook: %s %s: %s\n", domain, op, strings.Join(res.Notes, "; "))
+// a summary line to stderr; it never writes to stdout (libvirt takes a
+// migrate or restore hook's stdout as the domain's new XML).
+func runHookQemu(stderr io.Writer, set hookSettings, domain, op, subop string, stdin io.Reader) error {
+	if !hookOps[op+" "+subop] {
 		return nil
 	}
-	if err != nil {
-		return err
-	}
+	cfg, cfgErr := hook.LoadConfig(set.config)
 	var log io.Writer = io.Discard
 	if lf, lerr := openHookLog(cfg); lerr != nil {
 		fmt.Fprintf(stderr, "netctl hook: no log file: %v\n", lerr)
@@ -195,17 +260,28 @@ func runHookQemu(stderr io.Writer, domain, op, subop string, stdin io.Reader) er
 		defer lf.Close()
 		log = &safeWriter{lf} // domain names and errors from outside: read with cat or tail
 	}
-	st, err := state.Open(runDir())
-	if err != nil {
-		return err
+	if cfgErr != nil {
+		fmt.Fprintf(log, "%s netctl hook: %s %s %s: the host config does not load (%v): only domains that name netctl are affected\n",
+			time.Now().UTC().Format(time.RFC3339), domain, op, subop, cfgErr)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.TimeoutOrDefault())
+	st, stErr := state.Open(set.runDir)
+	if stErr != nil {
+		// Without its records the hook can neither know nor release
+		// what it made: it says so and stands aside; a prepare that
+		// would make something fails below on the nil store.
+		fmt.Fprintf(log, "%s netctl hook: %s %s %s: %v\n", time.Now().UTC().Format(time.RFC3339), domain, op, subop, stErr)
+	}
+	timeout := hook.DefaultTimeout
+	if cfg != nil {
+		timeout = cfg.TimeoutOrDefault()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	h := &hook.Hook{Config: cfg, Store: st, Devices: hook.RealDevices{}, Log: log}
+	h := &hook.Hook{Config: cfg, ConfigErr: cfgErr, Store: st, StoreErr: stErr, Devices: hook.RealDevices{}, Log: log}
 	res, err := h.Run(ctx, domain, op, subop, stdin)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			err = fmt.Errorf("%w (the hook's timeout is %s; raise \"timeout\" in %s)", err, cfg.TimeoutOrDefault(), hookConfigPath())
+			err = fmt.Errorf("%w (the hook's timeout is %s; raise \"timeout\" in %s)", err, timeout, set.config)
 		}
 		fmt.Fprintf(log, "%s netctl hook: %s %s %s: failed: %v\n", time.Now().UTC().Format(time.RFC3339), domain, op, subop, err)
 		return err
@@ -217,7 +293,10 @@ func runHookQemu(stderr io.Writer, domain, op, subop string, stdin io.Reader) er
 }
 
 func openHookLog(cfg *hook.Config) (*os.File, error) {
-	p := cfg.Log
+	var p string
+	if cfg != nil {
+		p = cfg.Log
+	}
 	if p == "-" {
 		return nil, nil
 	}

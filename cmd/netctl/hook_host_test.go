@@ -13,6 +13,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/netctl/netctl/hook"
 	"github.com/netctl/netctl/internal/testenv"
 	"github.com/netctl/netctl/macvtap"
 	"github.com/netctl/netctl/state"
@@ -88,8 +89,8 @@ func TestHostHookEthernet(t *testing.T) {
 	if tt.NonPersist {
 		t.Error("nctlhk0 is not persistent")
 	}
-	if tt.Owner != 107 {
-		t.Errorf("nctlhk0 owner %d, want 107 (the DAC seclabel)", tt.Owner)
+	if tt.Owner != 0 { // IFLA_TUN_OWNER is sent only for an owner
+		t.Errorf("nctlhk0 owner %d, want none (root only) without tap_owner in the config", tt.Owner)
 	}
 	if l.Attrs().MTU != 9000 {
 		t.Errorf("nctlhk0 MTU %d, want 9000", l.Attrs().MTU)
@@ -114,7 +115,7 @@ func TestHostHookEthernet(t *testing.T) {
 
 	var recs []state.Domain
 	if err := json.Unmarshal([]byte(execStatus(t, e, "--json")), &recs); err != nil || len(recs) != 1 ||
-		recs[0].Status != state.DomainStarted || len(recs[0].Taps) != 1 || recs[0].Taps[0].Queues != 4 || recs[0].Taps[0].Owner != 107 {
+		recs[0].Status != state.DomainStarted || len(recs[0].Taps) != 1 || recs[0].Taps[0].Queues != 4 || recs[0].Taps[0].Owner != -1 {
 		t.Errorf("hook status --json: %+v, %v", recs, err)
 	}
 
@@ -138,6 +139,19 @@ func TestHostHookEthernet(t *testing.T) {
 	log, _ := os.ReadFile(e.log)
 	if !strings.Contains(string(log), "created tap nctlhk0") || !strings.Contains(string(log), "deleted tap nctlhk0") {
 		t.Errorf("log file %s lacks the steps:\n%s", e.log, log)
+	}
+
+	// tap_owner "seclabel": the DAC seclabel's user owns the tap.
+	cfg, _ := os.ReadFile(e.cfg)
+	os.WriteFile(e.cfg, bytes.Replace(cfg, []byte("{"), []byte(`{"tap_owner": "seclabel", `), 1), 0o644)
+	if r := e.hook(t, xml, "hookdom", "prepare", "begin", "-"); r.code != 0 {
+		t.Fatalf("prepare with tap_owner seclabel: %+v", r)
+	}
+	if l, err := netlink.LinkByName("nctlhk0"); err != nil || l.(*netlink.Tuntap).Owner != 107 {
+		t.Errorf("with tap_owner seclabel: %v %+v, want owner 107 (the DAC seclabel)", err, l)
+	}
+	if r := e.hook(t, nil, "hookdom", "release", "end", "-"); r.code != 0 {
+		t.Fatalf("release: %+v", r)
 	}
 }
 
@@ -236,9 +250,9 @@ func TestHostHookInstall(t *testing.T) {
 	}
 	cmd = exec.Command(p, "dom", "prepare", "begin", "-")
 	cmd.Env = append(os.Environ(), "NETCTL_RUN_DIR="+e.run, "NETCTL_HOOK_CONFIG="+e.cfg)
-	cmd.Stdin = strings.NewReader("<domain")
+	cmd.Stdin = strings.NewReader("<domain><metadata><netctl:hook xmlns:netctl='" + hook.Namespace + "'>")
 	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "domain XML") {
-		t.Errorf("the script with bad XML: %v\n%s", err, out)
+		t.Errorf("the script with bad XML that names netctl: %v\n%s", err, out)
 	}
 }
 

@@ -4,8 +4,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/urfave/cli/v2"
 
 	"github.com/netctl/netctl/internal/errs"
 )
@@ -30,18 +33,18 @@ func TestInstallHookKeepsOthersScript(t *testing.T) {
 	theirs := "#!/bin/sh\n# site's own hook\nexit 0\n"
 	os.WriteFile(p, []byte(theirs), 0o755)
 
-	if _, _, err := installHook(dir, bin); !errors.Is(err, errs.ErrConflict) || !strings.Contains(err.Error(), "not netctl's") {
+	if _, _, err := installHook(dir, bin, hookSettings{}); !errors.Is(err, errs.ErrConflict) || !strings.Contains(err.Error(), "not netctl's") {
 		t.Errorf("install over another script: %v; want a refusal wrapping ErrConflict", err)
 	}
 	if b, _ := os.ReadFile(p); string(b) != theirs {
 		t.Errorf("%s now holds %q", p, b)
 	}
 
-	os.WriteFile(p, []byte(hookScript("/opt/old/netctl")), 0o755)
-	if _, changed, err := installHook(dir, bin); err != nil || !changed {
+	os.WriteFile(p, []byte(hookScript("/opt/old/netctl", hookSettings{})), 0o755)
+	if _, changed, err := installHook(dir, bin, hookSettings{}); err != nil || !changed {
 		t.Errorf("install over netctl's script for another binary: changed %v, %v", changed, err)
 	}
-	if _, changed, err := installHook(dir, bin); err != nil || changed {
+	if _, changed, err := installHook(dir, bin, hookSettings{}); err != nil || changed {
 		t.Errorf("second install: changed %v, %v", changed, err)
 	}
 	if b, _ := os.ReadFile(qemu); string(b) != "#!/bin/sh\n/usr/local/bin/site-hook \"$@\"\n" {
@@ -49,5 +52,91 @@ func TestInstallHookKeepsOthersScript(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(qd); len(ents) != 1 {
 		t.Errorf("qemu.d holds %v; want only %s", ents, hookScriptName)
+	}
+}
+
+// TestInstallHookRefusesUntrustedBinary: libvirtd runs the hook as root
+// at every domain start, so install refuses a binary that someone other
+// than root could replace or rewrite: one others can write, one of
+// another user, one in a directory others can write (without the sticky
+// bit) or own. Nothing is written.
+func TestInstallHookRefusesUntrustedBinary(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test chowns files to nobody: run it as root (make test does)")
+	}
+	self, err := os.ReadFile("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mk := func(dirMode, binMode os.FileMode, dirOwner, binOwner int) string {
+		base := t.TempDir()
+		d := filepath.Join(base, "bin")
+		os.Mkdir(d, 0o755)
+		b := filepath.Join(d, "netctl")
+		if err := os.WriteFile(b, self[:min(len(self), 4096)], 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(b, binMode)
+		os.Chmod(d, dirMode)
+		os.Chown(b, binOwner, -1)
+		os.Chown(d, dirOwner, -1)
+		return b
+	}
+	const nobody = 65534
+	cases := map[string]string{
+		"world-writable binary":     mk(0o755, 0o777, 0, 0),
+		"group-writable binary":     mk(0o755, 0o775, 0, 0),
+		"binary of nobody":          mk(0o755, 0o755, 0, nobody),
+		"world-writable directory":  mk(0o777, 0o755, 0, 0),
+		"directory of nobody":       mk(0o755, 0o755, nobody, 0),
+		"nobody's, in a 0777 dir":   mk(0o777, 0o777, nobody, nobody),
+		"sticky dir, nobody's file": mk(0o1777, 0o755, 0, nobody),
+	}
+	for name, bin := range cases {
+		t.Run(name, func(t *testing.T) {
+			hooks := t.TempDir()
+			_, _, err := installHook(hooks, bin, hookSettings{})
+			if !errors.Is(err, errs.ErrInvalid) || !strings.Contains(err.Error(), "the hook as root") {
+				t.Errorf("install of %s: %v; want a refusal that says why", bin, err)
+			}
+			if _, err := os.Stat(filepath.Join(hooks, "qemu.d", hookScriptName)); err == nil {
+				t.Errorf("a script was written")
+			}
+		})
+	}
+	good := mk(0o755, 0o755, 0, 0)
+	if _, _, err := installHook(t.TempDir(), good, hookSettings{}); err != nil {
+		t.Errorf("install of root's 0755 binary: %v", err)
+	}
+}
+
+// TestHookScriptArgs: the script passes -- before libvirt's arguments
+// (a domain named -x or --help is not a flag) and the settings install
+// was given (libvirt runs hooks with a filtered environment, so
+// NETCTL_RUN_DIR and NETCTL_HOOK_CONFIG never reach them); the running
+// netctl parses them back whatever the domain's name.
+func TestHookScriptArgs(t *testing.T) {
+	s := hookScript("/usr/sbin/net'ctl", hookSettings{config: "/etc/x/hook.json", runDir: "/run/x y"})
+	want := "#!/bin/sh\nexec '/usr/sbin/net'\\''ctl' hook qemu --config '/etc/x/hook.json' --run-dir '/run/x y' -- \"$@\"\n"
+	if s != want {
+		t.Errorf("script\n%q\nwant\n%q", s, want)
+	}
+	if !isHookScript([]byte(s)) || !isHookScript([]byte("#!/bin/sh\nexec '/usr/bin/netctl' hook qemu \"$@\"\n")) {
+		t.Errorf("install does not know its own scripts (new and old form)")
+	}
+	if s := hookScript("/usr/sbin/netctl", hookSettings{config: hookDefaultConfig, runDir: ""}); s != "#!/bin/sh\nexec '/usr/sbin/netctl' hook qemu -- \"$@\"\n" {
+		t.Errorf("defaults written out: %q", s)
+	}
+	for _, dom := range []string{"-x", "--help", "-h", "--config", "--", "-"} {
+		var got []string
+		app := newApp()
+		app.Commands = []*cli.Command{{Name: "hook", Subcommands: []*cli.Command{{Name: "qemu", Flags: hookQemuFlags(),
+			Action: func(c *cli.Context) error { got = c.Args().Slice(); return nil }}}}}
+		if err := app.Run([]string{"netctl", "hook", "qemu", "--run-dir", "/r", "--", dom, "prepare", "begin", "-"}); err != nil {
+			t.Errorf("domain %q: %v", dom, err)
+		}
+		if !slices.Equal(got, []string{dom, "prepare", "begin", "-"}) {
+			t.Errorf("domain %q: arguments %q", dom, got)
+		}
 	}
 }
