@@ -193,10 +193,15 @@ func arity(usage string) (min, max int) {
 	return min, max
 }
 
+// argsLikeFlags are the commands whose arguments may start with '-':
+// libvirt passes a domain's name to the hook, and libvirt allows "-x"
+// (the installed script puts -- before it).
+var argsLikeFlags = map[string]bool{"netctl hook qemu": true}
+
 func checkArgs(c *cli.Context, path, usage string, min, max int) error {
 	args := c.Args().Slice()
 	for _, a := range args {
-		if len(a) > 1 && a[0] == '-' {
+		if len(a) > 1 && a[0] == '-' && !argsLikeFlags[path] {
 			return usageErr(path, "%q after the arguments: put flags first (%s [flags] %s)", a, path, strings.TrimSpace(usage))
 		}
 	}
