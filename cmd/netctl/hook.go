@@ -112,6 +112,33 @@ func isHookScript(b []byte) bool {
 		strings.HasSuffix(s, " \"$@\"\n") && strings.Count(s, "\n") == 2
 }
 
+// installedRunDir is the run dir the hook installed in dir runs with:
+// the script's --run-dir, else state.DefaultDir (libvirt filters the
+// environment); without an installed script, the environment's (runDir).
+func installedRunDir(dir string) string {
+	b, err := os.ReadFile(filepath.Join(dir, "qemu.d", hookScriptName))
+	if err != nil || !isHookScript(b) {
+		return runDir()
+	}
+	_, rest, ok := strings.Cut(string(b), " --run-dir '")
+	if !ok {
+		return state.DefaultDir // what libvirt's run of the script uses
+	}
+	var v strings.Builder
+	for i := 0; i < len(rest); i++ {
+		switch {
+		case strings.HasPrefix(rest[i:], `'\''`):
+			v.WriteByte('\'')
+			i += 3
+		case rest[i] == '\'':
+			return v.String()
+		default:
+			v.WriteByte(rest[i])
+		}
+	}
+	return runDir()
+}
+
 // hookQemuFlags are hook qemu's flags, which the installed script passes.
 func hookQemuFlags() []cli.Flag {
 	return []cli.Flag{
@@ -311,9 +338,19 @@ func hookStatusCommand() *cli.Command {
 		Name:      "status",
 		Usage:     "what the hook prepared for each domain (or one)",
 		ArgsUsage: "[DOMAIN]",
-		Flags:     []cli.Flag{&cli.BoolFlag{Name: "json", Aliases: []string{"j"}, Usage: "print JSON"}},
+		Description: "The records are read where the installed hook writes them: the --run-dir in DIR/qemu.d/" + hookScriptName + "\n" +
+			"(hook install writes it there), else $NETCTL_RUN_DIR, else " + state.DefaultDir + ".",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "json", Aliases: []string{"j"}, Usage: "print JSON"},
+			&cli.StringFlag{Name: "dir", Value: "/etc/libvirt/hooks", Usage: "libvirt's hook directory, where the installed script names the run dir"},
+			&cli.StringFlag{Name: "run-dir", Usage: "read the records here instead"},
+		},
 		Action: func(c *cli.Context) error {
-			st, err := state.Open(runDir())
+			rd := c.String("run-dir")
+			if rd == "" {
+				rd = installedRunDir(c.String("dir"))
+			}
+			st, err := state.Open(rd)
 			if err != nil {
 				return err
 			}

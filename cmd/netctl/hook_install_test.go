@@ -10,6 +10,7 @@ import (
 
 
 	"github.com/netctl/netctl/internal/errs"
+	"github.com/netctl/netctl/state"
 )
 
 // TestInstallHookKeepsOthersScript: qemu.d/50-netctl that is not a
@@ -137,5 +138,32 @@ func TestHookScriptArgs(t *testing.T) {
 				t.Errorf("%q: %v; stdout %q stderr %q", args, err, stdout.String(), stderr.String())
 			}
 		}
+	}
+}
+
+// TestHookStatusReadsInstalledRunDir: hook status reads the records where
+// the installed hook writes them (the script's --run-dir), not where the
+// environment of the shell that runs status points.
+func TestHookStatusReadsInstalledRunDir(t *testing.T) {
+	hooks, run := t.TempDir(), filepath.Join(t.TempDir(), "it's run")
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := installHook(hooks, bin, hookSettings{runDir: run}); err != nil {
+		t.Fatal(err)
+	}
+	if got := installedRunDir(hooks); got != run {
+		t.Errorf("installedRunDir %q, want %q", got, run)
+	}
+	t.Setenv("NETCTL_RUN_DIR", filepath.Join(t.TempDir(), "elsewhere"))
+	if got := installedRunDir(hooks); got != run {
+		t.Errorf("with NETCTL_RUN_DIR set: installedRunDir %q, want the script's %q", got, run)
+	}
+	if _, _, err := installHook(hooks, bin, hookSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := installedRunDir(hooks); got != state.DefaultDir {
+		t.Errorf("a script without --run-dir: %q, want %s", got, state.DefaultDir)
 	}
 }
