@@ -232,7 +232,7 @@ func TestHostHookInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) != 2 || lines[0] != "#!/bin/sh" || !strings.Contains(lines[1], "exec '"+bin+"' hook qemu \"$@\"") {
+	if len(lines) != 2 || lines[0] != "#!/bin/sh" || lines[1] != "exec '"+bin+"' hook qemu -- \"$@\"" {
 		t.Errorf("script:\n%s", b)
 	}
 	if st, _ := os.Stat(p); st.Mode().Perm() != 0o755 {
@@ -241,8 +241,16 @@ func TestHostHookInstall(t *testing.T) {
 	if r := execNetctl(t, bin, "hook", "install", "--dir", dir); r.code != 0 || !strings.Contains(r.stdout, "already installed") {
 		t.Errorf("second install: %+v", r)
 	}
-	// The script runs netctl: an operation the hook ignores exits 0.
+	// The script runs netctl: an operation the hook ignores exits 0,
+	// for a domain named like a flag too.
 	e := newHookEnv(t, bin)
+	for _, dom := range []string{"-x", "--help"} {
+		cmd := exec.Command(p, dom, "migrate", "begin", "-")
+		cmd.Stdin = strings.NewReader("<domain><name>" + dom + "</name></domain>")
+		if out, err := cmd.Output(); err != nil || len(out) != 0 {
+			t.Errorf("the script for domain %s, migrate: %v, stdout %q (libvirt takes it as the new XML)", dom, err, out)
+		}
+	}
 	cmd := exec.Command(p, "dom", "stopped", "end", "-")
 	cmd.Env = append(os.Environ(), "NETCTL_RUN_DIR="+e.run, "NETCTL_HOOK_CONFIG="+e.cfg)
 	if out, err := cmd.CombinedOutput(); err != nil {
