@@ -310,3 +310,28 @@ func TestCrashedIntentLeavesOthersTap(t *testing.T) {
 		t.Errorf("the crashed domain's release deleted the other domain's tap (%d -> %d)\nlog:\n%s", theirs, f.links["vm1tap0"], log)
 	}
 }
+
+// FuzzRunPassesOthers: any domain XML that does not name netctl passes
+// every operation without touching the host, and any other XML gives a
+// result or an error, never a panic.
+func FuzzRunPassesOthers(f *testing.F) {
+	for _, n := range []string{"net-vdpa.xml", "kubevirt-ethernet.xml", "netctl-all.xml", "libvirt-disable-offloads.xml"} {
+		f.Add(sample(f, n), "prepare")
+	}
+	f.Add([]byte("<domain><name>-x</name><devices><interface type='hostdev'><driver name='vfio'/></interface></devices></domain>"), "reconnect")
+	f.Fuzz(func(t *testing.T, b []byte, op string) {
+		if len(b) > 1<<16 {
+			return
+		}
+		fd := newFake(t)
+		h, _, _ := newTestHook(t, fd)
+		mine := hasAny(b, Marks(h.Config))
+		for _, o := range []string{op, "prepare", "reconnect", "started"} {
+			sub := "begin"
+			_, err := h.Run(context.Background(), "fuzz", o, sub, bytes.NewReader(b))
+			if !mine && (err != nil || len(fd.calls) != 0) {
+				t.Fatalf("%s of XML that does not name netctl: %v, calls %v", o, err, fd.calls)
+			}
+		}
+	})
+}
