@@ -69,7 +69,6 @@ func Attach(ctx context.Context, r Request) (*state.NIC, error) {
 	return nic, nil
 }
 
-
 type attacher struct {
 	pid     int // QEMU's pid and start time, once known
 	start   uint64
