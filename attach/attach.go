@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/netctl/netctl/policy"
+	"github.com/netctl/netctl/qemuproc"
 	"github.com/netctl/netctl/qmp"
 	"github.com/netctl/netctl/state"
 )
@@ -147,6 +148,9 @@ func (a *attacher) run(ctx context.Context) (*state.NIC, error) {
 		return nil, step("find QEMU's pid", err)
 	}
 	a.pid, a.start = pid, start
+	if err := checkPeer(p, pid, start); err != nil {
+		return nil, step("check QEMU", err)
+	}
 	if q, err = a.checkID(ctx, store, key, q); err != nil {
 		return nil, step("check the id", err)
 	}
@@ -210,8 +214,27 @@ func tentativeBackend(p *parsed) string {
 	switch {
 	case p.Mgmtdev != "" || p.VDPA != "":
 		return policy.BackendVDPA
-	case p.Backend != "":
+	case p.Backend == policy.BackendVhostNet:
 		return p.Backend
 	}
 	return policy.BackendUserspace
+}
+
+// checkPeer checks the process that serves the connection attach uses
+// (its SO_PEERCRED pid and that pid's start time): the one --vm found,
+// when it found one, and a QEMU netctl trusts (qemuproc.Trust: its uids
+// and executable), since attach hands it fds.
+func checkPeer(p *parsed, pid int, start uint64) error {
+	if p.QEMUPID != 0 && (pid != p.QEMUPID || (p.QEMUStart != 0 && start != p.QEMUStart)) {
+		return fmt.Errorf("%s is served by pid %d, not the VM's QEMU (pid %d) that --vm found: another process bound the socket since; nothing was changed: %w",
+			p.QMP, pid, p.QEMUPID, ErrConflict)
+	}
+	trust, err := qemuproc.DefaultTrust()
+	if err != nil {
+		return err
+	}
+	if err := trust.Check(pid, start); err != nil {
+		return fmt.Errorf("%s: %w: netctl hands a QEMU it does not trust no fd; nothing was changed", p.QMP, err)
+	}
+	return nil
 }

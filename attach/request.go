@@ -50,6 +50,13 @@ type Request struct {
 
 	StateDir string // the state root; "" is state.DefaultDir
 
+	// QEMUPID and QEMUStart, when set, are the QEMU process that --vm
+	// found (qemuproc.Find): the connection attach uses must be served by
+	// it (SO_PEERCRED on that connection), or attach refuses before it
+	// creates anything.
+	QEMUPID   int
+	QEMUStart uint64
+
 	// Host is what attach does to the host; nil is RealHost.
 	Host Host
 	// Probe, when set, replaces Host.Probe (tests force a backend path).

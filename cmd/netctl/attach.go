@@ -23,13 +23,13 @@ func targetFlags() []cli.Flag {
 }
 
 // target resolves --vm/--qmp (exactly one).
-func target(ctx context.Context, c *cli.Context, path string) (sock, name string, err error) {
+func target(ctx context.Context, c *cli.Context, path string) (vmTarget, error) {
 	vm, q := c.String("vm"), c.String("qmp")
 	switch {
 	case vm == "" && q == "":
-		return "", "", usageErr(path, "name the VM: --vm NAME or --qmp SOCKET")
+		return vmTarget{}, usageErr(path, "name the VM: --vm NAME or --qmp SOCKET")
 	case vm != "" && q != "":
-		return "", "", usageErr(path, "give --vm NAME or --qmp SOCKET, not both")
+		return vmTarget{}, usageErr(path, "give --vm NAME or --qmp SOCKET, not both")
 	}
 	return resolveTarget(ctx, vm, q)
 }
@@ -71,11 +71,11 @@ func attachCommand() *cli.Command {
 			}
 			ctx, interrupted, stop := interruptible(c.Duration("timeout"))
 			defer stop()
-			sock, name, err := target(ctx, c, path)
+			tg, err := target(ctx, c, path)
 			if err != nil {
 				return interruptedErr("attach", interrupted, err)
 			}
-			nic, err := attach.Attach(ctx, attach.Request{QMP: sock, VMName: name, ID: c.String("id"), Backend: c.String("backend"),
+			nic, err := attach.Attach(ctx, attach.Request{QMP: tg.Sock, VMName: tg.Name, QEMUPID: tg.PID, QEMUStart: tg.Start, ID: c.String("id"), Backend: c.String("backend"),
 				Tap: c.String("tap"), Macvtap: c.String("macvtap"), VDPA: c.String("vdpa"), Mgmtdev: c.String("mgmtdev"),
 				Queues: c.Int("queues"), MAC: c.String("mac"), MTU: c.Int("mtu"), Profile: c.String("profile"), Bus: c.String("bus"), StateDir: runDir()})
 			if err != nil {
