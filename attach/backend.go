@@ -48,7 +48,7 @@ func (a *attacher) openBackend(ctx context.Context, dec policy.Decision, nic *st
 			}
 			nic.Macvtap.Ifindex = b.Ifindex()
 		} else {
-			spec := TapSpec{Name: p.Tap, Queues: p.Queues, MTU: p.MTU}
+			spec := TapSpec{Name: p.Tap, Queues: p.Queues, MTU: p.MTU, Shared: p.SharedTap}
 			if p.Tap == "" {
 				spec.Name, spec.Create, spec.MAC = "nctl%d", true, tapMAC(p.mac)
 			}

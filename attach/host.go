@@ -77,6 +77,9 @@ type TapSpec struct {
 	Queues int
 	MTU    int              // 0: leave it
 	MAC    net.HardwareAddr // the tap's own address (not the guest's); nil: leave it
+	// Shared lets an existing tap have queues another process holds;
+	// otherwise such a tap is refused (ErrBusy) and left as it was.
+	Shared bool
 }
 
 // MacvtapSpec says what macvtap to create.
@@ -172,7 +175,8 @@ func (RealHost) OpenTap(spec TapSpec) (Backend, error) {
 			return nil, fmt.Errorf("tap %s is a %s link, not a tap: %w", spec.Name, l.Type(), ErrInvalid)
 		}
 	}
-	t, err := macvtap.CreateTap(macvtap.TapConfig{Name: spec.Name, VnetHdr: true, Queues: spec.Queues, MTU: spec.MTU})
+	t, err := macvtap.CreateTap(macvtap.TapConfig{Name: spec.Name, VnetHdr: true, Queues: spec.Queues, MTU: spec.MTU,
+		OwnQueues: !spec.Create && !spec.Shared})
 	if err != nil {
 		return nil, err
 	}

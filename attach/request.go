@@ -37,6 +37,10 @@ type Request struct {
 	Backend string // auto (""), vdpa, vhost-net or userspace
 	// At most one of Tap, Macvtap, VDPA, Mgmtdev.
 	Tap     string // an existing tap to open (never deleted)
+	// SharedTap lets Tap be a multiqueue tap on which another process
+	// (another VM) already has queues: the two then share the tap, and
+	// MTU changes both. Without it such a tap is refused (ErrBusy).
+	SharedTap bool
 	Macvtap string // LOWER[:MODE]: create a macvtap on LOWER (bridge by default)
 	VDPA    string // an existing vdpa device bound to vhost_vdpa
 	Mgmtdev string // create a vdpa device on this management device
