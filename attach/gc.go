@@ -434,10 +434,29 @@ func gcLocks(r GCRequest, store *state.Store, nics []Collected) []GCLock {
 			inUse[state.LockKey(s)] = "a running QEMU serves QMP on " + s
 		}
 	}
+	// The libvirt hook's per-domain locks (state.DomainLockKey) share the
+	// directory: one of a domain the hook has a record of stays.
+	doms, dbad, derr := store.ListDomains()
+	hookUnknown := ""
+	switch {
+	case derr != nil:
+		hookUnknown = "the hook's records could not be read (" + derr.Error() + "): which domains are running is unknown"
+	case len(dbad) > 0:
+		hookUnknown = "some of the hook's records could not be read: which domains they belong to is unknown"
+	}
+	for _, d := range doms {
+		inUse[state.DomainLockKey(d.Name)] = fmt.Sprintf("the libvirt hook has a record of domain %.64q (netctl hook status)", d.Name)
+	}
 	for _, k := range keys {
 		l := GCLock{Key: k, File: lockFile(store, k)}
+		hook := strings.HasPrefix(k, "hook-")
 		if why, ok := inUse[k]; ok {
 			l.Action, l.Why = GCKept, why
+			out = append(out, l)
+			continue
+		}
+		if hook && hookUnknown != "" {
+			l.Action, l.Why = GCKept, hookUnknown
 			out = append(out, l)
 			continue
 		}
@@ -445,8 +464,14 @@ func gcLocks(r GCRequest, store *state.Store, nics []Collected) []GCLock {
 		switch {
 		case err != nil:
 			l.Action, l.Why = GCFailed, err.Error()
+		case !ok && hook:
+			l.Action, l.Why = GCKept, "the libvirt hook holds it now"
 		case !ok:
 			l.Action, l.Why = GCKept, "an attach or detach holds it now"
+		case hook && r.DryRun:
+			l.Action, l.Why = GCWouldRemove, "a libvirt hook lock of a domain the hook has no record of, and nobody holds it"
+		case hook:
+			l.Action, l.Why = GCRemoved, "a libvirt hook lock of a domain the hook had no record of, and nobody held it"
 		case r.DryRun:
 			l.Action, l.Why = GCWouldRemove, "no record and no running QEMU uses it"
 		default:
