@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/netctl/netctl/policy"
+	"github.com/netctl/netctl/qemuproc"
 	"github.com/netctl/netctl/qmp"
 	"github.com/netctl/netctl/state"
 )
@@ -25,6 +27,22 @@ func Attach(ctx context.Context, r Request) (*state.NIC, error) {
 		return nil, err
 	}
 	a := &attacher{p: p, h: p.Host}
+	store, err := state.Open(p.StateDir)
+	if err != nil {
+		return nil, step("state", err)
+	}
+	// The VM's lock, taken before connecting: QEMU serves one QMP
+	// connection at a time (and a second connect fails with EAGAIN once
+	// its backlog is full), so the lock is the monitor's: the socket's.
+	// It is held until the undos are done: a record still attaching
+	// under a lock nobody holds is an attach that was killed, which gc
+	// undoes.
+	lock, err := store.Lock(ctx, state.LockKey(p.QMP))
+	if err != nil {
+		return nil, step("lock the VM", err)
+	}
+	defer lock.Unlock()
+	a.store = store
 	nic, err := a.run(ctx)
 	// QEMU has its own copies of what it got; netctl's vhost fds go, on
 	// success and on failure, and on failure before the undos: deleting a
@@ -62,6 +80,18 @@ type attacher struct {
 	fds     []int   // vhost-net and vhost-vdpa fds netctl opened: closed when Attach returns
 	backend Backend // the tap or macvtap: released when Attach returns
 	bus     string  // device_add bus= ("" QEMU's choice)
+	// nic is the record, saved (record) before each thing attach creates
+	// is created, so that it always names what may exist.
+	nic   *state.NIC
+	store *state.Store
+}
+
+// record saves the record as it is now (the caller holds the VM's lock).
+func (a *attacher) record(what string) error {
+	if err := a.store.Save(a.nic); err != nil {
+		return step("record "+what, err)
+	}
+	return nil
 }
 
 // pickBus decides where the NIC goes: --bus; else on q35 a free
@@ -90,19 +120,7 @@ type passFD struct {
 func step(name string, err error) error { return fmt.Errorf("attach: %s: %w", name, err) }
 
 func (a *attacher) run(ctx context.Context) (*state.NIC, error) {
-	p := a.p
-	store, err := state.Open(p.StateDir)
-	if err != nil {
-		return nil, step("state", err)
-	}
-	// The VM's lock, taken before connecting: QEMU serves one QMP
-	// connection at a time (and a second connect fails with EAGAIN once
-	// its backlog is full), so the lock is the monitor's: the socket's.
-	lock, err := store.Lock(ctx, state.LockKey(p.QMP))
-	if err != nil {
-		return nil, step("lock the VM", err)
-	}
-	defer lock.Unlock()
+	p, store := a.p, a.store
 	c, err := dialQMP(ctx, p.QMP)
 	if err != nil {
 		return nil, step("connect to QEMU", err)
@@ -121,13 +139,6 @@ func (a *attacher) run(ctx context.Context) (*state.NIC, error) {
 	}
 	key := state.KeyFor(vm, p.QMP)
 	netdev := NetdevID(p.ID)
-	if err := checkFree(store, key, p.ID, q); err != nil {
-		return nil, step("check the id", err)
-	}
-	if err := a.pickBus(q); err != nil {
-		return nil, step("choose the PCI bus", err)
-	}
-	fdPrefix := "netctl-" + p.ID + "-"
 	pid, err := c.PeerPID()
 	if err != nil {
 		return nil, step("find QEMU's pid", err)
@@ -137,17 +148,37 @@ func (a *attacher) run(ctx context.Context) (*state.NIC, error) {
 		return nil, step("find QEMU's pid", err)
 	}
 	a.pid, a.start = pid, start
+	if err := checkPeer(p, pid, start); err != nil {
+		return nil, step("check QEMU", err)
+	}
+	if q, err = a.checkID(ctx, store, key, q); err != nil {
+		return nil, step("check the id", err)
+	}
+	if err := a.pickBus(q); err != nil {
+		return nil, step("choose the PCI bus", err)
+	}
+	fdPrefix := "netctl-" + p.ID + "-"
+
+	// The intent record goes in before anything is created, and each
+	// later save before the next thing is: a kill at any point leaves a
+	// record naming all that may exist, for netctl gc, detach or this
+	// attach again. Its removal is the last undo, run only when every
+	// undo above it succeeded.
+	nic := &state.NIC{Schema: state.Schema, VM: vm, QEMUPID: pid, QEMUStart: start, QMP: p.QMP, ID: p.ID, Netdev: netdev,
+		Machine: q.Machine, QEMUVersion: q.Version, Backend: tentativeBackend(p), Queues: p.Queues, MAC: p.mac.String(), MTU: p.MTU,
+		Properties: map[string]string{}, Status: state.StatusAttaching, Attached: time.Now().UTC()}
+	nic.NetNS, _ = state.NetNS() // 0 (unknown) if /proc cannot say
+	a.nic = nic
+	if err := a.record("the intent to attach"); err != nil {
+		return nil, err
+	}
+	a.undo.pushRecord("remove the record", func(context.Context) error { return store.Remove(key, p.ID) })
 
 	dec, err := a.decide(ctx, q.Version)
 	if err != nil {
 		return nil, err
 	}
-
-	nic := &state.NIC{Schema: state.Schema, VM: vm, QEMUPID: pid, QEMUStart: start, QMP: p.QMP, ID: p.ID, Netdev: netdev,
-		Machine: q.Machine, QEMUVersion: q.Version,
-		Backend: dec.Backend, Queues: p.Queues, MAC: p.mac.String(), MTU: p.MTU, Features: dec.OfferNames,
-		Properties: map[string]string{}, BusyPollUS: dec.BusyPollUS, Status: state.StatusAttached, Attached: time.Now().UTC()}
-	nic.NetNS, _ = state.NetNS() // 0 (unknown) if /proc cannot say
+	nic.Backend, nic.Features, nic.BusyPollUS = dec.Backend, dec.OfferNames, dec.BusyPollUS
 	for _, s := range dec.Steps {
 		nic.Steps = append(nic.Steps, state.Step{Backend: s.Backend, Chosen: s.Chosen, Reason: s.Reason})
 	}
@@ -157,14 +188,53 @@ func (a *attacher) run(ctx context.Context) (*state.NIC, error) {
 		return nil, err
 	}
 	netdevArgs["id"] = netdev
+	// Every getfd name before the first getfd: the names a kill leaves
+	// parked in QEMU are then in the record.
+	for _, f := range slices.Concat(taps, vhosts) {
+		nic.FDNames = append(nic.FDNames, f.name)
+	}
+	if err := a.record("the backend"); err != nil {
+		return nil, err
+	}
 
 	if err := a.addNetdev(ctx, slices.Concat(taps, vhosts), netdevArgs, nic); err != nil {
 		return nil, err
 	}
 
-	if err := a.addDevice(ctx, dec, nic, store, key); err != nil {
+	if err := a.addDevice(ctx, dec, nic, store); err != nil {
 		return nil, err
 	}
 	a.undo.drop()
 	return nic, nil
+}
+
+// tentativeBackend is the intent record's backend until the decision:
+// vdpa when attach creates a vdpa device first, else what was asked for.
+func tentativeBackend(p *parsed) string {
+	switch {
+	case p.Mgmtdev != "" || p.VDPA != "":
+		return policy.BackendVDPA
+	case p.Backend == policy.BackendVhostNet:
+		return p.Backend
+	}
+	return policy.BackendUserspace
+}
+
+// checkPeer checks the process that serves the connection attach uses
+// (its SO_PEERCRED pid and that pid's start time): the one --vm found,
+// when it found one, and a QEMU netctl trusts (qemuproc.Trust: its uids
+// and executable), since attach hands it fds.
+func checkPeer(p *parsed, pid int, start uint64) error {
+	if p.QEMUPID != 0 && (pid != p.QEMUPID || (p.QEMUStart != 0 && start != p.QEMUStart)) {
+		return fmt.Errorf("%s is served by pid %d, not the VM's QEMU (pid %d) that --vm found: another process bound the socket since; nothing was changed: %w",
+			p.QMP, pid, p.QEMUPID, ErrConflict)
+	}
+	trust, err := qemuproc.DefaultTrust()
+	if err != nil {
+		return err
+	}
+	if err := trust.Check(pid, start); err != nil {
+		return fmt.Errorf("%s: %w: netctl hands a QEMU it does not trust no fd; nothing was changed", p.QMP, err)
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package attach
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -41,13 +42,13 @@ func (a *attacher) openBackend(ctx context.Context, dec policy.Decision, nic *st
 	default:
 		var b Backend
 		if p.mvLower != "" {
-			b, err = a.h.CreateMacvtap(MacvtapSpec{Lower: p.mvLower, Mode: p.mvMode, Queues: p.Queues, MTU: p.MTU, MAC: p.mac})
+			b, err = a.createMacvtap(nic)
 			if err != nil {
 				return nil, nil, nil, step("create a macvtap on "+p.mvLower, err)
 			}
-			nic.Macvtap = &state.Link{Name: b.Name(), Ifindex: b.Ifindex(), Lower: p.mvLower, Mode: p.mvMode.String(), Created: true}
+			nic.Macvtap.Ifindex = b.Ifindex()
 		} else {
-			spec := TapSpec{Name: p.Tap, Queues: p.Queues, MTU: p.MTU}
+			spec := TapSpec{Name: p.Tap, Queues: p.Queues, MTU: p.MTU, Shared: p.SharedTap}
 			if p.Tap == "" {
 				spec.Name, spec.Create, spec.MAC = "nctl%d", true, tapMAC(p.mac)
 			}
@@ -88,6 +89,40 @@ func (a *attacher) openBackend(ctx context.Context, dec policy.Decision, nic *st
 	}
 
 	return taps, vhosts, netdevArgs, nil
+}
+
+// createMacvtap names the macvtap in the record before it creates it
+// (ifindex 0 until it exists: a record still attaching finds it by name,
+// lower device and MAC, which the kernel sets at creation), so that a
+// kill right after the creation leaves a record naming it.
+func (a *attacher) createMacvtap(nic *state.NIC) (Backend, error) {
+	p := a.p
+	n := 0
+	for tries := 0; tries < 64; tries++ {
+		for ; n < 1<<16 && a.h.LinkExists(fmt.Sprintf("nctlmv%d", n), 0); n++ {
+		}
+		name := fmt.Sprintf("nctlmv%d", n)
+		nic.Macvtap = &state.Link{Name: name, Lower: p.mvLower, Mode: p.mvMode.String(), Created: true}
+		if err := a.record("the macvtap to create"); err != nil {
+			nic.Macvtap = nil
+			return nil, err
+		}
+		b, err := a.h.CreateMacvtap(MacvtapSpec{Name: name, Lower: p.mvLower, Mode: p.mvMode, Queues: p.Queues, MTU: p.MTU, MAC: p.mac})
+		if errors.Is(err, ErrConflict) {
+			n++ // taken since it was looked at: the next one
+			continue
+		}
+		if err != nil {
+			nic.Macvtap = nil
+			if rerr := a.record("that no macvtap was created"); rerr != nil {
+				return nil, fmt.Errorf("%w; and %w", err, rerr)
+			}
+			return nil, err
+		}
+		return b, nil
+	}
+	nic.Macvtap = nil
+	return nil, fmt.Errorf("every name tried was taken while netctl created it: %w", ErrConflict)
 }
 
 func joinNames(fs []passFD) string {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/netctl/netctl/policy"
 	"github.com/netctl/netctl/policy/host"
+	"github.com/netctl/netctl/state"
 )
 
 // decide creates the vdpa device first when --mgmtdev asks for one (it
@@ -27,6 +28,10 @@ func (a *attacher) decide(ctx context.Context, version string) (policy.Decision,
 		}
 		if p.Queues > 1 {
 			spec.MaxVQP = p.Queues
+		}
+		a.nic.VDPA = &state.VDPA{Name: name, Mgmtdev: p.Mgmtdev, Created: true}
+		if err := a.record("the vdpa device to create"); err != nil {
+			return policy.Decision{}, err
 		}
 		if err := a.h.CreateVDPA(ctx, spec); err != nil {
 			return policy.Decision{}, step("create vdpa device on "+p.Mgmtdev, err)
@@ -54,11 +59,16 @@ func (a *attacher) decide(ctx context.Context, version string) (policy.Decision,
 		return policy.Decision{}, step("choose the backend", err)
 	}
 	if dec.Backend != policy.BackendVDPA && p.Mgmtdev != "" {
-		// Created for nothing: remove it now.
-		if err := a.undo.run(ctx); err != nil {
+		// Created for nothing: remove it now (its undo is the last one
+		// pushed), then take it out of the record.
+		if err := a.undo.runTop(ctx); err != nil {
 			return policy.Decision{}, step("remove the unused vdpa device", err)
 		}
 		p.VDPA = ""
+		a.nic.VDPA = nil
+		if err := a.record("the vdpa device's removal"); err != nil {
+			return policy.Decision{}, err
+		}
 	}
 
 	return dec, nil

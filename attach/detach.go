@@ -93,6 +93,11 @@ func Detach(ctx context.Context, r DetachRequest) error {
 		return fmt.Errorf("detach: netctl attached NIC %s from another network namespace (net:[%d]; this is net:[%d]), where the link it created is: "+
 			"run netctl detach there (ip netns exec NAME netctl detach ...): %w", r.ID, nic.NetNS, here, ErrConflict)
 	}
+	interrupted := nic.Status == state.StatusAttaching // an attach that was killed: this holds the lock
+	if interrupted {
+		resolveIntent(h, nic)
+		vdpaInOtherRecord(store, nic)
+	}
 	alive := state.SameProcess(nic.QEMUPID, nic.QEMUStart)
 	if dialErr != nil && alive {
 		return fmt.Errorf("detach: connect to QEMU (pid %d): %w", nic.QEMUPID, dialErr)
@@ -107,7 +112,15 @@ func Detach(ctx context.Context, r DetachRequest) error {
 				"Stop QEMU pid %d (netctl gc then cleans up), or give it back a QMP socket: %w", nic.QEMUPID, nic.ID, pid, r.QMP, nic.QEMUPID, ErrConflict)
 		}
 	}
-	if alive {
+	if alive && interrupted {
+		ids, err := deviceIDs(ctx, c)
+		if err == nil {
+			_, err = undoInterruptedQEMU(ctx, c, ids, nic, false)
+		}
+		if err != nil {
+			return fmt.Errorf("detach: NIC %s is an attach that was interrupted; undoing it in QEMU: %w", r.ID, err)
+		}
+	} else if alive {
 		nic.Status, nic.Note = state.StatusDetaching, ""
 		if err := store.Save(nic); err != nil {
 			return fmt.Errorf("detach: %w", err)

@@ -3,6 +3,7 @@ package attach
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"sort"
 	"strings"
@@ -29,6 +30,8 @@ type fakeHost struct {
 	desc    *host.Description
 	created map[string]bool
 	vdpaVA  bool // the vdpa parent maps virtual addresses (VDUSE)
+	// macvtaps: the lower device and MAC each macvtap was created with
+	macvtaps map[string]string
 }
 
 func newFakeHost(t *testing.T, probeFile string) *fakeHost {
@@ -41,7 +44,7 @@ func newFakeHost(t *testing.T, probeFile string) *fakeHost {
 		t.Fatal(err)
 	}
 	return &fakeHost{links: map[string]int{"eth0": 2}, vdpas: map[string]bool{}, open: map[int]string{}, calls: map[string]int{},
-		fail: map[string]int{}, next: 10, desc: d, created: map[string]bool{}}
+		fail: map[string]int{}, next: 10, desc: d, created: map[string]bool{}, macvtaps: map[string]string{}}
 }
 
 func (h *fakeHost) failing(m string) error {
@@ -139,7 +142,24 @@ func (h *fakeHost) CreateMacvtap(spec MacvtapSpec) (Backend, error) {
 	if _, ok := h.links[spec.Lower]; !ok {
 		return nil, fmt.Errorf("macvtap: lower %s does not exist: %w", spec.Lower, ErrInvalid)
 	}
-	return h.backend(fmt.Sprintf("nctlmv%d", h.next), true, spec.Queues), nil
+	name := spec.Name
+	if name == "" {
+		name = fmt.Sprintf("nctlmv%d", h.next)
+	}
+	if _, ok := h.links[name]; ok {
+		return nil, fmt.Errorf("macvtap: %q already exists: %w", name, ErrConflict)
+	}
+	h.macvtaps[name] = spec.Lower + " " + spec.MAC.String()
+	return h.backend(name, true, spec.Queues), nil
+}
+
+func (h *fakeHost) FindMacvtap(name, lower string, mac net.HardwareAddr) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if i, ok := h.links[name]; ok && h.macvtaps[name] == lower+" "+mac.String() {
+		return i
+	}
+	return 0
 }
 
 func (h *fakeHost) OpenVhostNet() (int, error) {

@@ -38,6 +38,10 @@ const (
 	GCNetdevLeft = "netdev-left" // QEMU released the device but still has the netdev: detach finishes it
 	GCInUse      = "in-use"      // QEMU has the NIC
 	GCUnknown    = "unknown"     // QEMU could not be asked (Why says why)
+	// GCAttachInterrupted: the record is an attach's intent (status
+	// attaching) and nobody holds the VM's lock: the attach was killed
+	// before it finished; gc undoes what it left, in QEMU and on the host.
+	GCAttachInterrupted = "attach-interrupted"
 )
 
 // Actions: what gc did with a record or lock file.
@@ -212,10 +216,13 @@ func gcVM(ctx context.Context, r GCRequest, store *state.Store, netns uint64, so
 		} else {
 			c.Verdict, c.Why = GCQEMUGone, fmt.Sprintf("QEMU pid %d has exited", n.QEMUPID)
 		}
-		if c.Verdict != GCQEMUGone && c.Verdict != GCNICGone {
+		if c.Verdict != GCQEMUGone && c.Verdict != GCNICGone && c.Verdict != GCAttachInterrupted {
 			c.Action = GCKept
 			out = append(out, c)
 			continue
+		}
+		if r.DryRun && n.Status == state.StatusAttaching {
+			c.Why += " (unless an attach on this VM is running now: --dry-run takes no lock to tell)"
 		}
 		if n.NetNS != 0 && netns != 0 && n.NetNS != netns && (n.Tap != nil || n.Macvtap != nil) {
 			// Its link is in that namespace; one here with the same name
@@ -227,7 +234,25 @@ func gcVM(ctx context.Context, r GCRequest, store *state.Store, netns uint64, so
 			out = append(out, c)
 			continue
 		}
-		c.Done, c.Error = collect(ctx, r, store, conn, n)
+		if n.Status == state.StatusAttaching {
+			if conn != nil && c.Verdict == GCAttachInterrupted {
+				done, err := undoInterruptedQEMU(ctx, conn, q.devices, n, r.DryRun)
+				c.Done = append(c.Done, done...)
+				if err != nil {
+					c.Action, c.Error = GCFailed, err.Error()+" (the record stays)"
+					out = append(out, c)
+					continue
+				}
+			}
+			if note := resolveIntent(r.Host, n); note != "" {
+				c.Done = append(c.Done, note)
+			}
+			if note := vdpaInOtherRecord(store, n); note != "" {
+				c.Done = append(c.Done, note)
+			}
+		}
+		done, failed := collect(ctx, r, store, conn, n)
+		c.Done, c.Error = append(c.Done, done...), failed
 		switch {
 		case c.Error != "":
 			c.Action = GCFailed
@@ -279,6 +304,8 @@ func (q *liveQEMU) verdict(n *state.NIC) (string, string) {
 		return GCUnknown, fmt.Sprintf("QEMU pid %d runs but could not be asked (%v): left alone", n.QEMUPID, q.err)
 	case q.pid != n.QEMUPID:
 		return GCUnknown, fmt.Sprintf("QEMU pid %d runs, but pid %d serves its QMP socket now: left alone (once QEMU pid %d has stopped, netctl gc cleans it up)", n.QEMUPID, q.pid, n.QEMUPID)
+	case n.Status == state.StatusAttaching:
+		return GCAttachInterrupted, fmt.Sprintf("an attach of %s to QEMU pid %d was interrupted before it finished (its record says attaching and nobody holds the VM's lock)", n.ID, n.QEMUPID)
 	case q.devices[n.ID]:
 		return GCInUse, fmt.Sprintf("QEMU pid %d has device %s", n.QEMUPID, n.ID)
 	case q.netdevs[n.Netdev]:
@@ -407,10 +434,29 @@ func gcLocks(r GCRequest, store *state.Store, nics []Collected) []GCLock {
 			inUse[state.LockKey(s)] = "a running QEMU serves QMP on " + s
 		}
 	}
+	// The libvirt hook's per-domain locks (state.DomainLockKey) share the
+	// directory: one of a domain the hook has a record of stays.
+	doms, dbad, derr := store.ListDomains()
+	hookUnknown := ""
+	switch {
+	case derr != nil:
+		hookUnknown = "the hook's records could not be read (" + derr.Error() + "): which domains are running is unknown"
+	case len(dbad) > 0:
+		hookUnknown = "some of the hook's records could not be read: which domains they belong to is unknown"
+	}
+	for _, d := range doms {
+		inUse[state.DomainLockKey(d.Name)] = fmt.Sprintf("the libvirt hook has a record of domain %.64q (netctl hook status)", d.Name)
+	}
 	for _, k := range keys {
 		l := GCLock{Key: k, File: lockFile(store, k)}
+		hook := strings.HasPrefix(k, "hook-")
 		if why, ok := inUse[k]; ok {
 			l.Action, l.Why = GCKept, why
+			out = append(out, l)
+			continue
+		}
+		if hook && hookUnknown != "" {
+			l.Action, l.Why = GCKept, hookUnknown
 			out = append(out, l)
 			continue
 		}
@@ -418,8 +464,14 @@ func gcLocks(r GCRequest, store *state.Store, nics []Collected) []GCLock {
 		switch {
 		case err != nil:
 			l.Action, l.Why = GCFailed, err.Error()
+		case !ok && hook:
+			l.Action, l.Why = GCKept, "the libvirt hook holds it now"
 		case !ok:
 			l.Action, l.Why = GCKept, "an attach or detach holds it now"
+		case hook && r.DryRun:
+			l.Action, l.Why = GCWouldRemove, "a libvirt hook lock of a domain the hook has no record of, and nobody holds it"
+		case hook:
+			l.Action, l.Why = GCRemoved, "a libvirt hook lock of a domain the hook had no record of, and nobody held it"
 		case r.DryRun:
 			l.Action, l.Why = GCWouldRemove, "no record and no running QEMU uses it"
 		default:

@@ -86,7 +86,7 @@ func TestHostGCNICGoneFromRunningQEMU(t *testing.T) {
 	if _, err := netlink.LinkByName(half.Macvtap.Name); err != nil {
 		t.Errorf("macvtap %s of the kept record: %v", half.Macvtap.Name, err)
 	}
-	if r := records(t, dir); !slices.Equal(r, []string{"gcrun.half.json"}) {
+	if r := records(t, dir); !slices.Equal(r, []string{"gcrun@half.json"}) {
 		t.Errorf("records %v", r)
 	}
 	if err := Detach(ctx, DetachRequest{QMP: sock, ID: "half", StateDir: dir, Timeout: 10 * time.Second}); err != nil {

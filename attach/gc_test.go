@@ -122,7 +122,7 @@ func TestGCQEMUGone(t *testing.T) {
 	if h.LinkExists(mv.Macvtap.Name, 0) || !h.LinkExists("tap9", 9) || !h.LinkExists(keep.Macvtap.Name, keep.Macvtap.Ifindex) {
 		t.Errorf("host after gc: %s", h.left())
 	}
-	if r := records(t, dir); !slices.Equal(r, []string{"vm2.keep.json"}) {
+	if r := records(t, dir); !slices.Equal(r, []string{"vm2@keep.json"}) {
 		t.Errorf("records after gc: %v", r)
 	}
 	if l := lockFiles(t, dir); !slices.Equal(l, []string{state.LockKey(live.sock) + ".lock"}) {
@@ -179,7 +179,7 @@ func TestGCNICGoneFromRunningQEMU(t *testing.T) {
 	if c := findCollected(t, res, "b"); c.Verdict != GCNetdevLeft || c.Action != GCKept || !strings.Contains(c.Why, "run netctl detach --id b") {
 		t.Errorf("b: %+v", c)
 	}
-	if r := records(t, dir); !slices.Equal(r, []string{"vm1.b.json"}) {
+	if r := records(t, dir); !slices.Equal(r, []string{"vm1@b.json"}) {
 		t.Errorf("records %v", r)
 	}
 	if len(res.Locks) != 1 || res.Locks[0].Action != GCKept {
@@ -281,7 +281,7 @@ func TestGCUnreadableRecord(t *testing.T) {
 	st, _ := state.Open(dir)
 	l, _ := st.Lock(context.Background(), "sock-x")
 	l.Unlock()
-	bad := filepath.Join(dir, "nics", "vm1.n1.json")
+	bad := filepath.Join(dir, "nics", "vm1@n1.json")
 	os.WriteFile(bad, []byte(`{"schema":`), 0o600)
 	res, err := GC(ctxT(t), GCRequest{StateDir: dir, Host: newFakeHost(t, "probe-host-root.json"), RunningSockets: func() ([]string, error) { return nil, errors.New("unused") }})
 	if err != nil || len(res.Unreadable) != 1 || !strings.Contains(res.Unreadable[0], bad) || len(res.Locks) != 1 || res.Locks[0].Action != GCKept {

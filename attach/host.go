@@ -1,6 +1,7 @@
 package attach
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -46,6 +47,10 @@ type Host interface {
 	DeleteLink(name string, ifindex int) error
 	// LinkExists says whether the link name with ifindex is there.
 	LinkExists(name string, ifindex int) bool
+	// FindMacvtap is the ifindex of the macvtap name on lower with
+	// address mac (all three set when the kernel created it), else 0:
+	// how a record written before the macvtap existed tells it apart.
+	FindMacvtap(name, lower string, mac net.HardwareAddr) int
 	// CloseFD closes an fd that OpenVhostNet or OpenVDPA returned.
 	CloseFD(fd int) error
 }
@@ -72,10 +77,14 @@ type TapSpec struct {
 	Queues int
 	MTU    int              // 0: leave it
 	MAC    net.HardwareAddr // the tap's own address (not the guest's); nil: leave it
+	// Shared lets an existing tap have queues another process holds;
+	// otherwise such a tap is refused (ErrBusy) and left as it was.
+	Shared bool
 }
 
 // MacvtapSpec says what macvtap to create.
 type MacvtapSpec struct {
+	Name   string // the macvtap's name; "" lets netctl pick nctlmvN
 	Lower  string
 	Mode   macvtap.Mode
 	Queues int
@@ -166,7 +175,8 @@ func (RealHost) OpenTap(spec TapSpec) (Backend, error) {
 			return nil, fmt.Errorf("tap %s is a %s link, not a tap: %w", spec.Name, l.Type(), ErrInvalid)
 		}
 	}
-	t, err := macvtap.CreateTap(macvtap.TapConfig{Name: spec.Name, VnetHdr: true, Queues: spec.Queues, MTU: spec.MTU})
+	t, err := macvtap.CreateTap(macvtap.TapConfig{Name: spec.Name, VnetHdr: true, Queues: spec.Queues, MTU: spec.MTU,
+		OwnQueues: !spec.Create && !spec.Shared})
 	if err != nil {
 		return nil, err
 	}
@@ -204,7 +214,11 @@ func (b *macvtapBackend) Release() error    { return b.m.CloseQueues() }
 func (b *macvtapBackend) Destroy() error    { return b.m.Close() }
 
 func (RealHost) CreateMacvtap(spec MacvtapSpec) (Backend, error) {
-	m, err := macvtap.CreateMacvtap(macvtap.MacvtapConfig{Name: "nctlmv%d", Lower: spec.Lower, Mode: spec.Mode,
+	name := spec.Name
+	if name == "" {
+		name = "nctlmv%d"
+	}
+	m, err := macvtap.CreateMacvtap(macvtap.MacvtapConfig{Name: name, Lower: spec.Lower, Mode: spec.Mode,
 		MAC: spec.MAC, Queues: spec.Queues, MTU: spec.MTU})
 	if err != nil {
 		return nil, err
@@ -274,6 +288,18 @@ func (RealHost) DeleteLink(name string, ifindex int) error {
 func (RealHost) LinkExists(name string, ifindex int) bool {
 	l, err := netlink.LinkByName(name)
 	return err == nil && (ifindex == 0 || l.Attrs().Index == ifindex)
+}
+
+func (RealHost) FindMacvtap(name, lower string, mac net.HardwareAddr) int {
+	l, err := netlink.LinkByName(name)
+	if err != nil || l.Type() != "macvtap" || !bytes.Equal(l.Attrs().HardwareAddr, mac) {
+		return 0
+	}
+	lo, err := netlink.LinkByName(lower)
+	if err != nil || lo.Attrs().Index != l.Attrs().ParentIndex {
+		return 0
+	}
+	return l.Attrs().Index
 }
 
 func (RealHost) CloseFD(fd int) error { return unix.Close(fd) }

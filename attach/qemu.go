@@ -209,10 +209,20 @@ func dialQMP(ctx context.Context, sock string) (*qmp.Client, error) {
 		"use the netctl libvirt hook or virsh attach-device, or give QEMU a second -qmp socket for netctl); waited %v", monitorWait)
 	dctx, cancel := context.WithTimeout(ctx, monitorWait)
 	defer cancel()
+	stray := 0
 	for {
 		c, err := qmp.Dial(dctx, sock)
 		if err == nil {
 			return c, nil
+		}
+		if eventBeforeGreeting(err) && stray < 3 {
+			// QEMU 7.2 can write an event of the previous client's
+			// session (a DEVICE_DELETED that completes a detach) to a
+			// new connection before it greets it: the monitor's
+			// session is reset only when it handles the new
+			// connection. Connect again.
+			stray++
+			continue
 		}
 		if ctx.Err() == nil && dctx.Err() != nil {
 			return nil, fmt.Errorf("%w: %s", err, held)
@@ -229,6 +239,12 @@ func dialQMP(ctx context.Context, sock string) (*qmp.Client, error) {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// eventBeforeGreeting says whether qmp.Dial refused a connection on
+// which QEMU sent an event where its greeting belongs.
+func eventBeforeGreeting(err error) bool {
+	return errors.Is(err, qmp.ErrProtocol) && strings.Contains(err.Error(), "not a QMP greeting") && strings.Contains(err.Error(), `\"event\"`)
 }
 
 // isClass says whether err is QEMU's answer with that error class.

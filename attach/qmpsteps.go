@@ -35,7 +35,6 @@ func (a *attacher) addNetdev(ctx context.Context, fds []passFD, netdevArgs map[s
 		if err := a.c.SendFD(ctx, f.name, f.fd); err != nil {
 			return step("pass fd "+f.name+" (getfd)", err)
 		}
-		nic.FDNames = append(nic.FDNames, name)
 	}
 	netdevRefused := false // QEMU answered netdev_add with an error: the id is not ours to delete
 	a.undo.push("netdev_del "+netdev, func(ctx context.Context) error {
@@ -65,7 +64,7 @@ func (a *attacher) addNetdev(ctx context.Context, fds []passFD, netdevArgs map[s
 // addDevice records the NIC, then adds virtio-net-pci with the
 // decision's properties: device_add is the last step, so nothing after it
 // can fail.
-func (a *attacher) addDevice(ctx context.Context, dec policy.Decision, nic *state.NIC, store *state.Store, key string) error {
+func (a *attacher) addDevice(ctx context.Context, dec policy.Decision, nic *state.NIC, store *state.Store) error {
 	p := a.p
 	netdev := nic.Netdev
 	dev := map[string]any{"driver": "virtio-net-pci", "id": p.ID, "netdev": netdev, "mac": nic.MAC}
@@ -90,12 +89,13 @@ func (a *attacher) addDevice(ctx context.Context, dec policy.Decision, nic *stat
 	for k, v := range p.ExtraProps {
 		dev[k] = v
 	}
-	// The record goes in before device_add, so that device_add is the
-	// last step and nothing after it can fail.
+	// The record says attached before device_add, so that device_add is
+	// the last step and nothing after it can fail. (Its removal is the
+	// intent record's undo, the last one.)
+	nic.Status = state.StatusAttached
 	if err := store.Save(nic); err != nil {
 		return step("record the NIC", err)
 	}
-	a.undo.push("remove the record", func(context.Context) error { return store.Remove(key, p.ID) })
 	// device_add's undo: needed only when QEMU added the device but the
 	// answer was lost (the connection broke after QEMU had read the
 	// command); then the device goes before its netdev.

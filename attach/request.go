@@ -36,19 +36,30 @@ type Request struct {
 	ID      string // the device id; the netdev is "netctl-"+ID
 	Backend string // auto (""), vdpa, vhost-net or userspace
 	// At most one of Tap, Macvtap, VDPA, Mgmtdev.
-	Tap     string // an existing tap to open (never deleted)
-	Macvtap string // LOWER[:MODE]: create a macvtap on LOWER (bridge by default)
-	VDPA    string // an existing vdpa device bound to vhost_vdpa
-	Mgmtdev string // create a vdpa device on this management device
-	Queues  int    // queue pairs, 1 to policy.MaxQueues (0: 1)
-	MAC     string // the guest's MAC; "" picks a random 52:54:00:xx:xx:xx
-	MTU     int    // 0: leave the backend's
-	Profile string // throughput (default), latency or compat
+	Tap string // an existing tap to open (never deleted)
+	// SharedTap lets Tap be a multiqueue tap on which another process
+	// (another VM) already has queues: the two then share the tap, and
+	// MTU changes both. Without it such a tap is refused (ErrBusy).
+	SharedTap bool
+	Macvtap   string // LOWER[:MODE]: create a macvtap on LOWER (bridge by default)
+	VDPA      string // an existing vdpa device bound to vhost_vdpa
+	Mgmtdev   string // create a vdpa device on this management device
+	Queues    int    // queue pairs, 1 to policy.MaxQueues (0: 1)
+	MAC       string // the guest's MAC; "" picks a random 52:54:00:xx:xx:xx
+	MTU       int    // 0: leave the backend's
+	Profile   string // throughput (default), latency or compat
 	// Bus is device_add's bus= (a pcie-root-port's id on q35); "" picks a
 	// free pcie-root-port on q35 and leaves it to QEMU elsewhere.
 	Bus string
 
 	StateDir string // the state root; "" is state.DefaultDir
+
+	// QEMUPID and QEMUStart, when set, are the QEMU process that --vm
+	// found (qemuproc.Find): the connection attach uses must be served by
+	// it (SO_PEERCRED on that connection), or attach refuses before it
+	// creates anything.
+	QEMUPID   int
+	QEMUStart uint64
 
 	// Host is what attach does to the host; nil is RealHost.
 	Host Host

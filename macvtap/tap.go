@@ -58,6 +58,14 @@ type TapConfig struct {
 	// it, a named tap that exists is opened (attached to), as libvirt and
 	// QEMU do.
 	Exclusive bool
+	// OwnQueues opens an existing tap only if no queue is attached to it
+	// (IFLA_TUN_NUM_QUEUES and IFLA_TUN_NUM_DISABLED_QUEUES, counted
+	// before opening and again after): a multiqueue tap whose queues
+	// another process holds (another VM) would be shared, and its MTU
+	// and offloads are the other process's too. Such a tap gives ErrBusy
+	// and is not changed. (The kernel itself refuses a second queue on a
+	// single-queue tap with EBUSY.)
+	OwnQueues bool
 }
 
 // Tap is an open tap device with one fd per queue. Safe for concurrent use.
@@ -99,6 +107,11 @@ func CreateTap(cfg TapConfig) (*Tap, error) {
 	if !cfg.Exclusive {
 		if err := checkExisting(cfg.Name, queues, cfg.VnetHdr); err != nil {
 			return nil, err
+		}
+		if cfg.OwnQueues {
+			if err := checkNoQueues(cfg.Name, 0); err != nil {
+				return nil, err
+			}
 		}
 	}
 	t := &Tap{queueSet: queueSet{kind: KindTap, name: cfg.Name}}
@@ -168,6 +181,13 @@ func CreateTap(cfg TapConfig) (*Tap, error) {
 			}
 		}
 	}
+	if cfg.OwnQueues && !cfg.Exclusive {
+		// Someone may have attached between the first count and the
+		// opens: the tap must hold exactly the queues opened here.
+		if err := checkNoQueues(t.name, len(t.fds)); err != nil {
+			return nil, err
+		}
+	}
 	fd0 := t.fds[0]
 	if cfg.MTU != 0 {
 		if err := SetLinkMTU(t.name, cfg.MTU); err != nil {
@@ -229,6 +249,29 @@ func checkExisting(name string, queues int, vnetHdr bool) error {
 		}
 		return fmt.Errorf("tap: %s has %d queue(s) attached that were opened %s a virtio-net header; "+
 			"new queues must match them (vnet_hdr %v)", name, tt.Queues, oppose(has), !vnetHdr)
+	}
+	return nil
+}
+
+// checkNoQueues refuses a tap name that has more queues attached
+// (enabled or detached) than the own ones this process opened: another
+// process holds the rest.
+func checkNoQueues(name string, own int) error {
+	if name == "" || strings.Contains(name, "%") {
+		return nil
+	}
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		return nil // does not exist (yet): the opens will create it
+	}
+	tt, ok := l.(*netlink.Tuntap)
+	if !ok {
+		return nil // checkExisting says what it is
+	}
+	if n := tt.Queues + tt.DisabledQueues; n > own {
+		return fmt.Errorf("tap: %s has %d queue(s) that another process holds (another VM?): joining it would share the tap with it, "+
+			"and an MTU or offload set here would change its link too; pick a tap of its own, or say --shared-tap to share it: %w",
+			name, n-own, ErrBusy)
 	}
 	return nil
 }

@@ -24,26 +24,50 @@ const GreetingTimeout = 2 * time.Second
 // libvirtAdvice is what to do with a VM that libvirt runs.
 const libvirtAdvice = "attach through libvirt instead: the netctl libvirt hook (netctl hook) or virsh attach-device"
 
-// Find returns the one running QEMU whose -name is name. No such VM is
-// ErrNoVM (also ErrNotAvailable), with the names that exist; two or more is ErrConflict,
-// with their PIDs (name the socket with --qmp instead).
+// Find returns the one running QEMU whose -name is name and that netctl
+// trusts (DefaultTrust; Trust.Check). No such VM is ErrNoVM (also
+// ErrNotAvailable), with the names that exist and the candidates passed
+// by as untrusted, each with why; two or more trusted ones is
+// ErrConflict, with their PIDs (name the socket with --qmp instead).
+// Untrusted candidates never count: a process anyone can start with
+// argv[0] qemu-system-* and -name NAME neither receives what netctl
+// hands the VM nor makes the name ambiguous.
 func Find(name string) (VM, error) {
 	if name == "" {
 		return VM{}, fmt.Errorf("qemuproc: empty VM name: name the VM as QEMU's -name does, or pass --qmp SOCKET: %w", ErrInvalid)
+	}
+	trust, err := DefaultTrust()
+	if err != nil {
+		return VM{}, err
 	}
 	vms, err := List()
 	if err != nil {
 		return VM{}, err
 	}
-	return pick(vms, name)
+	return pickTrusted(vms, name, func(vm VM) error { return trust.Check(vm.PID, vm.StartTime) })
 }
 
-// pick is Find's choice among vms.
+// pick is Find's choice among vms, all trusted.
 func pick(vms []VM, name string) (VM, error) {
+	return pickTrusted(vms, name, func(VM) error { return nil })
+}
+
+// pickTrusted is Find's choice among vms; check says why a VM is not
+// trusted.
+func pickTrusted(vms []VM, name string, check func(VM) error) (VM, error) {
 	var found []VM
-	var names []string
+	var names, passed []string
 	for _, vm := range vms {
 		if vm.Name == name {
+			if err := check(vm); err != nil {
+				why := err.Error()
+				var ue *UntrustedError
+				if errors.As(err, &ue) {
+					why = ue.Why
+				}
+				passed = append(passed, fmt.Sprintf("pid %d %s", vm.PID, why))
+				continue
+			}
 			found = append(found, vm)
 		}
 		if vm.Name != "" {
@@ -51,6 +75,10 @@ func pick(vms []VM, name string) (VM, error) {
 		} else {
 			names = append(names, fmt.Sprintf("unnamed (pid %d)", vm.PID))
 		}
+	}
+	passedBy := ""
+	if len(passed) > 0 {
+		passedBy = fmt.Sprintf("; passed by %d process(es) named %q that netctl does not trust: %s", len(passed), name, strings.Join(passed, "; "))
 	}
 	switch {
 	case len(found) == 1:
@@ -60,12 +88,12 @@ func pick(vms []VM, name string) (VM, error) {
 		for i, vm := range found {
 			pids[i] = fmt.Sprint(vm.PID)
 		}
-		return VM{}, fmt.Errorf("qemuproc: %d QEMU processes are named %q (pids %s): name the monitor socket with --qmp SOCKET: %w",
-			len(found), name, strings.Join(pids, ", "), ErrConflict)
+		return VM{}, fmt.Errorf("qemuproc: %d QEMU processes are named %q (pids %s): name the monitor socket with --qmp SOCKET%s: %w",
+			len(found), name, strings.Join(pids, ", "), passedBy, ErrConflict)
 	case len(vms) == 0:
 		return VM{}, fmt.Errorf("qemuproc: no VM named %q: no QEMU (qemu-system-*, qemu-kvm) is running: %w", name, ErrNoVM)
 	}
-	return VM{}, fmt.Errorf("qemuproc: no VM named %q; running: %s (netctl vm list shows them): %w", name, strings.Join(names, ", "), ErrNoVM)
+	return VM{}, fmt.Errorf("qemuproc: no VM named %q; running: %s (netctl vm list shows them)%s: %w", name, strings.Join(names, ", "), passedBy, ErrNoVM)
 }
 
 // Resolve finds the VM that the CLI's --vm NAME or --qmp SOCKET names

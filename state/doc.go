@@ -9,7 +9,13 @@
 // Layout under the root (the lock is keyed by the QMP socket: QEMU serves
 // one QMP connection at a time, so that is what must serialise):
 //
-//	nics/VMKEY.ID.json   one record (VMKEY is the VM's name, escaped)
+//	nics/VMKEY@ID.json   one record (VMKEY is the VM's name, escaped:
+//	                     VMKey, KeyFor; neither a key nor an id holds '@'),
+//	                     checked on reading to be the VM and id asked for.
+//	                     Files an older netctl named VMKEY.ID.json, which
+//	                     two VMs could share, are read and checked the same
+//	                     way and replaced at the next Save
+//	hook/VMKEY.json      the libvirt hook's record of one domain
 //	locks/KEY.lock       the per-VM lock (flock): attaches and detaches on
 //	                     one VM serialise; different VMs run in parallel.
 //	                     The file outlives its holder; netctl gc removes

@@ -177,8 +177,16 @@ func ParseDomain(b []byte) (*Domain, error) {
 
 func (s *Store) domainDir() string { return filepath.Join(s.Dir, "hook") }
 
+// domainPath is the hook record's file: VMKEY.json, one domain's alone
+// (VMKey never gives two names one key). legacyDomainPath is where an
+// older netctl wrote it, which for a name starting "x-" or "sock-" could
+// be another domain's (one named "x-" and the digest of the other's name).
 func (s *Store) domainPath(name string) string {
 	return filepath.Join(s.domainDir(), VMKey(name)+".json")
+}
+
+func (s *Store) legacyDomainPath(name string) string {
+	return filepath.Join(s.domainDir(), legacyVMKey(name)+".json")
 }
 
 // DomainLockKey is the lock key of a libvirt domain's hook record.
@@ -194,13 +202,37 @@ func (s *Store) SaveDomain(d *Domain) error {
 	if err != nil {
 		return fmt.Errorf("state: encode: %w", err)
 	}
-	return writeAtomic(s.domainDir(), s.domainPath(d.Name), append(b, '\n'), true)
+	if err := writeAtomic(s.domainDir(), s.domainPath(d.Name), append(b, '\n'), true); err != nil {
+		return err
+	}
+	if lp := s.legacyDomainPath(d.Name); lp != s.domainPath(d.Name) {
+		if old, err := readDomain(lp); err == nil && old.Name == d.Name {
+			os.Remove(lp) // an older netctl's copy of this domain's record
+		}
+	}
+	return nil
 }
 
 // LoadDomain reads the hook record of domain name; ErrNotFound when there
 // is none.
+// The record read must be that domain's: a file holding another's is an
+// error (ErrNotFound for an older netctl's file under a shared name).
 func (s *Store) LoadDomain(name string) (*Domain, error) {
-	return readDomain(s.domainPath(name))
+	p := s.domainPath(name)
+	d, err := readDomain(p)
+	if errors.Is(err, ErrNotFound) && s.legacyDomainPath(name) != p {
+		p = s.legacyDomainPath(name)
+		if d, err = readDomain(p); err == nil && d.Name != name {
+			return nil, fmt.Errorf("state: %s holds domain %.64q's hook record, not %.64q's: %w", p, d.Name, name, ErrNotFound)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if d.Name != name {
+		return nil, fmt.Errorf("state: %s holds domain %.64q's hook record, not %.64q's (remove the file if that domain is not running): %w", p, d.Name, name, ErrInvalid)
+	}
+	return d, nil
 }
 
 func readDomain(p string) (*Domain, error) {
@@ -220,6 +252,13 @@ func readDomain(p string) (*Domain, error) {
 func (s *Store) RemoveDomain(name string) error {
 	if err := os.Remove(s.domainPath(name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("state: %w", err)
+	}
+	if lp := s.legacyDomainPath(name); lp != s.domainPath(name) {
+		if d, err := readDomain(lp); err == nil && d.Name == name {
+			if err := os.Remove(lp); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("state: %w", err)
+			}
+		}
 	}
 	syncDir(s.domainDir())
 	return nil
@@ -247,10 +286,20 @@ func (s *Store) ListDomains() (ds []*Domain, bad []error, err error) {
 		names = names[:MaxRecords]
 	}
 	for _, n := range names {
-		d, err := readDomain(filepath.Join(s.domainDir(), n))
+		p := filepath.Join(s.domainDir(), n)
+		d, err := readDomain(p)
 		if err != nil {
 			bad = append(bad, err)
 			continue
+		}
+		if n != VMKey(d.Name)+".json" && n != legacyVMKey(d.Name)+".json" {
+			bad = append(bad, fmt.Errorf("state: %s: the hook record is for domain %.64q, whose file is %s.json (remove the file if that domain is not running): %w", p, d.Name, VMKey(d.Name), ErrInvalid))
+			continue
+		}
+		if n != VMKey(d.Name)+".json" {
+			if _, err := os.Lstat(s.domainPath(d.Name)); err == nil {
+				continue // an older netctl's copy; the current file is listed
+			}
 		}
 		ds = append(ds, d)
 	}

@@ -26,6 +26,13 @@ var ErrInvalid = errs.ErrInvalid
 type Status string
 
 const (
+	// StatusAttaching: an intent record, written before attach creates
+	// anything: it names what attach is about to create (a vdpa device,
+	// a macvtap by name, with ifindex 0 until it exists) and the getfd
+	// names it is about to pass. A record still attaching whose VM's lock
+	// nobody holds is an attach that was killed: netctl gc, detach, or
+	// the same attach again undo what it names.
+	StatusAttaching Status = "attaching"
 	// StatusAttached: the NIC is in QEMU (as far as netctl knows).
 	StatusAttached Status = "attached"
 	// StatusDetaching: device_del was sent, DEVICE_DELETED not yet seen.
@@ -209,9 +216,9 @@ func (n *NIC) Validate() error {
 		}
 	}
 	switch n.Status {
-	case StatusAttached, StatusDetaching, StatusDetachTimeout:
+	case StatusAttaching, StatusAttached, StatusDetaching, StatusDetachTimeout:
 	default:
-		return fmt.Errorf("status %.32q: want attached, detaching or detach-timeout: %w", n.Status, ErrInvalid)
+		return fmt.Errorf("status %.32q: want attaching, attached, detaching or detach-timeout: %w", n.Status, ErrInvalid)
 	}
 	return nil
 }

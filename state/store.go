@@ -44,18 +44,35 @@ func Open(dir string) (*Store, error) {
 }
 
 // VMKey is a VM's name as a file-name part: the name itself when it is
-// at most 64 letters, digits, '-', '_' and '.' (not leading), else "x-"
-// and the first 32 hex digits of its SHA-256.
+// at most 64 letters, digits, '-', '_' and '.' (not leading) and does not
+// start with "x-" or "sock-", else "x-" and the first 32 hex digits of its
+// SHA-256. The prefixes are hashed too so that no name is keyed like
+// another name's digest or a socket's key (KeyFor): the key of one VM is
+// never the key of another. It never holds '@' (the separator of a record
+// file's name).
 func VMKey(name string) string {
+	if literalKey(name) && !strings.HasPrefix(name, "x-") && !strings.HasPrefix(name, "sock-") {
+		return name
+	}
+	return "x-" + digest(name)
+}
+
+// legacyVMKey is VMKey before names starting "x-" or "sock-" were hashed:
+// only to find records written by an older netctl.
+func legacyVMKey(name string) string {
+	if literalKey(name) {
+		return name
+	}
+	return "x-" + digest(name)
+}
+
+func literalKey(name string) bool {
 	ok := name != "" && len(name) <= 64 && name[0] != '.' && name[0] != '-'
 	for i := 0; ok && i < len(name); i++ {
 		c := name[i]
 		ok = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.'
 	}
-	if ok {
-		return name
-	}
-	return "x-" + digest(name)
+	return ok
 }
 
 // KeyFor is the key of the VM that a record (or an attach) is about: its
@@ -65,6 +82,13 @@ func KeyFor(vm, qmpSocket string) string {
 		return VMKey(vm)
 	}
 	return "sock-" + digest(filepath.Clean(qmpSocket))
+}
+
+func legacyKeyFor(vm, qmpSocket string) string {
+	if vm != "" {
+		return legacyVMKey(vm)
+	}
+	return KeyFor(vm, qmpSocket)
 }
 
 func digest(s string) string {
@@ -77,8 +101,21 @@ func digest(s string) string {
 // connection at a time.
 func LockKey(qmpSocket string) string { return KeyFor("", qmpSocket) }
 
+// recordName is the file name of a record: KEY@ID.json. Neither a key
+// (VMKey, KeyFor) nor an id (CheckID) holds '@', so the name is one VM's
+// and one id's alone. Older netctl wrote KEY.ID.json (legacyName), which
+// two VMs could share (VM "a" id "b.net1", VM "a.b" id "net1"); such files
+// are still read, and each is checked to be the record asked for.
+func recordName(key, id string) string { return key + "@" + id + ".json" }
+
+func legacyName(key, id string) string { return key + "." + id + ".json" }
+
 func (s *Store) recordPath(key, id string) string {
-	return filepath.Join(s.Dir, "nics", key+"."+id+".json")
+	return filepath.Join(s.Dir, "nics", recordName(key, id))
+}
+
+func (s *Store) legacyPath(key, id string) string {
+	return filepath.Join(s.Dir, "nics", legacyName(key, id))
 }
 
 // Lock is a held per-VM lock; it owns the lock file's fd until Unlock.
@@ -221,7 +258,27 @@ func (s *Store) Save(n *NIC) error {
 	if err != nil {
 		return fmt.Errorf("state: encode: %w", err)
 	}
-	return writeAtomic(filepath.Join(s.Dir, "nics"), s.recordPath(KeyFor(n.VM, n.QMP), n.ID), append(b, '\n'), true)
+	key := KeyFor(n.VM, n.QMP)
+	if err := writeAtomic(filepath.Join(s.Dir, "nics"), s.recordPath(key, n.ID), append(b, '\n'), true); err != nil {
+		return err
+	}
+	// The record is now under its own name: an older netctl's file of the
+	// same NIC would list it twice.
+	return s.removeLegacy(s.legacyPath(legacyKeyFor(n.VM, n.QMP), n.ID), key, n.ID)
+}
+
+// removeLegacy removes the old-format file p if it holds the record of
+// NIC id on the VM with key, and leaves it alone if it holds another's.
+func (s *Store) removeLegacy(p, key, id string) error {
+	r, err := readRecord(p)
+	if err != nil || KeyFor(r.VM, r.QMP) != key || r.ID != id {
+		return nil // none, unreadable (List reports it), or another VM's
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("state: %w", err)
+	}
+	syncDir(filepath.Join(s.Dir, "nics"))
+	return nil
 }
 
 // writeAtomic writes b to final (in dir) through a temporary file and a
@@ -281,7 +338,7 @@ func (s *Store) Remove(key, id string) error {
 		return fmt.Errorf("state: %w", err)
 	}
 	syncDir(filepath.Join(s.Dir, "nics"))
-	return nil
+	return s.removeLegacy(s.legacyPath(key, id), key, id)
 }
 
 // ErrNotFound: no record of that NIC.
@@ -293,7 +350,24 @@ func (s *Store) Load(key, id string) (*NIC, error) {
 	if err := CheckID(id); err != nil {
 		return nil, fmt.Errorf("state: %w", err)
 	}
-	return readRecord(s.recordPath(key, id))
+	p := s.recordPath(key, id)
+	n, err := readRecord(p)
+	if errors.Is(err, ErrNotFound) {
+		// An older netctl's file: its name may be another VM's too.
+		lp := s.legacyPath(key, id)
+		n, err = readRecord(lp)
+		if err == nil && (KeyFor(n.VM, n.QMP) != key || n.ID != id) {
+			return nil, fmt.Errorf("state: %s holds VM %.64q's NIC %q, not %q of %s: %w", lp, n.VM, n.ID, id, key, ErrNotFound)
+		}
+		return n, err
+	}
+	if err != nil {
+		return nil, err
+	}
+	if KeyFor(n.VM, n.QMP) != key || n.ID != id {
+		return nil, fmt.Errorf("state: %s holds VM %.64q's NIC %q, not %q of %s (remove the file if no NIC needs it): %w", p, n.VM, n.ID, id, key, ErrInvalid)
+	}
+	return n, nil
 }
 
 // readFile reads one of the store's files, which are untrusted: no
@@ -329,8 +403,9 @@ func readRecord(p string) (*NIC, error) {
 
 // List reads every record, or those of the VM with key (""
 // for all), sorted by VM key and id. A file that cannot be read or is not
-// a valid record is reported in bad (its error names the file) and
-// skipped.
+// a valid record under its own name is reported in bad (its error names
+// the file) and skipped. Old-format files (KEY.ID.json) are read too; one
+// that names the same NIC as a current file is passed by.
 func (s *Store) List(key string) (nics []*NIC, bad []error, err error) {
 	dir := filepath.Join(s.Dir, "nics")
 	es, err := os.ReadDir(dir)
@@ -343,8 +418,8 @@ func (s *Store) List(key string) (nics []*NIC, bad []error, err error) {
 		if !strings.HasSuffix(n, ".json") || strings.HasPrefix(n, ".") {
 			continue
 		}
-		if key != "" && !strings.HasPrefix(n, key+".") {
-			continue
+		if key != "" && strings.Contains(n, "@") && !strings.HasPrefix(n, key+"@") {
+			continue // an old-format name says nothing sure: read it
 		}
 		names = append(names, n)
 	}
@@ -353,6 +428,9 @@ func (s *Store) List(key string) (nics []*NIC, bad []error, err error) {
 		bad = append(bad, fmt.Errorf("state: %s holds %d records; reading the first %d", dir, len(names), MaxRecords))
 		names = names[:MaxRecords]
 	}
+	type nicKey struct{ key, id string }
+	seen := map[nicKey]bool{}
+	var legacy []*NIC
 	for _, n := range names {
 		p := filepath.Join(dir, n)
 		r, err := readRecord(p)
@@ -360,14 +438,37 @@ func (s *Store) List(key string) (nics []*NIC, bad []error, err error) {
 			bad = append(bad, err)
 			continue
 		}
-		if want := KeyFor(r.VM, r.QMP) + "." + r.ID + ".json"; want != n {
-			bad = append(bad, fmt.Errorf("state: %s: the record is for %s (remove the file if no NIC needs it): %w", p, want, ErrInvalid))
+		k := KeyFor(r.VM, r.QMP)
+		current := strings.Contains(n, "@")
+		want := recordName(k, r.ID)
+		if !current {
+			want = legacyName(legacyKeyFor(r.VM, r.QMP), r.ID)
+		}
+		if want != n {
+			bad = append(bad, fmt.Errorf("state: %s: the record is for %s (remove the file if no NIC needs it): %w", p, recordName(k, r.ID), ErrInvalid))
 			continue
 		}
-		if key != "" && KeyFor(r.VM, r.QMP) != key {
-			continue // another VM's, whose name starts with key and a '.'
+		if key != "" && k != key {
+			continue
 		}
+		if !current {
+			legacy = append(legacy, r)
+			continue
+		}
+		seen[nicKey{k, r.ID}] = true
 		nics = append(nics, r)
 	}
+	for _, r := range legacy {
+		if !seen[nicKey{KeyFor(r.VM, r.QMP), r.ID}] {
+			nics = append(nics, r)
+		}
+	}
+	sort.SliceStable(nics, func(i, j int) bool {
+		ki, kj := KeyFor(nics[i].VM, nics[i].QMP), KeyFor(nics[j].VM, nics[j].QMP)
+		if ki != kj {
+			return ki < kj
+		}
+		return nics[i].ID < nics[j].ID
+	})
 	return nics, bad, nil
 }

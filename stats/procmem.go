@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 
 	"golang.org/x/sys/unix"
 )
@@ -20,7 +21,26 @@ const iovMax = 1024
 // The local buffer is Go memory handed to the kernel inside the syscall's
 // own argument list (unix.ProcessVMReadv); the remote addresses are
 // numbers in QEMU's address space, never Go pointers.
+//
+// Another process is read only while it is the QEMU netctl means
+// (checkReadable, before and after: see procident.go); a value read while
+// it changed is discarded.
 func readU16s(pid int, addrs []uint64) ([]uint16, error) {
+	if pid == os.Getpid() {
+		return readU16sOf(pid, addrs) // its own memory: nothing to guard
+	}
+	before, err := checkReadable(pid)
+	if err != nil {
+		return nil, err
+	}
+	out, err := readU16sOf(pid, addrs)
+	if after, aerr := identify(pid); aerr != nil || after != before {
+		return nil, fmt.Errorf("pid %d changed while netctl read it (exited, or exec'd another program): the values are discarded: %w", pid, ErrNotAvailable)
+	}
+	return out, err
+}
+
+func readU16sOf(pid int, addrs []uint64) ([]uint16, error) {
 	out := make([]uint16, len(addrs))
 	buf := make([]byte, 2*len(addrs))
 	for start := 0; start < len(addrs); start += iovMax / 2 {

@@ -23,13 +23,13 @@ func targetFlags() []cli.Flag {
 }
 
 // target resolves --vm/--qmp (exactly one).
-func target(ctx context.Context, c *cli.Context, path string) (sock, name string, err error) {
+func target(ctx context.Context, c *cli.Context, path string) (vmTarget, error) {
 	vm, q := c.String("vm"), c.String("qmp")
 	switch {
 	case vm == "" && q == "":
-		return "", "", usageErr(path, "name the VM: --vm NAME or --qmp SOCKET")
+		return vmTarget{}, usageErr(path, "name the VM: --vm NAME or --qmp SOCKET")
 	case vm != "" && q != "":
-		return "", "", usageErr(path, "give --vm NAME or --qmp SOCKET, not both")
+		return vmTarget{}, usageErr(path, "give --vm NAME or --qmp SOCKET, not both")
 	}
 	return resolveTarget(ctx, vm, q)
 }
@@ -45,7 +45,8 @@ func attachCommand() *cli.Command {
 		Flags: append(targetFlags(),
 			&cli.StringFlag{Name: "id", Usage: "the NIC's device id in QEMU (a letter, then letters, digits, '-', '.', '_')", Required: true},
 			&cli.StringFlag{Name: "backend", Value: "auto", Usage: "auto, vdpa, vhost-net or userspace (no fallback unless auto)"},
-			&cli.StringFlag{Name: "tap", Usage: "use this existing tap (netctl creates one otherwise)"},
+			&cli.StringFlag{Name: "tap", Usage: "use this existing tap (netctl creates one otherwise); one whose queues another process holds is refused"},
+			&cli.BoolFlag{Name: "shared-tap", Usage: "let --tap join a multiqueue tap whose queues another process (another VM) holds: both share it, and --mtu changes both"},
 			&cli.StringFlag{Name: "macvtap", Usage: "create a macvtap on LOWER[:MODE] (mode bridge, vepa, private, passthru)"},
 			&cli.StringFlag{Name: "vdpa", Usage: "use this vdpa device (bound to vhost_vdpa)"},
 			&cli.StringFlag{Name: "mgmtdev", Usage: "create a vdpa device on this management device"},
@@ -71,12 +72,12 @@ func attachCommand() *cli.Command {
 			}
 			ctx, interrupted, stop := interruptible(c.Duration("timeout"))
 			defer stop()
-			sock, name, err := target(ctx, c, path)
+			tg, err := target(ctx, c, path)
 			if err != nil {
 				return interruptedErr("attach", interrupted, err)
 			}
-			nic, err := attach.Attach(ctx, attach.Request{QMP: sock, VMName: name, ID: c.String("id"), Backend: c.String("backend"),
-				Tap: c.String("tap"), Macvtap: c.String("macvtap"), VDPA: c.String("vdpa"), Mgmtdev: c.String("mgmtdev"),
+			nic, err := attach.Attach(ctx, attach.Request{QMP: tg.Sock, VMName: tg.Name, QEMUPID: tg.PID, QEMUStart: tg.Start, ID: c.String("id"), Backend: c.String("backend"),
+				Tap: c.String("tap"), SharedTap: c.Bool("shared-tap"), Macvtap: c.String("macvtap"), VDPA: c.String("vdpa"), Mgmtdev: c.String("mgmtdev"),
 				Queues: c.Int("queues"), MAC: c.String("mac"), MTU: c.Int("mtu"), Profile: c.String("profile"), Bus: c.String("bus"), StateDir: runDir()})
 			if err != nil {
 				return interruptedErr("attach", interrupted, err)

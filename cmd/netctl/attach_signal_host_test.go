@@ -24,13 +24,14 @@ import (
 // netdevAdd and goes on serving, logging every command after it.
 type stuckQMP struct {
 	sock      string
-	netdevAdd chan struct{}
+	netdevAdd chan struct{} // one value per netdev_add
 	mu        sync.Mutex
 	after     []string // commands after netdev_add, with their fdname
+	all       []string // every command on every connection, with its fdname
 }
 
 func newStuckQMP(t *testing.T) *stuckQMP {
-	s := &stuckQMP{sock: filepath.Join(t.TempDir(), "qmp.sock"), netdevAdd: make(chan struct{})}
+	s := &stuckQMP{sock: filepath.Join(t.TempDir(), "qmp.sock"), netdevAdd: make(chan struct{}, 16)}
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: s.sock, Net: "unix"})
 	if err != nil {
 		t.Fatal(err)
@@ -80,12 +81,13 @@ func (s *stuckQMP) serve(c *net.UnixConn) {
 			}
 			json.Unmarshal(acc[:i], &req)
 			acc = acc[i+1:]
+			name, _ := req.Arguments["fdname"].(string)
+			s.mu.Lock()
 			if stuck {
-				s.mu.Lock()
-				name, _ := req.Arguments["fdname"].(string)
 				s.after = append(s.after, strings.TrimSpace(req.Execute+" "+name))
-				s.mu.Unlock()
 			}
+			s.all = append(s.all, strings.TrimSpace(req.Execute+" "+name))
+			s.mu.Unlock()
 			var ret any = map[string]any{}
 			var qerr map[string]string
 			switch req.Execute {
@@ -101,7 +103,7 @@ func (s *stuckQMP) serve(c *net.UnixConn) {
 				ret = []any{}
 			case "netdev_add":
 				stuck = true
-				close(s.netdevAdd)
+				s.netdevAdd <- struct{}{}
 				continue // no answer
 			case "netdev_del":
 				qerr = map[string]string{"class": "DeviceNotFound", "desc": "Device 'netctl-n1' not found"}

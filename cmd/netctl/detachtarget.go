@@ -19,9 +19,9 @@ import (
 // the host side and the record (attach.Detach does that when QEMU is
 // gone). Only a record of NIC id whose QEMU has exited is used so.
 func detachTarget(ctx context.Context, c *cli.Context, path, id string) (sock, name string, err error) {
-	sock, name, err = target(ctx, c, path)
+	tg, err := target(ctx, c, path)
 	if err == nil {
-		return sock, name, nil
+		return tg.Sock, tg.Name, nil
 	}
 	vm, q := c.String("vm"), c.String("qmp")
 	var ue *usageError

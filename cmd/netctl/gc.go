@@ -19,7 +19,9 @@ func gcCommand() *cli.Command {
 		Description: "A record is collected when its QEMU has exited (pid and start time no longer match) or when the running QEMU has\n" +
 			"neither the NIC's device nor its netdev. gc deletes what netctl created for it (a macvtap, a tap still there, a vdpa\n" +
 			"device), never what it only opened (--tap, --vdpa), and removes the record; a running VM's NICs are left alone.\n" +
-			"Lock files of VMs that are gone are removed when nobody holds them. --dry-run says what gc would do.",
+			"A record still 'attaching' is an attach that was killed: gc undoes what it names (in QEMU and on the host).\n" +
+			"Lock files of VMs that are gone, and hook locks of domains the hook has no record of, are removed when nobody\n" +
+			"holds them. --dry-run says what gc would do.",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "dry-run", Aliases: []string{"n"}, Usage: "say what would be done; change nothing"},
 			&cli.DurationFlag{Name: "timeout", Value: 60 * time.Second, Usage: "give up after this long"},

@@ -143,7 +143,7 @@ func TestHostGC(t *testing.T) {
 	if _, err := netlink.LinkByName("nvgc0"); err != nil {
 		t.Errorf("the veth after gc: %v", err)
 	}
-	if got := dirNames(t, nics); !slices.Equal(got, []string{"gclive.keep.json"}) {
+	if got := dirNames(t, nics); !slices.Equal(got, []string{"gclive@keep.json"}) {
 		t.Errorf("records after gc: %v", got)
 	}
 	if got := dirNames(t, locks); !slices.Equal(got, []string{state.LockKey(liveSock) + ".lock"}) {

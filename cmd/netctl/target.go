@@ -18,29 +18,39 @@ import (
 // monitor that answers (one that another client holds is busy at once,
 // by sock_diag, without waiting); a VM with none (every monitor busy, or
 // libvirt's) is refused with qemuproc's reason, before anything changes.
-func resolveTarget(ctx context.Context, vm, sock string) (string, string, error) {
+func resolveTarget(ctx context.Context, vm, sock string) (vmTarget, error) {
 	if vm != "" {
 		return vmSocket(ctx, vm)
 	}
 	abs, err := filepath.Abs(sock)
 	if err != nil {
-		return "", "", fmt.Errorf("--qmp %s: %w", sock, err)
+		return vmTarget{}, fmt.Errorf("--qmp %s: %w", sock, err)
 	}
 	fi, err := os.Stat(abs)
 	if err != nil {
-		return "", "", fmt.Errorf("--qmp %s: %v: name QEMU's QMP socket: %w", sock, err, errs.ErrInvalid)
+		return vmTarget{}, fmt.Errorf("--qmp %s: %v: name QEMU's QMP socket: %w", sock, err, errs.ErrInvalid)
 	}
 	if fi.Mode()&os.ModeSocket == 0 {
-		return "", "", fmt.Errorf("--qmp %s is not a socket: name QEMU's QMP socket (-qmp unix:SOCKET,server=on,wait=off): %w", sock, errs.ErrInvalid)
+		return vmTarget{}, fmt.Errorf("--qmp %s is not a socket: name QEMU's QMP socket (-qmp unix:SOCKET,server=on,wait=off): %w", sock, errs.ErrInvalid)
 	}
-	return abs, "", nil
+	return vmTarget{Sock: abs}, nil
 }
 
-func vmSocket(ctx context.Context, name string) (string, string, error) {
+// vmTarget is what --vm or --qmp named: the socket, and for --vm the
+// VM's name and the QEMU process found (qemuproc.Find: one netctl
+// trusts), which attach checks is the peer of the connection it uses.
+type vmTarget struct {
+	Sock, Name string
+	PID        int
+	Start      uint64
+}
+
+func vmSocket(ctx context.Context, name string) (vmTarget, error) {
 	v, err := qemuproc.Find(name)
 	if err != nil {
-		return "", "", err
+		return vmTarget{}, err
 	}
+	found := func(sock string) vmTarget { return vmTarget{Sock: sock, Name: v.Name, PID: v.PID, Start: v.StartTime} }
 	var usable []qemuproc.Monitor
 	for _, m := range v.Monitors {
 		if m.Unusable == "" && m.Socket != "" && !m.Abstract && !m.Libvirt {
@@ -49,7 +59,7 @@ func vmSocket(ctx context.Context, name string) (string, string, error) {
 	}
 	for _, m := range usable {
 		if st, _ := qemuproc.Check(ctx, v, m); st == qemuproc.StateReachable {
-			return m.Socket, v.Name, nil
+			return found(m.Socket), nil
 		}
 	}
 	// None: Dial says why (busy, libvirt's, none at all) in its words.
@@ -57,11 +67,11 @@ func vmSocket(ctx context.Context, name string) (string, string, error) {
 	if err == nil { // answered after all: the first monitor that greets
 		c.Close()
 		if len(usable) > 0 {
-			return usable[0].Socket, v.Name, nil
+			return found(usable[0].Socket), nil
 		}
 		err = fmt.Errorf("VM %s: no QMP unix socket netctl can use: start QEMU with -qmp unix:PATH,server=on,wait=off: %w", name, errs.ErrNotAvailable)
 	}
-	return "", "", err
+	return vmTarget{}, err
 }
 
 // runDir is the state root: NETCTL_RUN_DIR, or /run/netctl.
