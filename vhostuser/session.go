@@ -244,6 +244,14 @@ func (s *session) handle(m *Message, body Body) (Body, error) {
 		if err := checkRingNum(q, st.Num); err != nil {
 			return nil, err
 		}
+		// The ring's addresses must hold the new size before vhost-net
+		// hears of it: a refused request leaves the kernel and the ring
+		// (running or not) as they were.
+		if a := s.rings[q].addr; a != nil && len(s.regions) > 0 {
+			if err := checkRingAddr(*a, st.Num, s.regions.wire()); err != nil {
+				return nil, err
+			}
+		}
 		if err := s.detach(q); err != nil {
 			return nil, err
 		}
