@@ -50,9 +50,11 @@ type Config struct {
 	// Logger gets a line per connection, refusal and refused request;
 	// nil discards them.
 	Logger *slog.Logger
-	// OnStatus, when set, is called with a fresh Status after every
-	// message and every connect or disconnect, from the goroutine that
-	// serves the connection.
+	// OnStatus, when set, is called with the new Status whenever it
+	// changes (a message that changed something, a refusal with a new
+	// error, a connect or disconnect), from the goroutine that serves the
+	// connection; a front-end repeating itself causes no calls. The count
+	// of refused connections reaches it with the next change.
 	OnStatus func(Status)
 	// OpenVhost opens one vhost-net device; nil opens /dev/vhost-net.
 	OpenVhost func() (Vhost, error)
@@ -83,14 +85,17 @@ type Bridge struct {
 	maxSlots     int
 	busyPollUS   uint32
 
-	mu       sync.Mutex // guards status, closed, serving
+	mu       sync.Mutex // guards status, told, closed, serving
 	status   Status
+	told     Status // the status OnStatus was last called with
 	closed   bool
 	serving  bool
 	sockIno  uint64 // the socket's inode, to remove only our own
 	sockPath string
 	// trace, set only by tests before Serve, sees every message read.
 	trace func(*Message)
+	// The warnings a front-end can repeat at will, rate-limited.
+	refusedReqs, refusedConns logLimit
 }
 
 // NewBridge checks cfg, opens the vhost-net devices and listens on the
@@ -333,7 +338,7 @@ func (b *Bridge) Serve(ctx context.Context) error {
 				continue
 			}
 			if active != nil {
-				b.log.Warn("vhost-user: connection refused: another front-end is connected; it may connect once that one leaves",
+				b.refusedConns.warn(b.log, "vhost-user: connection refused: another front-end is connected; it may connect once that one leaves",
 					"frontend_pid", pid, "frontend_uid", uid, "connected_pid", b.Status().FrontendPID)
 				b.mu.Lock()
 				b.status.Refused++
@@ -354,6 +359,8 @@ func (b *Bridge) Serve(ctx context.Context) error {
 				fatal = re.err
 				cancel()
 			}
+			b.refusedReqs.report(b.log, "refused requests")
+			b.refusedConns.report(b.log, "refused connections")
 			active, done = nil, nil
 			b.disconnected()
 			if c := pending; c != nil {

@@ -146,10 +146,12 @@ func (s *session) one(m *Message) error {
 	// After handling: a SET_PROTOCOL_FEATURES that negotiates REPLY_ACK
 	// with NEED_REPLY set is answered (rust-vmm's front-end then waits).
 	ack := m.Flags&FlagNeedReply != 0 && s.proto.Has(ProtocolReplyAck) && !s.replyRequired(m.Request)
+	if herr != nil {
+		s.b.noteError(herr)
+	}
 	s.b.publish(s) // before the reply: a front-end that has its answer sees the new status
 	if herr != nil {
-		s.log.Warn("vhost-user: request refused", "request", m.Request.String(), "err", herr)
-		s.b.noteError(herr)
+		s.b.refusedReqs.warn(s.log, "vhost-user: request refused", "request", m.Request.String(), "err", herr)
 		if ack {
 			return WriteMessage(s.conn, NewReply(m.Request, U64(1)))
 		}

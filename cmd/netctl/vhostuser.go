@@ -54,7 +54,7 @@ func vhostUserCommand() *cli.Command {
 			&cli.IntFlag{Name: "queues", Value: 1, Usage: "queue pairs (1 to 128), one /dev/vhost-net each"},
 			&cli.StringFlag{Name: "owner", Usage: "USER[:GROUP] (names or ids) that owns the socket; netctl drops to it once the devices are open"},
 			&cli.StringFlag{Name: "profile", Value: vhostuser.ProfileThroughput, Usage: "throughput, latency (vhost busy-polls) or compat (checksum and TSO only)"},
-			&cli.StringFlag{Name: "json-status", Usage: "keep FILE up to date (rewritten atomically) with the front-end, features and rings"},
+			&cli.StringFlag{Name: "json-status", Usage: "keep FILE up to date (rewritten atomically when the status changes) with the front-end, features and rings"},
 		},
 		Action: runVhostUser,
 	}

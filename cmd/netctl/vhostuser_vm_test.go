@@ -80,6 +80,28 @@ func vuHandshake(t *testing.T, sock string) *net.UnixConn {
 	return c
 }
 
+// vuRefused sends n SET_VRING_NUM with a size that is not a power of
+// two, each with NEED_REPLY, and checks that each is refused with a
+// failure REPLY_ACK (REPLY_ACK negotiated: vuHandshake).
+func vuRefused(t *testing.T, c *net.UnixConn, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		m := vhostuser.NewMessage(vhostuser.SetVringNum, vhostuser.VringState{Index: 0, Num: 3})
+		m.Flags |= vhostuser.FlagNeedReply
+		if err := vhostuser.WriteMessage(c, m); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := vhostuser.ReadMessage(c)
+		if err != nil {
+			t.Fatalf("SET_VRING_NUM 3: %v", err)
+		}
+		rep.CloseFDs()
+		if rep.Request != vhostuser.SetVringNum || len(rep.Payload) != 8 || rep.Payload[0] == 0 {
+			t.Fatalf("SET_VRING_NUM 3: reply %v, want a failure REPLY_ACK", rep)
+		}
+	}
+}
+
 func procStatus(pid int) map[string]string {
 	b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
 	st := map[string]string{}
@@ -165,6 +187,29 @@ func TestVMVhostUser(t *testing.T) {
 			}
 			if st.FrontendPID != os.Getpid() || !strings.Contains(strings.Join(st.FeatureNames, " "), "VERSION_1") {
 				t.Errorf("status %+v", st)
+			}
+			// A chatty front-end: the same refused request again and
+			// again (REPLY_ACK keeps the connection). The status file
+			// is rewritten once, for the new last error, not once per
+			// message, and the warnings are rate-limited.
+			vuRefused(t, conn, 1)
+			if !eventually(func() bool { st = readStatus(); return st.LastError != "" }) {
+				t.Fatalf("status %+v: want the refusal as the last error", st)
+			}
+			ino := func() uint64 {
+				fi, err := os.Lstat(status)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return fi.Sys().(*syscall.Stat_t).Ino
+			}
+			ino0 := ino()
+			vuRefused(t, conn, 300)
+			if ino() != ino0 {
+				t.Error("300 refused requests that changed nothing rewrote the status file")
+			}
+			if n := strings.Count(out.String(), "request refused"); n > 10 {
+				t.Errorf("301 refused requests logged %d warnings, want them rate-limited", n)
 			}
 			ps := procStatus(cmd.Process.Pid)
 			if !strings.HasPrefix(ps["Uid"], "65534\t65534\t65534") || ps["CapEff"] != "0000000000000000" || ps["CapBnd"] != "0000000000000000" {
