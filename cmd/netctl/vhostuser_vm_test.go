@@ -148,9 +148,9 @@ func TestVMVhostUser(t *testing.T) {
 			defer os.RemoveAll(statusDir)
 			os.Chown(statusDir, 65534, 65534) // the dropped process rewrites the file there
 			status := filepath.Join(statusDir, "vu.json")
-			args := append([]string{"vhost-user", "--socket", sock, "--owner", "65534:65534", "--json-status", status}, c.backend...)
+			args := append([]string{"vhost-user", "--socket", sock, "--owner", "65534:65534", "--json-status", status, "--handshake-timeout", "2s"}, c.backend...)
 			cmd := asNetctl(args...)
-			var out strings.Builder
+			var out lockedBuffer
 			cmd.Stdout, cmd.Stderr = &out, &out
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
@@ -181,9 +181,29 @@ func TestVMVhostUser(t *testing.T) {
 			if err != nil || fi.Mode().Perm() != 0o600 || fi.Sys().(*syscall.Stat_t).Uid != 65534 {
 				t.Fatalf("socket: %v %v", err, fi)
 			}
+			// A front-end that connects and says nothing is dropped
+			// after --handshake-timeout, the log saying why.
+			silent, err := net.Dial("unix", sock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			silent.SetReadDeadline(time.Now().Add(time.Minute))
+			t0 := time.Now()
+			if n, err := silent.Read(make([]byte, 1)); err == nil || time.Since(t0) < 2*time.Second {
+				t.Errorf("the silent front-end: read %d, %v after %v; want the bridge to close it after 2 s", n, err, time.Since(t0))
+			}
+			silent.Close()
+			if !eventually(func() bool { return strings.Contains(out.String(), "front-end dropped: it sent nothing for 2s") }) {
+				t.Errorf("the log does not say why the silent front-end was dropped")
+			}
 			conn := vuHandshake(t, sock)
 			if !eventually(func() bool { st = readStatus(); return st.Connected && st.Features != "" }) {
 				t.Fatalf("status %+v: want the front-end connected with its features", st)
+			}
+			// Past its handshake, it may be silent longer than that.
+			time.Sleep(3 * time.Second)
+			if st = readStatus(); !st.Connected || st.FrontendPID != os.Getpid() {
+				t.Fatalf("status %+v: a front-end past its handshake was dropped for being silent", st)
 			}
 			if st.FrontendPID != os.Getpid() || !strings.Contains(strings.Join(st.FeatureNames, " "), "VERSION_1") {
 				t.Errorf("status %+v", st)
