@@ -18,6 +18,7 @@ import (
 	"github.com/netctl/netctl/internal/testenv"
 	"github.com/netctl/netctl/state"
 	"github.com/netctl/netctl/test/l2"
+	"github.com/netctl/netctl/test/libvirtd"
 	"github.com/netctl/netctl/test/vduse"
 )
 
@@ -122,32 +123,41 @@ func TestVMHookLibvirtdVDPA(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 
-	// Writable libvirt directories in the chroot: the host's files are a
-	// read-only share, and this VM has no overlayfs (the harness loads no
-	// overlay module), so tmpfs over each directory libvirt writes, and
-	// the test's qemu.conf bound over the host's. netctl runs with its
-	// defaults (there is no /etc/netctl/hook.json to write): log
-	// /var/log/netctl/hook.log, vdpa_dir /run/netctl/vdpa, timeout 30 s.
-	for _, d := range []string{"/etc/libvirt/hooks", "/etc/libvirt/qemu", "/var/lib/libvirt", "/var/log", "/var/cache/libvirt"} {
-		p := l2.Root + d
-		if err := unix.Mount("tmpfs", p, "tmpfs", 0, "mode=0755"); err != nil {
-			t.Fatalf("tmpfs on %s: %v", p, err)
+	// Every directory libvirtd writes (libvirtd.Dirs) is an empty tmpfs
+	// of the test's: the host's files are a read-only share, and this VM
+	// has no overlayfs (the harness loads no overlay module). Nothing
+	// then depends on what a libvirtd that ran on the host earlier left
+	// there (a fresh host has no /etc/libvirt/secrets, which libvirtd's
+	// secret driver must create), and the host's own configuration is
+	// not read. /var/log as a whole is the test's, for netctl's log too.
+	// netctl runs with its defaults (there is no /etc/netctl/hook.json to
+	// write): log /var/log/netctl/hook.log, vdpa_dir /run/netctl/vdpa,
+	// timeout 30 s.
+	var mounted []string
+	for _, d := range append([]string{"/var/log"}, libvirtd.Dirs...) {
+		under := false
+		for _, m := range mounted {
+			under = under || strings.HasPrefix(d, m+"/")
 		}
+		p := l2.Root + d
+		if under {
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := unix.Mount("tmpfs", p, "tmpfs", 0, "mode=0755"); err != nil {
+			t.Fatalf("tmpfs on %s: %v (the host's libvirt-daemon-system makes the directory)", p, err)
+		}
+		mounted = append(mounted, d)
 		t.Cleanup(func() { unix.Unmount(p, unix.MNT_DETACH) })
 	}
-	for _, d := range []string{"/var/log/libvirt/qemu", "/var/log/netctl"} {
-		if err := os.MkdirAll(l2.Root+d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	conf := filepath.Join(t.TempDir(), "qemu.conf")
-	if err := os.WriteFile(conf, []byte("user = \"libvirt-qemu\"\ngroup = \"libvirt-qemu\"\ncgroup_controllers = [ ]\nnamespaces = [ ]\n"), 0o600); err != nil {
+	if err := os.MkdirAll(l2.Root+"/var/log/netctl", 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := unix.Mount(conf, l2.Root+"/etc/libvirt/qemu.conf", "", unix.MS_BIND, ""); err != nil {
-		t.Fatalf("bind qemu.conf: %v", err)
+	if err := libvirtd.Seed(l2.Root + "/etc/libvirt"); err != nil {
+		t.Fatal(err)
 	}
-	t.Cleanup(func() { unix.Unmount(l2.Root+"/etc/libvirt/qemu.conf", unix.MNT_DETACH) })
 	if out, err := chrootCmd(ctx, nil, netctl, "hook", "install", "--dir", "/etc/libvirt/hooks"); err != nil {
 		t.Fatalf("netctl hook install: %v\n%s", err, out)
 	}
@@ -159,16 +169,33 @@ func TestVMHookLibvirtdVDPA(t *testing.T) {
 		t.Fatalf("virtlogd -d: %v\n%s", err, out)
 	}
 	t.Cleanup(func() { killPidFile(t, l2.Root+"/run/virtlogd.pid") })
+	// libvirtd in the foreground, a child of the test: if it exits (its
+	// drivers failed to initialise) the test says so at once, with its
+	// log, instead of waiting for an answer that cannot come.
 	start := time.Now()
-	if out, err := chrootCmd(ctx, []string{"LIBVIRT_LOG_OUTPUTS=1:file:/var/log/libvirt/libvirtd.log", "LIBVIRT_LOG_FILTERS=1:util.hook 3:*"},
-		"/usr/sbin/libvirtd", "-d"); err != nil {
-		t.Fatalf("libvirtd -d: %v\n%s", err, out)
+	lv := exec.Command("chroot", l2.Root, "/usr/sbin/libvirtd")
+	lv.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LC_ALL=C",
+		"LIBVIRT_LOG_OUTPUTS=1:file:/var/log/libvirt/libvirtd.log", "LIBVIRT_LOG_FILTERS=1:util.hook 3:*"}
+	lv.Dir = "/"
+	var lvOut bytes.Buffer
+	lv.Stdout, lv.Stderr = &lvOut, &lvOut
+	if err := lv.Start(); err != nil {
+		t.Fatalf("libvirtd: %v", err)
 	}
+	lvDone := make(chan error, 1)
+	go func() { lvDone <- lv.Wait() }()
 	t.Cleanup(func() {
 		chrootCmd(context.Background(), nil, "/usr/bin/virsh", "-c", "qemu:///system", "destroy", "hooklv")
-		killPidFile(t, l2.Root+"/run/libvirtd.pid")
+		lv.Process.Signal(unix.SIGTERM)
+		select {
+		case <-lvDone:
+		case <-time.After(10 * time.Second):
+			lv.Process.Kill()
+			<-lvDone
+			t.Errorf("libvirtd ignored SIGTERM for 10 s and was killed")
+		}
 		if t.Failed() {
-			t.Logf("libvirtd's log:\n%s", lvLog())
+			t.Logf("libvirtd's output:\n%s\nlibvirtd's log:\n%s", lvOut.String(), lvLog())
 		}
 	})
 	virsh := func(args ...string) (string, error) {
@@ -180,10 +207,14 @@ func TestVMHookLibvirtdVDPA(t *testing.T) {
 			t.Logf("libvirtd answered after %v: %s", time.Since(start).Round(time.Second), strings.Join(strings.Fields(out), " "))
 			break
 		}
-		if ctx.Err() != nil {
+		select {
+		case werr := <-lvDone:
+			lvDone <- werr // for the cleanup
+			t.Fatalf("libvirtd exited before it answered (%v), after %v", werr, time.Since(start).Round(time.Second))
+		case <-ctx.Done():
 			t.Fatalf("libvirtd did not answer: %v\n%s", err, out)
+		case <-time.After(500 * time.Millisecond):
 		}
-		time.Sleep(500 * time.Millisecond)
 	}
 
 	dev, err := vduse.Create(vduse.Config{Name: "netctl-h2"})

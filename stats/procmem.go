@@ -14,7 +14,9 @@ const iovMax = 1024
 
 // readU16s reads the little-endian 16-bit values at addrs in process
 // pid's memory with process_vm_readv (Linux 3.2; needs ptrace access to
-// pid: root, or CAP_SYS_PTRACE). It stops nothing and writes nothing.
+// pid: CAP_SYS_PTRACE, which root has unless it was dropped, and what
+// Yama and the security modules allow; procErr says which refused). It
+// stops nothing and writes nothing.
 // Virtio 1 rings are little-endian; legacy rings are the guest's order,
 // which is little-endian on x86 and arm64 guests.
 //
@@ -74,7 +76,7 @@ func procErr(pid int, err error) error {
 	case errors.Is(err, unix.ESRCH):
 		return fmt.Errorf("VM gone: QEMU (pid %d) has exited: %w", pid, ErrNotAvailable)
 	case errors.Is(err, unix.EPERM):
-		return fmt.Errorf("process_vm_readv of QEMU (pid %d): %w: run netctl as root (it needs ptrace access to QEMU)", pid, err)
+		return permErr(pid, err, readPtraceEnv())
 	case errors.Is(err, unix.EFAULT):
 		return fmt.Errorf("process_vm_readv of QEMU (pid %d): a ring address is not mapped (stale): %w", pid, ErrNotAvailable)
 	case errors.Is(err, unix.ENOSYS):

@@ -108,6 +108,24 @@ func TestVMBridge(t *testing.T) {
 		r.waitIdle(t, 3)
 	})
 
+	t.Run("a refused SET_VRING_NUM leaves the ring running", func(t *testing.T) {
+		// TX's descriptor table has no room for 32768 entries in this
+		// memory table: the bridge refuses the size before vhost-net
+		// hears of it, and the running ring keeps moving frames.
+		sessions := r.b.Status().Sessions
+		f := dialDataPathOpts(t, r.path, 1, dpOpts{tight: true})
+		framesBothWays(t, f, h, 20)
+		if err := f.send(SetVringNum, VringState{Index: 1, Num: 32768}, FlagNeedReply); err == nil {
+			t.Fatal("SET_VRING_NUM 32768 on a ring whose descriptor table cannot hold it was accepted")
+		}
+		if st := r.b.Status(); st.Rings[1].Num != int(f.tx[0].Num()) || !st.Rings[1].Attached {
+			t.Errorf("TX ring after the refusal: %+v, want %d entries and attached", st.Rings[1], f.tx[0].Num())
+		}
+		framesBothWays(t, f, h, 21)
+		f.c.Close()
+		r.waitIdle(t, sessions+1)
+	})
+
 	t.Run("dirty log", func(t *testing.T) {
 		f := dialDataPathLog(t, r.path, 1, true)
 		framesBothWays(t, f, h, 5) // running before migration starts
@@ -154,7 +172,7 @@ func TestVMBridge(t *testing.T) {
 			t.Errorf("status %+v: want the dirty log", st)
 		}
 		f.c.Close()
-		r.waitIdle(t, 4)
+		r.waitIdle(t, 5)
 	})
 
 	t.Run("SEND_RARP", func(t *testing.T) {
@@ -171,7 +189,7 @@ func TestVMBridge(t *testing.T) {
 			t.Fatal("the host did not see the RARP announcement on the tap")
 		}
 		f.c.Close()
-		r.waitIdle(t, 5)
+		r.waitIdle(t, 6)
 	})
 
 	t.Run("bad frontends", func(t *testing.T) { runBadFrontends(t, r, 2) })

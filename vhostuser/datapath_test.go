@@ -30,19 +30,38 @@ func dialDataPath(t *testing.T, path string, queues int) *dpFrontend {
 // negotiated. The rings start unlogged: QEMU sets VHOST_VRING_F_LOG only
 // once the log is there (logRings).
 func dialDataPathLog(t *testing.T, path string, queues int, logShmFD bool) *dpFrontend {
+	return dialDataPathOpts(t, path, queues, dpOpts{logShmFD: logShmFD})
+}
+
+// dpOpts vary dialDataPath's front-end.
+type dpOpts struct {
+	logShmFD bool // LOG_SHMFD negotiated
+	// tight: the TX rings have 16 buffers and the memory table ends at
+	// the page after the last TX ring's, so that a larger TX ring (4096
+	// entries and up) does not fit where its descriptor table is.
+	tight bool
+}
+
+// dialDataPathOpts is dialDataPath with opts.
+func dialDataPathOpts(t *testing.T, path string, queues int, opts dpOpts) *dpFrontend {
 	t.Helper()
+	logShmFD := opts.logShmFD
 	f := &dpFrontend{testFrontend: dialFrontend(t, path)}
 	var err error
 	if f.mem, err = guest.NewMemory(16 << 20); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.mem.Close() })
+	var txCfg guest.QueueConfig
+	if opts.tight {
+		txCfg.Slots = 16
+	}
 	for i := 0; i < queues; i++ {
 		rx, err := guest.NewQueue(f.mem, guest.QueueConfig{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		tx, err := guest.NewQueue(f.mem, guest.QueueConfig{})
+		tx, err := guest.NewQueue(f.mem, txCfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,7 +79,15 @@ func dialDataPathLog(t *testing.T, path string, queues int, logShmFD bool) *dpFr
 	f.must(SetProtocolFeatures, U64(proto)) // REPLY_ACK counts from the next message on
 	f.proto = proto
 	f.must(SetFeatures, U64(virtio.Version1|virtio.Features(FeatureProtocolFeatures)))
-	f.must(SetMemTable, MemoryTable{Regions: []MemRegion{{GuestPhysAddr: 0, Size: uint64(len(f.mem.Buf)), UserAddr: f.mem.VA(0)}}}, f.mem.FD())
+	size := uint64(len(f.mem.Buf))
+	if opts.tight {
+		end, err := f.mem.Alloc(0, 4096) // where the next page would start
+		if err != nil {
+			t.Fatal(err)
+		}
+		size = uint64(end)
+	}
+	f.must(SetMemTable, MemoryTable{Regions: []MemRegion{{GuestPhysAddr: 0, Size: size, UserAddr: f.mem.VA(0)}}}, f.mem.FD())
 	for i := 0; i < queues; i++ {
 		for j, q := range []*guest.Queue{f.rx[i], f.tx[i]} {
 			f.startRing(uint32(2*i+j), q, 0)

@@ -127,10 +127,21 @@ type Header struct {
 // HeaderSize is the encoded size of a Header.
 const HeaderSize = 12
 
-// MaxPayload is the largest payload accepted: the size of QEMU's
-// VhostUserPayload union (hw/virtio/vhost-user.c), whose largest member is
-// VhostUserConfig (12 bytes + VHOST_USER_MAX_CONFIG_SIZE 256). QEMU and
-// libvhost-user refuse anything larger; so does ReadMessage.
+// MaxPayload is the largest payload ReadMessage accepts: 268 bytes, the
+// largest payload of any request a net front-end sends, GET_CONFIG and
+// SET_CONFIG's VhostUserConfig (12 bytes + VHOST_USER_MAX_CONFIG_SIZE
+// 256; the bridge offers neither). The largest the bridge handles is
+// SET_MEM_TABLE's, 264 (8 + 8 regions of 32). The spec sets no maximum,
+// and this is not QEMU's: QEMU's VHOST_USER_PAYLOAD_SIZE is
+// sizeof(VhostUserPayload) (hw/virtio/vhost-user.c), whose largest member
+// is the crypto device's VhostUserCryptoSession: 632 bytes in Debian 12's
+// QEMU 7.2 (its refusal of a larger reply says "exceeds the maximum 632";
+// TestHostQEMUPayloadLimit measures it), more in QEMUs whose crypto
+// sessions carry asymmetric keys. libvhost-user's payload union holds no
+// crypto session; its largest member is VhostUserConfig. A payload over
+// MaxPayload can only belong to a request the bridge does not implement
+// and whose feature it never offered: ReadMessage refuses it, and the
+// connection is closed (the stream would be out of step).
 const MaxPayload = 268
 
 // MaxFDs is the most file descriptors one message may carry:

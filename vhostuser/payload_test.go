@@ -47,3 +47,17 @@ func TestFixedPayloadLayout(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxPayloadSizes: MaxPayload's comment's numbers. VhostUserConfig
+// is 12 bytes and a 256-byte config space; SET_MEM_TABLE with
+// VHOST_MEMORY_BASELINE_NREGIONS regions, the largest payload the bridge
+// handles, fits.
+func TestMaxPayloadSizes(t *testing.T) {
+	if MaxPayload != 12+256 {
+		t.Errorf("MaxPayload %d, want VhostUserConfig's 268", MaxPayload)
+	}
+	full := MemoryTable{Regions: make([]MemRegion, MaxFDs)}
+	if n := len(full.Encode()); n != 264 || n > MaxPayload {
+		t.Errorf("a full SET_MEM_TABLE is %d bytes, want 264, within MaxPayload %d", n, MaxPayload)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -50,16 +51,35 @@ type Config struct {
 	// Logger gets a line per connection, refusal and refused request;
 	// nil discards them.
 	Logger *slog.Logger
-	// OnStatus, when set, is called with a fresh Status after every
-	// message and every connect or disconnect, from the goroutine that
-	// serves the connection.
+	// OnStatus, when set, is called with the new Status whenever it
+	// changes (a message that changed something, a refusal with a new
+	// error, a connect or disconnect), from the goroutine that serves the
+	// connection; a front-end repeating itself causes no calls. The count
+	// of refused connections reaches it with the next change.
 	OnStatus func(Status)
 	// OpenVhost opens one vhost-net device; nil opens /dev/vhost-net.
 	OpenVhost func() (Vhost, error)
+	// HandshakeTimeout is how long a front-end may stay silent before
+	// it has finished its handshake (see DefaultHandshakeTimeout); 0
+	// means DefaultHandshakeTimeout, a negative value no deadline.
+	HandshakeTimeout time.Duration
 }
 
 // maxQueuePairs: vhost-user's ring index is 8 bits (SET_VRING_KICK).
 const maxQueuePairs = 128
+
+// DefaultHandshakeTimeout is how long a connected front-end may stay
+// silent before it has finished its handshake: GET_FEATURES and, when it
+// asked for them, SET_PROTOCOL_FEATURES, which QEMU, Cloud Hypervisor
+// and rust-vmm's front-ends send the moment they connect (milliseconds).
+// One that has not is dropped, with the reason in the log, so that it
+// cannot hold the bridge, which serves one front-end at a time, against
+// the VMM that should connect. After the handshake there is no deadline:
+// a front-end stays silent, with nothing set up, for as long as its
+// guest has not started the NIC (firmware, a bootloader, a paused VM),
+// and dropping it would take a QEMU without reconnect= off the network
+// for good.
+const DefaultHandshakeTimeout = 30 * time.Second
 
 // maxSlotsCap is QEMU's VHOST_USER_MAX_RAM_SLOTS.
 const maxSlotsCap = 512
@@ -82,15 +102,19 @@ type Bridge struct {
 	protoOffered ProtocolFeatures
 	maxSlots     int
 	busyPollUS   uint32
+	handshake    time.Duration // HandshakeTimeout; 0: none
 
-	mu       sync.Mutex // guards status, closed, serving
+	mu       sync.Mutex // guards status, told, closed, serving
 	status   Status
+	told     Status // the status OnStatus was last called with
 	closed   bool
 	serving  bool
 	sockIno  uint64 // the socket's inode, to remove only our own
 	sockPath string
 	// trace, set only by tests before Serve, sees every message read.
 	trace func(*Message)
+	// The warnings a front-end can repeat at will, rate-limited.
+	refusedReqs, refusedConns logLimit
 }
 
 // NewBridge checks cfg, opens the vhost-net devices and listens on the
@@ -130,6 +154,12 @@ func NewBridge(cfg Config) (*Bridge, error) {
 	}
 	if cfg.Profile == ProfileLatency {
 		b.busyPollUS = LatencyBusyPollUS
+	}
+	switch {
+	case cfg.HandshakeTimeout == 0:
+		b.handshake = DefaultHandshakeTimeout
+	case cfg.HandshakeTimeout > 0:
+		b.handshake = cfg.HandshakeTimeout
 	}
 	open := cfg.OpenVhost
 	if open == nil {
@@ -333,7 +363,7 @@ func (b *Bridge) Serve(ctx context.Context) error {
 				continue
 			}
 			if active != nil {
-				b.log.Warn("vhost-user: connection refused: another front-end is connected; it may connect once that one leaves",
+				b.refusedConns.warn(b.log, "vhost-user: connection refused: another front-end is connected; it may connect once that one leaves",
 					"frontend_pid", pid, "frontend_uid", uid, "connected_pid", b.Status().FrontendPID)
 				b.mu.Lock()
 				b.status.Refused++
@@ -343,10 +373,15 @@ func (b *Bridge) Serve(ctx context.Context) error {
 			}
 			start(c, pid, uid)
 		case e := <-done:
-			if e.err != nil {
+			var idle *idleError
+			switch {
+			case errors.As(e.err, &idle):
+				b.log.Warn("vhost-user: front-end dropped: "+idle.Error(), "frontend_pid", idle.pid)
+				b.noteError(e.err)
+			case e.err != nil:
 				b.log.Warn("vhost-user: front-end disconnected", "err", e.err)
 				b.noteError(e.err)
-			} else {
+			default:
 				b.log.Info("vhost-user: front-end disconnected")
 			}
 			var re *resetError
@@ -354,6 +389,8 @@ func (b *Bridge) Serve(ctx context.Context) error {
 				fatal = re.err
 				cancel()
 			}
+			b.refusedReqs.report(b.log, "refused requests")
+			b.refusedConns.report(b.log, "refused connections")
 			active, done = nil, nil
 			b.disconnected()
 			if c := pending; c != nil {
@@ -389,6 +426,20 @@ func (b *Bridge) Serve(ctx context.Context) error {
 			acceptCase = nil // a nil channel is never ready
 		}
 	}
+}
+
+// idleError ends a session whose front-end stayed silent past the
+// handshake deadline.
+type idleError struct {
+	pid   int
+	after time.Duration
+	step  string // how far the handshake got
+}
+
+func (e *idleError) Error() string {
+	return fmt.Sprintf("it sent nothing for %v %s, before its handshake was done (a VMM finishes it the moment it "+
+		"connects), and could hold the bridge against the front-end that should connect; a slower front-end needs a "+
+		"longer --handshake-timeout", e.after, e.step)
 }
 
 // resetError marks a failure to release the devices after a session: the

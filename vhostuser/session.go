@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"time"
 
 	"github.com/netctl/netctl/macvtap"
 	"github.com/netctl/netctl/virtio"
@@ -29,6 +31,9 @@ type session struct {
 	logDesc     Log
 	rings       []ring
 	owned       bool // start set this process as every device's owner; stop not yet reset them
+	// The handshake (see DefaultHandshakeTimeout): what the front-end
+	// has asked for so far.
+	gotFeatures, askedProto, setProto bool
 }
 
 func newSession(b *Bridge, conn *net.UnixConn, pid int) *session {
@@ -115,11 +120,22 @@ func (s *session) replyRequired(r Request) bool {
 // breaks the protocol. The returned error says why the connection ended
 // (nil for a clean close).
 func (s *session) serve() error {
+	deadline := false
 	for {
+		if d := s.b.handshake; d > 0 && !s.handshakeDone() {
+			s.conn.SetReadDeadline(time.Now().Add(d))
+			deadline = true
+		} else if deadline {
+			s.conn.SetReadDeadline(time.Time{})
+			deadline = false
+		}
 		m, err := ReadMessage(s.conn)
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				return nil
+			}
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				return &idleError{pid: s.pid, after: s.b.handshake, step: s.handshakeStep()}
 			}
 			return err
 		}
@@ -146,10 +162,12 @@ func (s *session) one(m *Message) error {
 	// After handling: a SET_PROTOCOL_FEATURES that negotiates REPLY_ACK
 	// with NEED_REPLY set is answered (rust-vmm's front-end then waits).
 	ack := m.Flags&FlagNeedReply != 0 && s.proto.Has(ProtocolReplyAck) && !s.replyRequired(m.Request)
+	if herr != nil {
+		s.b.noteError(herr)
+	}
 	s.b.publish(s) // before the reply: a front-end that has its answer sees the new status
 	if herr != nil {
-		s.log.Warn("vhost-user: request refused", "request", m.Request.String(), "err", herr)
-		s.b.noteError(herr)
+		s.b.refusedReqs.warn(s.log, "vhost-user: request refused", "request", m.Request.String(), "err", herr)
 		if ack {
 			return WriteMessage(s.conn, NewReply(m.Request, U64(1)))
 		}
@@ -167,6 +185,23 @@ func (s *session) one(m *Message) error {
 	return nil
 }
 
+// handshakeDone says whether the front-end has read the features and,
+// if it asked for the protocol features, set them.
+func (s *session) handshakeDone() bool {
+	return s.gotFeatures && (!s.askedProto || s.setProto)
+}
+
+// handshakeStep says, for the log, how far the handshake got.
+func (s *session) handshakeStep() string {
+	switch {
+	case s.askedProto:
+		return "after GET_PROTOCOL_FEATURES, without SET_PROTOCOL_FEATURES"
+	case s.gotFeatures:
+		return "after GET_FEATURES"
+	}
+	return "since it connected (no GET_FEATURES)"
+}
+
 func (s *session) ringIndex(idx uint32) (uint32, error) {
 	return idx, checkRingIndex(idx, s.b.queues)
 }
@@ -181,17 +216,19 @@ func (s *session) handle(m *Message, body Body) (Body, error) {
 	}
 	switch m.Request {
 	case GetFeatures:
+		s.gotFeatures = true
 		return U64(s.b.offered), nil
 	case SetFeatures:
 		return nil, s.setFeatures(virtio.Features(body.(U64)))
 	case GetProtocolFeatures:
+		s.askedProto = true
 		return U64(s.b.protoOffered), nil
 	case SetProtocolFeatures:
 		p := ProtocolFeatures(body.(U64))
 		if extra := p &^ s.b.protoOffered; extra != 0 {
 			return nil, fmt.Errorf("protocol features %v were not offered (offered %v): %w", extra, s.b.protoOffered, ErrInvalid)
 		}
-		s.proto = p
+		s.proto, s.setProto = p, true
 		return nil, nil
 	case GetQueueNum:
 		// Virtqueues, as libvhost-user, passt and Cloud Hypervisor count
@@ -243,6 +280,14 @@ func (s *session) handle(m *Message, body Body) (Body, error) {
 		}
 		if err := checkRingNum(q, st.Num); err != nil {
 			return nil, err
+		}
+		// The ring's addresses must hold the new size before vhost-net
+		// hears of it: a refused request leaves the kernel and the ring
+		// (running or not) as they were.
+		if a := s.rings[q].addr; a != nil && len(s.regions) > 0 {
+			if err := checkRingAddr(*a, st.Num, s.regions.wire()); err != nil {
+				return nil, err
+			}
 		}
 		if err := s.detach(q); err != nil {
 			return nil, err

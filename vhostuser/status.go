@@ -2,6 +2,7 @@ package vhostuser
 
 import (
 	"fmt"
+	"reflect"
 
 	"github.com/netctl/netctl/virtio"
 )
@@ -55,13 +56,18 @@ func (b *Bridge) Status() Status {
 }
 
 // publishStatus keeps the counters and last error of the current status,
-// takes the rest from st, and tells OnStatus.
+// takes the rest from st, and tells OnStatus if anything changed since
+// it last did.
 func (b *Bridge) publishStatus(st Status) {
 	b.mu.Lock()
 	st.Sessions, st.Refused, st.LastError = b.status.Sessions, b.status.Refused, b.status.LastError
 	b.status = st
+	changed := !reflect.DeepEqual(st, b.told)
+	if changed {
+		b.told = st
+	}
 	b.mu.Unlock()
-	if b.cfg.OnStatus != nil {
+	if changed && b.cfg.OnStatus != nil {
 		b.cfg.OnStatus(b.Status())
 	}
 }

@@ -27,25 +27,26 @@ var badNumbers = map[string]struct {
 	args []string // the command's other arguments (the flag goes first)
 	bad  []string
 }{
-	"attach --queues":           {[]string{"--vm", "nctl-no-such-vm", "--id", "n1"}, []string{"0", "-1", "257"}},
-	"attach --mtu":              {[]string{"--vm", "nctl-no-such-vm", "--id", "n1"}, []string{"70000", "65522", "67", "0", "-1"}},
-	"attach --timeout":          {[]string{"--vm", "nctl-no-such-vm", "--id", "n1"}, []string{"0s", "-1s"}},
-	"detach --timeout":          {[]string{"--vm", "nctl-no-such-vm", "--id", "n1"}, []string{"0s", "-1s"}},
-	"gc --timeout":              {[]string{"--dry-run"}, []string{"0s", "-1s"}},
-	"vm list --timeout":         {nil, []string{"0s", "-1s"}},
-	"selftest --queues":         {nil, []string{"0", "-1", "257"}},
-	"selftest --frames":         {nil, []string{"-5", "0", "100001"}},
-	"selftest --frame-size":     {nil, []string{"59", "2037", "0"}},
-	"selftest --timeout":        {nil, []string{"-1s"}}, // 0 is "the default, 60s", as its usage says
-	"vdpa --timeout":            {[]string{"dev", "show"}, []string{"0s", "-1s"}},
-	"vdpa dev add --mtu":        {[]string{"--name", "x", "--mgmtdev", "m"}, []string{"70000", "65536", "67", "0"}},
-	"vdpa dev add --max-vqp":    {[]string{"--name", "x", "--mgmtdev", "m"}, []string{"65536", "32769", "0"}},
-	"diagnose --timeout":        {[]string{"--qmp", "/nonexistent/netctl.sock"}, []string{"0s", "-1s"}},
-	"stats --interval":          {[]string{"--id", "n1"}, []string{"0s", "-1s", "50ms", "2h"}},
-	"exporter --scrape-timeout": {[]string{"--listen", "127.0.0.1:0"}, []string{"0s", "500ms", "6m"}},
-	"exporter --ring-sample":    {[]string{"--listen", "127.0.0.1:0"}, []string{"-1s", "5ms", "11s"}},
-	"exporter --gone-for":       {[]string{"--listen", "127.0.0.1:0"}, []string{"0s", "-1s"}},
-	"vhost-user --queues":       {[]string{"--socket", "SOCKET", "--tap", "nctlrange0"}, []string{"0", "-1", "129"}},
+	"attach --queues":                {[]string{"--vm", "nctl-no-such-vm", "--id", "n1"}, []string{"0", "-1", "257"}},
+	"attach --mtu":                   {[]string{"--vm", "nctl-no-such-vm", "--id", "n1"}, []string{"70000", "65522", "67", "0", "-1"}},
+	"attach --timeout":               {[]string{"--vm", "nctl-no-such-vm", "--id", "n1"}, []string{"0s", "-1s"}},
+	"detach --timeout":               {[]string{"--vm", "nctl-no-such-vm", "--id", "n1"}, []string{"0s", "-1s"}},
+	"gc --timeout":                   {[]string{"--dry-run"}, []string{"0s", "-1s"}},
+	"vm list --timeout":              {nil, []string{"0s", "-1s"}},
+	"selftest --queues":              {nil, []string{"0", "-1", "257"}},
+	"selftest --frames":              {nil, []string{"-5", "0", "100001"}},
+	"selftest --frame-size":          {nil, []string{"59", "2037", "0"}},
+	"selftest --timeout":             {nil, []string{"-1s"}}, // 0 is "the default, 60s", as its usage says
+	"vdpa --timeout":                 {[]string{"dev", "show"}, []string{"0s", "-1s"}},
+	"vdpa dev add --mtu":             {[]string{"--name", "x", "--mgmtdev", "m"}, []string{"70000", "65536", "67", "0"}},
+	"vdpa dev add --max-vqp":         {[]string{"--name", "x", "--mgmtdev", "m"}, []string{"65536", "32769", "0"}},
+	"diagnose --timeout":             {[]string{"--qmp", "/nonexistent/netctl.sock"}, []string{"0s", "-1s"}},
+	"stats --interval":               {[]string{"--id", "n1"}, []string{"0s", "-1s", "50ms", "2h"}},
+	"exporter --scrape-timeout":      {[]string{"--listen", "127.0.0.1:0"}, []string{"0s", "500ms", "6m"}},
+	"exporter --ring-sample":         {[]string{"--listen", "127.0.0.1:0"}, []string{"-1s", "5ms", "11s"}},
+	"exporter --gone-for":            {[]string{"--listen", "127.0.0.1:0"}, []string{"0s", "-1s"}},
+	"vhost-user --queues":            {[]string{"--socket", "SOCKET", "--tap", "nctlrange0"}, []string{"0", "-1", "129"}},
+	"vhost-user --handshake-timeout": {[]string{"--socket", "SOCKET", "--tap", "nctlrange0"}, []string{"-1s"}}, // 0 is "no deadline", as its usage says
 }
 
 // numericFlags lists "PATH --FLAG" for every int, uint and duration flag

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
@@ -54,7 +55,9 @@ func vhostUserCommand() *cli.Command {
 			&cli.IntFlag{Name: "queues", Value: 1, Usage: "queue pairs (1 to 128), one /dev/vhost-net each"},
 			&cli.StringFlag{Name: "owner", Usage: "USER[:GROUP] (names or ids) that owns the socket; netctl drops to it once the devices are open"},
 			&cli.StringFlag{Name: "profile", Value: vhostuser.ProfileThroughput, Usage: "throughput, latency (vhost busy-polls) or compat (checksum and TSO only)"},
-			&cli.StringFlag{Name: "json-status", Usage: "keep FILE up to date (rewritten atomically) with the front-end, features and rings"},
+			&cli.DurationFlag{Name: "handshake-timeout", Value: vhostuser.DefaultHandshakeTimeout,
+				Usage: "drop a front-end that stays silent this long before finishing its handshake (GET_FEATURES, SET_PROTOCOL_FEATURES), so it cannot hold the socket; 0: no deadline"},
+			&cli.StringFlag{Name: "json-status", Usage: "keep FILE up to date (rewritten atomically when the status changes) with the front-end, features and rings"},
 		},
 		Action: runVhostUser,
 	}
@@ -120,6 +123,7 @@ type vhostUserOptions struct {
 	mode                                macvtap.Mode
 	queues                              int
 	owner                               *vhostuser.Owner
+	handshake                           time.Duration // Config.HandshakeTimeout: negative for none
 }
 
 func parseVhostUser(c *cli.Context) (vhostUserOptions, error) {
@@ -135,6 +139,12 @@ func parseVhostUser(c *cli.Context) (vhostUserOptions, error) {
 		return inv("--queues %d: use 1 to 128", o.queues)
 	case o.socket == "" || !filepath.IsAbs(o.socket):
 		return inv("--socket %q: give an absolute path", o.socket)
+	case c.Duration("handshake-timeout") < 0:
+		return inv("--handshake-timeout %v: use 0 (no deadline) or more", c.Duration("handshake-timeout"))
+	}
+	o.handshake = c.Duration("handshake-timeout")
+	if o.handshake == 0 {
+		o.handshake = -1
 	}
 	switch o.profile {
 	case vhostuser.ProfileThroughput, vhostuser.ProfileLatency, vhostuser.ProfileCompat:
@@ -231,7 +241,7 @@ func runVhostUser(c *cli.Context) error {
 		offloads = 0
 	}
 	cfg := vhostuser.Config{Socket: o.socket, Owner: o.owner, Backend: backend, Queues: o.queues, Offloads: offloads,
-		Profile: o.profile, Logger: log}
+		Profile: o.profile, Logger: log, HandshakeTimeout: o.handshake}
 	var (
 		statusMu  sync.Mutex // guards statusErr and warnings; OnStatus runs on the session's goroutine
 		statusErr error

@@ -43,6 +43,7 @@ func TestVhostUserUsage(t *testing.T) {
 		{[]string{"--socket", "/run/x.sock", "--tap", "t0", "--owner", "root"}, "other than root"},
 		{[]string{"--socket", "/run/x.sock", "--tap", "t0", "--owner", "0:5"}, "other than root"},
 		{[]string{"--socket", "/run/x.sock", "--tap", "t0", "--owner", "5:no-such-group-netctl"}, "group name or gid"},
+		{[]string{"--socket", "/run/x.sock", "--tap", "t0", "--handshake-timeout", "-1s"}, "--handshake-timeout -1s: use 0 (no deadline) or more"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := runMain(append([]string{"netctl", "vhost-user"}, c.args...), &stdout, &stderr)

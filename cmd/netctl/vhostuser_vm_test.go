@@ -80,6 +80,28 @@ func vuHandshake(t *testing.T, sock string) *net.UnixConn {
 	return c
 }
 
+// vuRefused sends n SET_VRING_NUM with a size that is not a power of
+// two, each with NEED_REPLY, and checks that each is refused with a
+// failure REPLY_ACK (REPLY_ACK negotiated: vuHandshake).
+func vuRefused(t *testing.T, c *net.UnixConn, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		m := vhostuser.NewMessage(vhostuser.SetVringNum, vhostuser.VringState{Index: 0, Num: 3})
+		m.Flags |= vhostuser.FlagNeedReply
+		if err := vhostuser.WriteMessage(c, m); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := vhostuser.ReadMessage(c)
+		if err != nil {
+			t.Fatalf("SET_VRING_NUM 3: %v", err)
+		}
+		rep.CloseFDs()
+		if rep.Request != vhostuser.SetVringNum || len(rep.Payload) != 8 || rep.Payload[0] == 0 {
+			t.Fatalf("SET_VRING_NUM 3: reply %v, want a failure REPLY_ACK", rep)
+		}
+	}
+}
+
 func procStatus(pid int) map[string]string {
 	b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
 	st := map[string]string{}
@@ -126,9 +148,9 @@ func TestVMVhostUser(t *testing.T) {
 			defer os.RemoveAll(statusDir)
 			os.Chown(statusDir, 65534, 65534) // the dropped process rewrites the file there
 			status := filepath.Join(statusDir, "vu.json")
-			args := append([]string{"vhost-user", "--socket", sock, "--owner", "65534:65534", "--json-status", status}, c.backend...)
+			args := append([]string{"vhost-user", "--socket", sock, "--owner", "65534:65534", "--json-status", status, "--handshake-timeout", "2s"}, c.backend...)
 			cmd := asNetctl(args...)
-			var out strings.Builder
+			var out lockedBuffer
 			cmd.Stdout, cmd.Stderr = &out, &out
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
@@ -159,12 +181,55 @@ func TestVMVhostUser(t *testing.T) {
 			if err != nil || fi.Mode().Perm() != 0o600 || fi.Sys().(*syscall.Stat_t).Uid != 65534 {
 				t.Fatalf("socket: %v %v", err, fi)
 			}
+			// A front-end that connects and says nothing is dropped
+			// after --handshake-timeout, the log saying why.
+			silent, err := net.Dial("unix", sock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			silent.SetReadDeadline(time.Now().Add(time.Minute))
+			t0 := time.Now()
+			if n, err := silent.Read(make([]byte, 1)); err == nil || time.Since(t0) < 2*time.Second {
+				t.Errorf("the silent front-end: read %d, %v after %v; want the bridge to close it after 2 s", n, err, time.Since(t0))
+			}
+			silent.Close()
+			if !eventually(func() bool { return strings.Contains(out.String(), "front-end dropped: it sent nothing for 2s") }) {
+				t.Errorf("the log does not say why the silent front-end was dropped")
+			}
 			conn := vuHandshake(t, sock)
 			if !eventually(func() bool { st = readStatus(); return st.Connected && st.Features != "" }) {
 				t.Fatalf("status %+v: want the front-end connected with its features", st)
 			}
+			// Past its handshake, it may be silent longer than that.
+			time.Sleep(3 * time.Second)
+			if st = readStatus(); !st.Connected || st.FrontendPID != os.Getpid() {
+				t.Fatalf("status %+v: a front-end past its handshake was dropped for being silent", st)
+			}
 			if st.FrontendPID != os.Getpid() || !strings.Contains(strings.Join(st.FeatureNames, " "), "VERSION_1") {
 				t.Errorf("status %+v", st)
+			}
+			// A chatty front-end: the same refused request again and
+			// again (REPLY_ACK keeps the connection). The status file
+			// is rewritten once, for the new last error, not once per
+			// message, and the warnings are rate-limited.
+			vuRefused(t, conn, 1)
+			if !eventually(func() bool { st = readStatus(); return st.LastError != "" }) {
+				t.Fatalf("status %+v: want the refusal as the last error", st)
+			}
+			ino := func() uint64 {
+				fi, err := os.Lstat(status)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return fi.Sys().(*syscall.Stat_t).Ino
+			}
+			ino0 := ino()
+			vuRefused(t, conn, 300)
+			if ino() != ino0 {
+				t.Error("300 refused requests that changed nothing rewrote the status file")
+			}
+			if n := strings.Count(out.String(), "request refused"); n > 10 {
+				t.Errorf("301 refused requests logged %d warnings, want them rate-limited", n)
 			}
 			ps := procStatus(cmd.Process.Pid)
 			if !strings.HasPrefix(ps["Uid"], "65534\t65534\t65534") || ps["CapEff"] != "0000000000000000" || ps["CapBnd"] != "0000000000000000" {

@@ -20,18 +20,6 @@ import (
 // private socket).
 const URI = "qemu:///system"
 
-// qemuConf is the daemon's qemu.conf: no cgroups (the test's private /sys
-// has no cgroup mounts, and nothing is left in the machine's cgroup tree),
-// no mount namespace for QEMU (libvirt would carry the test's mounts under
-// /dev, the bind over /dev/kvm, into it and fails to), QEMU as
-// libvirt-qemu as Debian's default.
-const qemuConf = `# netctl test/libvirtd
-user = "libvirt-qemu"
-group = "libvirt-qemu"
-cgroup_controllers = [ ]
-namespaces = [ ]
-`
-
 // Daemon is a running libvirtd and virtlogd of one host test. It is not
 // safe for concurrent use; call its methods from the test goroutine, whose
 // thread is in the test's namespaces.
@@ -46,18 +34,18 @@ type Daemon struct {
 
 	t        testing.TB
 	mounts   []string // mounted by New and Private, in order
-	made     []string // mount points Private made on the machine
+	made     []string // mount points New and Private made on the machine
+	machine  []machineDir
 	virtlogd *exec.Cmd
 	libvirtd *exec.Cmd
 }
 
-// binds are the libvirt directories a test gets its own copies of, and
-// the name of each copy under Dir.
-var binds = []struct{ path, name string }{
-	{"/etc/libvirt/hooks", "hooks"},
-	{"/etc/libvirt/qemu", "etc-qemu"},
-	{"/var/lib/libvirt", "lib"},
-	{"/var/log/libvirt", "log"},
+// machineDir is one of Dirs as the machine has it, opened before the
+// test's copy covered it: at cleanup, nothing may have appeared in it.
+type machineDir struct {
+	path   string
+	f      *os.File
+	before map[string]bool
 }
 
 // New makes the test's private libvirt tree and mounts it, without
@@ -84,30 +72,36 @@ func New(t *testing.T) *Daemon {
 		t.Fatalf("libvirtd: a private /run (after testenv.Host): %v", err)
 	}
 	d.mounts = append(d.mounts, "/run")
-	for _, b := range binds {
-		src := filepath.Join(dir, b.name)
+	// Every directory libvirtd writes is the test's own (Dirs): nothing
+	// it needs comes from an earlier libvirtd on the machine, and nothing
+	// it writes reaches the machine.
+	for _, p := range Dirs {
+		src := filepath.Join(dir, strings.ReplaceAll(strings.Trim(p, "/"), "/", "_"))
 		if err := os.Mkdir(src, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.MkdirAll(b.path, 0o755); err != nil {
-			t.Fatal(err)
+		if _, err := os.Stat(p); os.IsNotExist(err) {
+			if err := os.Mkdir(p, 0o755); err != nil {
+				t.Fatalf("libvirtd: mount point %s: %v", p, err)
+			}
+			d.made = append(d.made, p)
 		}
-		if err := unix.Mount(src, b.path, "", unix.MS_BIND, ""); err != nil {
-			t.Fatalf("libvirtd: bind %s on %s: %v", src, b.path, err)
+		if f, err := os.Open(p); err == nil {
+			names, _ := f.Readdirnames(-1)
+			m := machineDir{path: p, f: f, before: map[string]bool{}}
+			for _, n := range names {
+				m.before[n] = true
+			}
+			d.machine = append(d.machine, m)
 		}
-		d.mounts = append(d.mounts, b.path)
+		if err := unix.Mount(src, p, "", unix.MS_BIND, ""); err != nil {
+			t.Fatalf("libvirtd: bind %s on %s: %v", src, p, err)
+		}
+		d.mounts = append(d.mounts, p)
 	}
-	if err := os.MkdirAll(filepath.Join(d.HookDir, "qemu.d"), 0o755); err != nil {
+	if err := Seed("/etc/libvirt"); err != nil {
 		t.Fatal(err)
 	}
-	conf := filepath.Join(dir, "qemu.conf")
-	if err := os.WriteFile(conf, []byte(qemuConf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mount(conf, "/etc/libvirt/qemu.conf", "", unix.MS_BIND, ""); err != nil {
-		t.Fatalf("libvirtd: bind qemu.conf: %v", err)
-	}
-	d.mounts = append(d.mounts, "/etc/libvirt/qemu.conf")
 	// Hide /dev/kvm from libvirt-qemu where it exists: on these machines
 	// it is there but QEMU cannot use it, so libvirt 9.0 finds KVM
 	// "usable" (the node opens) while its probe of QEMU says no KVM, judges
@@ -279,6 +273,7 @@ func (d *Daemon) cleanup() {
 			t.Logf("libvirtd log (last lines):\n%s", strings.Join(lines, "\n"))
 		}
 	}
+	d.checkMachine()
 	for i := len(d.mounts) - 1; i >= 0; i-- {
 		if err := unix.Unmount(d.mounts[i], unix.MNT_DETACH); err != nil {
 			t.Errorf("libvirtd cleanup: unmount %s: %v", d.mounts[i], err)
@@ -292,6 +287,28 @@ func (d *Daemon) cleanup() {
 	if err := os.RemoveAll(d.Dir); err != nil {
 		t.Errorf("libvirtd cleanup: %v", err)
 	}
+}
+
+// checkMachine fails the test if anything appeared in one of the
+// machine's Dirs while the test's copies covered them (libvirtd wrote
+// past its private tree), and closes them.
+func (d *Daemon) checkMachine() {
+	for _, m := range d.machine {
+		var added []string
+		if _, err := m.f.Seek(0, 0); err == nil {
+			names, _ := m.f.Readdirnames(-1)
+			for _, n := range names {
+				if !m.before[n] {
+					added = append(added, n)
+				}
+			}
+		}
+		m.f.Close()
+		if len(added) > 0 {
+			d.t.Errorf("libvirtd cleanup: %v appeared in the machine's %s while the test's own copy covered it", added, m.path)
+		}
+	}
+	d.machine = nil
 }
 
 // Private gives the test its own empty directory at path (a bind of a
