@@ -76,6 +76,12 @@ func fromRecord(n *state.NIC) Target {
 	case n.Macvtap != nil:
 		t.Link, t.Ifindex = n.Macvtap.Name, n.Macvtap.Ifindex
 	}
+	// netctl attaches a tap netdev (its own tap or macvtap, with or
+	// without vhost fds) or a vhost-vdpa one (attach/backend.go).
+	t.NetdevType = "tap"
+	if n.Backend == policy.BackendVDPA {
+		t.NetdevType = "vhost-vdpa"
+	}
 	if n.VDPA != nil {
 		t.VDPA = n.VDPA.Name
 	}
@@ -168,6 +174,7 @@ func describeNIC(ctx context.Context, c *qmp.Client, path, info string, t *Targe
 		}
 		nd = diagnose.Netdev{}
 	}
+	t.NetdevType = nd.Type
 	switch nd.Type {
 	case "vhost-vdpa":
 		t.Backend = policy.BackendVDPA
