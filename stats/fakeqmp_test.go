@@ -178,6 +178,8 @@ func (f *fakeVM) answer(cmd string, raw json.RawMessage) (string, string, string
 		}
 		return fmt.Sprintf(`{"avail": 140000000, "avail-phys": %d, "avail-size": 518, "call": 40, "desc": 140000001, "desc-phys": %d, "desc-size": 4096, "kick": 39, "name": "virtio-net", "num": 256, "used": 140000002, "used-phys": %d, "used-size": 2054}`,
 			availGPA(f.gen, q), availGPA(f.gen, q)+0x800, usedGPA(f.gen, q)), "", ""
+	case "qom-get":
+		return `"hostnet0"`, "", ""
 	case "human-monitor-command":
 		a, ok := strings.CutPrefix(args.CommandLine, "gpa2hva 0x")
 		gpa, err := strconv.ParseUint(a, 16, 64)
