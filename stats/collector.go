@@ -112,7 +112,7 @@ func (c *Collector) collectVM(ctx context.Context, ts []Target, idx []int, out [
 	defer cancel()
 	sess := c.openSession(vctx, ts[idx[0]])
 	defer sess.close()
-	workers := assignWorkers(ts, idx)
+	workers := assignWorkers(ts, idx, c.o.Now)
 	for _, i := range idx {
 		nctx, ncancel := context.WithTimeout(vctx, c.o.Deadline)
 		c.readNIC(nctx, sess, &out[i], workers[i])
@@ -141,7 +141,7 @@ func (c *Collector) readLinks(ts []Target, out []NICStats) {
 			if l, err := readLink(h, t.Link, t.Ifindex); err != nil {
 				s.missing(SourceLink, err.Error())
 			} else {
-				s.Link = l
+				s.Link, s.LinkTime = l, c.o.Now()
 			}
 		}
 	}
@@ -155,6 +155,9 @@ func (c *Collector) readNIC(ctx context.Context, sess *session, s *NICStats, w w
 			s.missing(SourceVhost, w.why)
 		}
 		s.Workers = w.workers
+		if len(w.workers) > 0 {
+			s.WorkersTime = w.at
+		}
 	}
 	c.readVDPA(ctx, s)
 }

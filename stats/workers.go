@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/netctl/netctl/policy"
 )
@@ -124,6 +125,7 @@ func readStat(path string) (taskStat, error) {
 // workerResult is one NIC's workers, or why there are none.
 type workerResult struct {
 	workers []WorkerStats
+	at      time.Time // when their stat files were read
 	why     string
 }
 
@@ -135,7 +137,7 @@ type workerResult struct {
 // order (Target.Attached, from netctl's records) when every such NIC has
 // one and the workers are exactly as many as their pairs; otherwise each
 // NIC says why not.
-func assignWorkers(ts []Target, idx []int) map[int]workerResult {
+func assignWorkers(ts []Target, idx []int, now func() time.Time) map[int]workerResult {
 	out := map[int]workerResult{}
 	var vh []int
 	for _, i := range idx {
@@ -160,6 +162,7 @@ func assignWorkers(ts []Target, idx []int) map[int]workerResult {
 	if err != nil {
 		return fail(err.Error())
 	}
+	at := now()
 	pairs := 0
 	dated := true
 	for _, i := range vh {
@@ -180,7 +183,7 @@ func assignWorkers(ts []Target, idx []int) map[int]workerResult {
 	next := 0
 	for _, i := range vh {
 		n := max(ts[i].QueuePairs, 1)
-		var r workerResult
+		r := workerResult{at: at}
 		for p, w := range ws[next : next+n] {
 			r.workers = append(r.workers, WorkerStats{Pair: p, TID: w.tid, Comm: w.stat.Comm, CPUSeconds: w.stat.CPUSeconds()})
 		}

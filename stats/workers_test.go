@@ -54,7 +54,7 @@ func TestAssignWorkers(t *testing.T) {
 	a := Target{NIC: "a", PID: 100, Backend: policy.BackendVhostNet, QueuePairs: 2, Attached: t0}
 	b := Target{NIC: "b", PID: 100, Backend: policy.BackendVhostNet, QueuePairs: 2, Attached: t0.Add(time.Second)}
 	u := Target{NIC: "u", PID: 100, Backend: policy.BackendUserspace}
-	got := assignWorkers([]Target{b, u, a}, []int{0, 1, 2})
+	got := assignWorkers([]Target{b, u, a}, []int{0, 1, 2}, time.Now)
 	want := map[int]string{
 		0: "[{0 103 vhost-100 0.07} {1 104 vhost-100 3}]",
 		2: "[{0 101 vhost-100 1.5} {1 102 vhost-100 0}]",
@@ -69,24 +69,24 @@ func TestAssignWorkers(t *testing.T) {
 	}
 	// Without attach times two NICs cannot be told apart.
 	b.Attached = time.Time{}
-	got = assignWorkers([]Target{a, b}, []int{0, 1})
+	got = assignWorkers([]Target{a, b}, []int{0, 1}, time.Now)
 	if !strings.Contains(got[1].why, "attach order") || got[0].workers != nil {
 		t.Errorf("undated: %+v", got)
 	}
 	// More workers than pairs: something else owns vhost devices.
-	got = assignWorkers([]Target{a}, []int{0})
+	got = assignWorkers([]Target{a}, []int{0}, time.Now)
 	if !strings.Contains(got[0].why, "has 4 vhost workers for the 2 queue pairs") {
 		t.Errorf("mismatch: %+v", got)
 	}
 	// Kernel threads (before 6.4).
 	k := Target{NIC: "k", PID: 200, Backend: policy.BackendVhostNet, QueuePairs: 1}
-	got = assignWorkers([]Target{k}, []int{0})
+	got = assignWorkers([]Target{k}, []int{0}, time.Now)
 	if fmt.Sprint(got[0].workers) != "[{0 300 vhost-201 2.5}]" {
 		t.Errorf("kernel thread: %+v", got[0])
 	}
 	// Gone.
 	k.PID = 400
-	got = assignWorkers([]Target{k}, []int{0})
+	got = assignWorkers([]Target{k}, []int{0}, time.Now)
 	if !strings.Contains(got[0].why, "VM gone") {
 		t.Errorf("gone: %+v", got[0])
 	}
