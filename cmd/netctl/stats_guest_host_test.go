@@ -34,7 +34,7 @@ import (
 //     say gone and net1 keeps updating;
 //   - netctl exporter, scraped by a real Prometheus server (in the test's
 //     network namespace, on loopback, its config and storage in temp
-//     dirs): the query rate(netctl_queue_descriptors_total{queue="1",...}[10s])
+//     dirs): the query rate(netctl_queue_completed_descriptors_total{queue="1",...}[10s])
 //     for net1 answers non-zero and, with its window full, equals netctl
 //     stats' rate within 30 %, while queue 0's stays far below; then QEMU is killed, the exporter still
 //     serves and net1's netctl_nic_up is 0, in the exporter and in
@@ -159,20 +159,20 @@ func TestHostStatsGuest(t *testing.T) {
 		t.Errorf("netctl_nic_up{nic=net1} = %v\n%s", v, body)
 	}
 	prom := startPrometheus(t, "127.0.0.1:9465")
-	q := `rate(netctl_queue_descriptors_total{nic="net1",queue="1",direction="rx",kind="completed"}[10s])`
+	q := `rate(netctl_queue_completed_descriptors_total{nic="net1",queue="1",direction="rx"}[10s])`
 	v := promWait(ctx, t, prom, q, func(v float64) bool { return v > 0 })
 	t.Logf("Prometheus: %s = %.2f/s (first answer)", q, v)
 	// Once the 10 s window is full, Prometheus's rate is the one netctl
 	// stats measured above (the ping's, ~47/s), within 30 %.
 	seen := *n1.Queues[1].RXDescriptors
-	full := `count_over_time(netctl_queue_descriptors_total{nic="net1",queue="1",direction="rx",kind="completed"}[10s])`
+	full := `count_over_time(netctl_queue_completed_descriptors_total{nic="net1",queue="1",direction="rx"}[10s])`
 	promWait(ctx, t, prom, full, func(v float64) bool { return v >= 5 }) // 5 scrapes in the window
 	v = promWait(ctx, t, prom, q, func(float64) bool { return true })
 	t.Logf("Prometheus: %s = %.2f/s (window full; netctl stats saw %.1f/s)", q, v, seen)
 	if v < 0.7*seen || v > 1.3*seen {
 		t.Errorf("Prometheus's rate %.2f/s is not within 30%% of the %.1f/s netctl stats measured", v, seen)
 	}
-	q0 := `rate(netctl_queue_descriptors_total{nic="net1",queue="0",direction="rx",kind="completed"}[10s])`
+	q0 := `rate(netctl_queue_completed_descriptors_total{nic="net1",queue="0",direction="rx"}[10s])`
 	if v0 := promWait(ctx, t, prom, q0, func(float64) bool { return true }); v0 > 0.1*v {
 		t.Errorf("Prometheus: queue 0 took %.2f/s of the flow pinned to pair 1 (%.2f/s)", v0, v)
 	} else {
