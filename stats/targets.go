@@ -47,6 +47,26 @@ func Targets(ctx context.Context, stateDir, vm, qmpSock string) ([]Target, error
 	return mergeTargets(ts, found), nil
 }
 
+// StateTargets lists every NIC in netctl's state (dir, "" = default):
+// what Targets lists without a VM. (Extension of the agreed API: the
+// exporter reads the state once per scrape.)
+func StateTargets(dir string) ([]Target, error) {
+	if dir == "" {
+		dir = state.DefaultDir
+	}
+	return stateTargets(dir)
+}
+
+// QEMUTargets lists the virtio-net NICs of one QEMU (by -name or QMP
+// socket) over QMP, without the state. (Extension of the agreed API.)
+func QEMUTargets(ctx context.Context, vm, qmpSock string) ([]Target, error) {
+	return qemuTargets(ctx, vm, qmpSock)
+}
+
+// MergeTargets adds found (a QEMU's listing) to ts (the state's),
+// leaving out the NICs ts already has (same QEMU pid and NIC id).
+func MergeTargets(ts, found []Target) []Target { return mergeTargets(ts, found) }
+
 // stateTargets turns netctl's NIC records into targets.
 func stateTargets(dir string) ([]Target, error) {
 	if _, err := os.Stat(filepath.Join(dir, "nics")); errors.Is(err, os.ErrNotExist) {
