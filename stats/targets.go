@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/netctl/netctl/policy"
 	"github.com/netctl/netctl/policy/diagnose"
@@ -226,11 +227,26 @@ func vhostNetFDs(pid int) int {
 	}
 	n := 0
 	for _, fd := range fds[:min(len(fds), maxFDs)] {
-		if l, err := os.Readlink(filepath.Join(dir, strconv.Itoa(fd))); err == nil && l == "/dev/vhost-net" {
+		if isVhostNet(filepath.Join(dir, strconv.Itoa(fd))) {
 			n++
 		}
 	}
 	return n
+}
+
+// vhostNetMinor is /dev/vhost-net's misc minor (VHOST_NET_MINOR).
+const vhostNetMinor = 238
+
+// isVhostNet says the fd link is /dev/vhost-net: by its device number
+// (misc 10:238), whatever path a chrooted or namespaced QEMU opened it
+// under, else by name.
+func isVhostNet(link string) bool {
+	var st unix.Stat_t
+	if unix.Stat(link, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFCHR {
+		return unix.Major(st.Rdev) == 10 && unix.Minor(st.Rdev) == vhostNetMinor
+	}
+	l, err := os.Readlink(link)
+	return err == nil && filepath.Base(l) == "vhost-net"
 }
 
 // describeNIC fills a target's netdev, backend and link. spareVhost:
