@@ -92,25 +92,29 @@ func TestCollectPauseIsNotReset(t *testing.T) {
 // they are left out (pair 1's are read), and counted once it runs.
 func TestCollectVhostUserNeverGetsRingBase(t *testing.T) {
 	ctx := context.Background()
-	t.Run("starts between", func(t *testing.T) {
-		f := newFakeVM(t, 2, false)
-		f.mu.Lock()
-		f.vhostUser = true
-		f.onStatus = func() { f.vhost = true } // vhost starts right after the status answer
-		f.mu.Unlock()
-		tg := fakeTarget(f, BackendVhostUser)
-		tg.NetdevType = "vhost-user"
-		c := NewCollector(Options{Deadline: 10 * time.Second})
-		s := c.Collect(ctx, []Target{tg})[0]
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		if f.getVringBase != 0 {
-			t.Errorf("QEMU sent GET_VRING_BASE %d times (asked %v): the guest's queue is stopped", f.getVringBase, f.asked)
-		}
-		if len(s.Queues) != 4 {
-			t.Errorf("queues %+v missing %v: want all four (vhost runs now)", s.Queues, s.Missing)
-		}
-	})
+	// vhost-user, and the netdevs whose ring base is not known to be a
+	// harmless read: vhost-vdpa (the parent driver is asked), unknown.
+	for _, nt := range []string{"vhost-user", "vhost-vdpa", ""} {
+		t.Run("starts between "+nt, func(t *testing.T) {
+			f := newFakeVM(t, 2, false)
+			f.mu.Lock()
+			f.vhostUser = true                     // count every ring base QEMU would ask
+			f.onStatus = func() { f.vhost = true } // vhost starts right after the status answer
+			f.mu.Unlock()
+			tg := fakeTarget(f, BackendVhostUser)
+			tg.NetdevType = nt
+			c := NewCollector(Options{Deadline: 10 * time.Second})
+			s := c.Collect(ctx, []Target{tg})[0]
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if f.getVringBase != 0 {
+				t.Errorf("QEMU asked the backend for its ring base %d times (asked %v): a vhost-user queue is stopped", f.getVringBase, f.asked)
+			}
+			if len(s.Queues) != 4 {
+				t.Errorf("queues %+v missing %v: want all four (vhost runs now)", s.Queues, s.Missing)
+			}
+		})
+	}
 	t.Run("stopped", func(t *testing.T) {
 		f := newFakeVM(t, 2, false)
 		f.mu.Lock()
