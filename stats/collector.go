@@ -75,7 +75,7 @@ func (c *Collector) Collect(ctx context.Context, ts []Target) []NICStats {
 	// network namespace of the thread that opens the socket, and the
 	// goroutines below may run on any thread.
 	c.readLinks(ts, out)
-	scan := &kthreadScan{} // one /proc scan for every VM (before Linux 6.4)
+	scan := &kthreadScan{} // one /proc scan for every VM: vhost kernel threads (before Linux 6.4), QEMUs
 	if len(order) == 1 {
 		// One VM: no goroutine, so its monitor is dialed from the calling
 		// thread too (qemuproc names a busy monitor's holder through
@@ -111,7 +111,7 @@ func vmKey(t Target) string {
 func (c *Collector) collectVM(ctx context.Context, ts []Target, idx []int, out []NICStats, scan *kthreadScan) {
 	vctx, cancel := context.WithTimeout(ctx, c.o.Deadline*time.Duration(len(idx)))
 	defer cancel()
-	sess := c.openSession(vctx, ts[idx[0]])
+	sess := c.openSession(vctx, ts[idx[0]], scan)
 	defer sess.close()
 	workers := assignWorkers(ts, idx, c.o.Now, scan)
 	for _, i := range idx {

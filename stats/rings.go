@@ -230,7 +230,7 @@ func (s *session) close() {
 // openSession dials the VM's monitor the way netctl attach does
 // (qemuproc.Dial): a monitor another client holds is reported busy with
 // the holder's name.
-func (c *Collector) openSession(ctx context.Context, t Target) *session {
+func (c *Collector) openSession(ctx context.Context, t Target, scan *kthreadScan) *session {
 	vm := qemuproc.VM{PID: t.PID, StartTime: t.PIDStart, Name: t.VM,
 		Monitors: []qemuproc.Monitor{{Option: "--qmp", Path: t.QMP, Socket: t.QMP, Server: true}}}
 	if t.QMP == "" {
@@ -238,7 +238,7 @@ func (c *Collector) openSession(ctx context.Context, t Target) *session {
 		// qemuproc.Dial then says to go through libvirt).
 		found := false
 		if t.PID > 0 {
-			if vms, err := qemuproc.List(); err == nil {
+			if vms, err := scan.qemus(); err == nil {
 				for _, v := range vms {
 					if v.PID == t.PID {
 						vm, found = v, true

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/netctl/netctl/policy"
+	"github.com/netctl/netctl/qemuproc"
 )
 
 // procRoot is where procfs is mounted (tests point it at a fake tree).
@@ -88,11 +89,24 @@ const maxPIDs = 1 << 22
 // kthreadScan is the scan of /proc for vhost kernel threads (before
 // Linux 6.4), done at most once per collection however many VMs it has:
 // each one's stat file is read once.
+//
+// It also lists the QEMUs (qemuproc.List, another walk of /proc) once
+// for the VMs whose monitor the targets do not name.
 type kthreadScan struct {
 	once  sync.Once
 	byOwn map[string][]worker // comm ("vhost-<tid>") -> the kernel threads of that name
 	err   error
 	scans int // tests
+
+	qemuOnce sync.Once
+	vms      []qemuproc.VM
+	vmsErr   error
+}
+
+// qemus lists the QEMUs on this host, once per collection.
+func (k *kthreadScan) qemus() ([]qemuproc.VM, error) {
+	k.qemuOnce.Do(func() { k.vms, k.vmsErr = qemuproc.List() })
+	return k.vms, k.vmsErr
 }
 
 // threads scans /proc (the first call) and returns the vhost kernel
