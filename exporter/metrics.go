@@ -106,7 +106,7 @@ var reasonMatch = []struct {
 	code  string
 	words []string
 }{
-	{"monitor_busy", []string{"monitor busy", "busy: held by", "held by pid"}},
+	{"monitor_busy", []string{"monitor busy", "busy: held by", "held by pid", "in use by pid"}},
 	{"vm_gone", []string{"VM gone", "has exited", "no VM named", "no longer runs"}},
 	{"nic_gone", []string{"NIC gone", "is gone", "detached"}},
 	{"no_monitor", []string{"no QMP monitor", "no QMP to find", "go through libvirt", "no usable monitor"}},
