@@ -104,6 +104,7 @@ bench: vm-prepare
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/l2agent ./test/bench/l2agent
 	gcc -O2 -static -o $(BIN)/attach-c test/bench/cattach/attach.c
 	$(GO) build -o $(BIN)/stats-bench ./test/bench/stats
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/statsvhost-bench ./test/bench/statsvhost
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/vhostuser-bench ./test/bench/vhostuser
 	BIN=$(BIN) BENCH=$(BENCH) bash test/bench/run.sh
 

@@ -1,6 +1,7 @@
 package exporter
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -34,12 +35,15 @@ var (
 		"1 if the source (link, rings, vhost, vdpa, qmp) gave figures for the NIC in this scrape, 0 if not; netctl_source_missing_info says why.",
 		withNIC("source"), nil)
 	descSourceMissing = prometheus.NewDesc("netctl_source_missing_info",
-		"Why a source gave nothing for the NIC in this scrape; always 1.",
+		"Why a source gave nothing for the NIC in this scrape, as a code (vm_gone, nic_gone, monitor_busy, no_monitor, not_started, unconfirmed, not_supported, no_link, permission, timeout, error; netctl stats says it in words); always 1.",
 		withNIC("source", "reason"), nil)
 
-	descQueueDesc = prometheus.NewDesc("netctl_queue_descriptors_total",
-		"Descriptors of a queue's ring: kind=offered are the avail-ring entries the guest posted, kind=completed the used-ring entries the device returned. direction is the guest's (rx: the guest's receive queue).",
-		withNIC("queue", "direction", "kind"), nil)
+	descQueueOffered = prometheus.NewDesc("netctl_queue_offered_descriptors_total",
+		"Descriptor chains the guest made available on a queue's ring (avail-ring entries), since netctl first read the ring. direction is the guest's (rx: the guest's receive queue).",
+		withNIC("queue", "direction"), nil)
+	descQueueCompleted = prometheus.NewDesc("netctl_queue_completed_descriptors_total",
+		"Descriptor chains the device returned on a queue's ring (used-ring entries: for tx one per packet, for rx one per buffer), since netctl first read the ring. direction is the guest's.",
+		withNIC("queue", "direction"), nil)
 	descWorkerCPU = prometheus.NewDesc("netctl_vhost_worker_cpu_seconds_total",
 		"CPU time of the vhost-net worker thread of a queue pair (one per /dev/vhost-net fd).",
 		withNIC("queue"), nil)
@@ -54,7 +58,7 @@ var (
 		"1 if the target the exporter was given (--vm NAME, --qmp SOCKET, or the state directory) could be listed in this scrape, 0 if not (netctl_target_error_info says why).",
 		[]string{"target"}, nil)
 	descTargetError = prometheus.NewDesc("netctl_target_error_info",
-		"Why a target could not be listed in this scrape; always 1.",
+		"Why a target could not be listed in this scrape, as a code (as netctl_source_missing_info's); always 1.",
 		[]string{"target", "reason"}, nil)
 	descScrapeSeconds = prometheus.NewDesc("netctl_scrape_duration_seconds",
 		"How long this scrape took to list and sample every NIC.", nil, nil)
@@ -79,7 +83,7 @@ var linkDescs = func() (m [2][4]*prometheus.Desc) {
 
 // allDescs are every metric the exporter can give.
 func allDescs() []*prometheus.Desc {
-	d := []*prometheus.Desc{descNICUp, descNICInfo, descQueuePairs, descSourceUp, descSourceMissing, descQueueDesc, descWorkerCPU,
+	d := []*prometheus.Desc{descNICUp, descNICInfo, descQueuePairs, descSourceUp, descSourceMissing, descQueueOffered, descQueueCompleted, descWorkerCPU,
 		descVDPAReceived, descVDPACompleted, descTargetUp, descTargetError, descScrapeSeconds, descScrapeNICs}
 	for _, dir := range linkDescs {
 		d = append(d, dir[:]...)
@@ -87,18 +91,45 @@ func allDescs() []*prometheus.Desc {
 	return d
 }
 
-// maxReason bounds a reason label: reasons come from outside (QEMU,
-// netlink, /proc) and a label value should stay short.
-const maxReason = 240
+// Sources are the values of the source label.
+var Sources = []string{stats.SourceLink, stats.SourceRings, stats.SourceVhost, stats.SourceVDPA, stats.SourceQMP}
 
-func reasonLabel(s string) string {
-	s = labelValue(s)
-	if len(s) <= maxReason {
-		return s
+// ReasonCodes are the values of the reason label: what a reason (free
+// text from package stats, QEMU, netlink, /proc) is about. A label whose
+// value carried the text would make a new series each time a number in
+// it changed (a pid, an index, a time).
+var ReasonCodes = []string{"vm_gone", "nic_gone", "monitor_busy", "no_monitor", "not_started", "unconfirmed",
+	"not_supported", "no_link", "permission", "timeout", "error"}
+
+// reasonMatch maps words of a reason to its code, first match wins.
+var reasonMatch = []struct {
+	code  string
+	words []string
+}{
+	{"monitor_busy", []string{"monitor busy", "busy: held by", "held by pid", "in use by pid"}},
+	{"vm_gone", []string{"VM gone", "has exited", "no VM named", "no longer runs"}},
+	{"nic_gone", []string{"NIC gone", "is gone", "detached"}},
+	{"no_monitor", []string{"no QMP monitor", "no QMP to find", "go through libvirt", "no usable monitor"}},
+	{"not_supported", []string{"not provided by this driver", "needs QEMU", "packed ring", "CONFIG_CROSS_MEMORY_ATTACH", "not supported"}},
+	{"not_started", []string{"has not started", "has set up none", "vhost is stopped", "no owner yet", "no data queues"}},
+	{"unconfirmed", []string{"not counted until", "the ring moved", "was reset since", "not a split ring", "cannot tell which", "attributes them in attach order"}},
+	{"no_link", []string{"no host link", "has no host link"}},
+	{"permission", []string{"run netctl as root", "permission denied", "operation not permitted"}},
+	{"timeout", []string{"deadline", "timed out", "timeout"}},
+}
+
+// reasonLabel is the code of a reason (ReasonCodes; "error" when none
+// matches).
+func reasonLabel(why string) string {
+	l := strings.ToLower(why)
+	for _, m := range reasonMatch {
+		for _, w := range m.words {
+			if strings.Contains(l, strings.ToLower(w)) {
+				return m.code
+			}
+		}
 	}
-	// Cut at a rune boundary.
-	r := []rune(s[:maxReason])
-	return string(r[:len(r)-1]) + "..."
+	return "error"
 }
 
 // labelValue makes s a valid label value: label values come from
@@ -152,8 +183,8 @@ func nicMetrics(s stats.NICStats, up bool, labels []string, emit func(prometheus
 			continue
 		}
 		seenQ[k] = true
-		counter(descQueueDesc, float64(q.Offered), k[0], k[1], "offered")
-		counter(descQueueDesc, float64(q.Completed), k[0], k[1], "completed")
+		counter(descQueueOffered, float64(q.Offered), k[0], k[1])
+		counter(descQueueCompleted, float64(q.Completed), k[0], k[1])
 	}
 	if len(s.Workers) > 0 {
 		sources[stats.SourceVhost] = true
@@ -182,8 +213,8 @@ func nicMetrics(s stats.NICStats, up bool, labels []string, emit func(prometheus
 		sources[stats.SourceQMP] = true
 	}
 	for src, why := range s.Missing {
-		if sources[src] {
-			continue // figures and a note both: the figures count
+		if sources[src] || !slices.Contains(Sources, src) {
+			continue // figures and a note both: the figures count; only the documented sources
 		}
 		sources[src] = false
 		gauge(descSourceMissing, 1, src, reasonLabel(why))

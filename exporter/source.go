@@ -19,28 +19,49 @@ type StatsSource struct {
 
 	mu   sync.Mutex                // guards last
 	last map[string][]stats.Target // each target's last listing, by target name
+
+	// Tests: nil is stats.StateTargets, stats.QEMUTargets and
+	// Collector.Forget.
+	listState func(dir string) ([]stats.Target, error)
+	listQEMU  func(ctx context.Context, vm, qmp string) ([]stats.Target, error)
+	forget    func(stats.Target)
 }
 
 // Targets lists the state's NICs (target "state") and each --vm
 // ("vm:NAME") and --qmp ("qmp:PATH") VM's virtio-net NICs, each on its
-// own, so one VM gone, busy or hung costs only its own NICs: the
-// listings run side by side, each within half of what is left of ctx's
-// deadline, so that a monitor that never answers leaves the others, and
-// the sampling after them, their time. Each listing opens and closes its
-// own QMP connection (stats.Targets). A listing that fails (a --vm's
-// monitor busy or hung) gives that target's NICs of its last listing
-// whose QEMU still runs (same pid and start time): they are then sampled
-// as far as their sources allow (the link, cached ring addresses; the
-// qmp source says why not), not taken for gone; its error is still
-// reported.
+// own, so one VM gone, busy or hung costs only its own NICs: the state is
+// read once, the VMs' listings run side by side, each within half of
+// what is left of ctx's deadline, so that a monitor that never answers
+// leaves the others, and the sampling after them, their time. Each
+// listing opens and closes its own QMP connection. A NIC both in the
+// state and in a VM's listing is the state's.
+//
+// A listing that fails (a --vm's monitor busy or hung) gives that
+// target's NICs of its last listing whose QEMU still runs (same pid and
+// start time): they are then sampled as far as their sources allow (the
+// link; the qmp source says why not), not taken for gone; its error is
+// still reported. What the Collector kept of their rings is dropped:
+// without the listing nothing says the NIC is still plugged, and a
+// detached NIC's rings are memory the guest has freed. They are found
+// again (counting from 0) once the VM answers.
 func (s *StatsSource) Targets(ctx context.Context) ([]stats.Target, map[string]error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.last == nil {
 		s.last = map[string][]stats.Target{}
 	}
+	listState, listQEMU, forget := s.listState, s.listQEMU, s.forget
+	if listState == nil {
+		listState = stats.StateTargets
+	}
+	if listQEMU == nil {
+		listQEMU = stats.QEMUTargets
+	}
+	if forget == nil && s.Collector != nil {
+		forget = s.Collector.Forget
+	}
 	type listing struct{ name, vm, qmp string }
-	ls := []listing{{name: "state"}}
+	var ls []listing
 	for _, vm := range s.VMs {
 		ls = append(ls, listing{name: "vm:" + vm, vm: vm})
 	}
@@ -60,27 +81,42 @@ func (s *StatsSource) Targets(ctx context.Context) ([]stats.Target, map[string]e
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got[i], errs[i] = stats.Targets(lctx, s.StateDir, l.vm, l.qmp)
+			got[i], errs[i] = listQEMU(lctx, l.vm, l.qmp)
 		}()
 	}
+	st, serr := listState(s.StateDir)
 	wg.Wait()
-	by := map[string]error{}
-	var all []stats.Target
+	by := map[string]error{"state": serr}
+	if serr != nil {
+		st = s.kept("state", forget)
+	}
+	s.last["state"] = st
+	all := st
 	for i, l := range ls {
 		ts, err := got[i], errs[i]
 		by[l.name] = err
 		if err != nil {
-			ts = nil
-			for _, t := range s.last[l.name] {
-				if t.PID > 0 && t.PIDStart != 0 && state.SameProcess(t.PID, t.PIDStart) {
-					ts = append(ts, t)
-				}
-			}
+			ts = s.kept(l.name, forget)
 		}
 		s.last[l.name] = ts
-		all = append(all, ts...)
+		all = stats.MergeTargets(all, ts)
 	}
 	return all, by
+}
+
+// kept are the NICs of target name's last listing whose QEMU still
+// runs, their ring state forgotten (s.mu held).
+func (s *StatsSource) kept(name string, forget func(stats.Target)) []stats.Target {
+	var ts []stats.Target
+	for _, t := range s.last[name] {
+		if t.PID > 0 && t.PIDStart != 0 && state.SameProcess(t.PID, t.PIDStart) {
+			ts = append(ts, t)
+			if forget != nil {
+				forget(t)
+			}
+		}
+	}
+	return ts
 }
 
 // Collect samples ts with the Collector.

@@ -75,11 +75,12 @@ func (c *Collector) Collect(ctx context.Context, ts []Target) []NICStats {
 	// network namespace of the thread that opens the socket, and the
 	// goroutines below may run on any thread.
 	c.readLinks(ts, out)
+	scan := &kthreadScan{} // one /proc scan for every VM: vhost kernel threads (before Linux 6.4), QEMUs
 	if len(order) == 1 {
 		// One VM: no goroutine, so its monitor is dialed from the calling
 		// thread too (qemuproc names a busy monitor's holder through
 		// sock_diag, which answers per network namespace).
-		c.collectVM(ctx, ts, groups[order[0]], out)
+		c.collectVM(ctx, ts, groups[order[0]], out, scan)
 		return out
 	}
 	var wg sync.WaitGroup
@@ -88,7 +89,7 @@ func (c *Collector) Collect(ctx context.Context, ts []Target) []NICStats {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c.collectVM(ctx, ts, idx, out)
+			c.collectVM(ctx, ts, idx, out, scan)
 		}()
 	}
 	wg.Wait()
@@ -107,12 +108,12 @@ func vmKey(t Target) string {
 }
 
 // collectVM reads the targets idx of one VM into out.
-func (c *Collector) collectVM(ctx context.Context, ts []Target, idx []int, out []NICStats) {
+func (c *Collector) collectVM(ctx context.Context, ts []Target, idx []int, out []NICStats, scan *kthreadScan) {
 	vctx, cancel := context.WithTimeout(ctx, c.o.Deadline*time.Duration(len(idx)))
 	defer cancel()
-	sess := c.openSession(vctx, ts[idx[0]])
+	sess := c.openSession(vctx, ts[idx[0]], scan)
 	defer sess.close()
-	workers := assignWorkers(ts, idx)
+	workers := assignWorkers(ts, idx, c.o.Now, scan)
 	for _, i := range idx {
 		nctx, ncancel := context.WithTimeout(vctx, c.o.Deadline)
 		c.readNIC(nctx, sess, &out[i], workers[i])
@@ -141,7 +142,7 @@ func (c *Collector) readLinks(ts []Target, out []NICStats) {
 			if l, err := readLink(h, t.Link, t.Ifindex); err != nil {
 				s.missing(SourceLink, err.Error())
 			} else {
-				s.Link = l
+				s.Link, s.LinkTime = l, c.o.Now()
 			}
 		}
 	}
@@ -155,6 +156,9 @@ func (c *Collector) readNIC(ctx context.Context, sess *session, s *NICStats, w w
 			s.missing(SourceVhost, w.why)
 		}
 		s.Workers = w.workers
+		if len(w.workers) > 0 {
+			s.WorkersTime = w.at
+		}
 	}
 	c.readVDPA(ctx, s)
 }

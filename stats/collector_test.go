@@ -13,7 +13,7 @@ import (
 )
 
 func fakeTarget(f *fakeVM, backend string) Target {
-	return Target{VM: "fake", NIC: "net0", QMP: f.sock, PID: os.Getpid(), Backend: backend, QueuePairs: f.pairs}
+	return Target{VM: "fake", NIC: "net0", QMP: f.sock, PID: os.Getpid(), Backend: backend, NetdevType: "tap", QueuePairs: f.pairs}
 }
 
 func counts(s NICStats) [][2]uint64 {
@@ -40,8 +40,13 @@ func TestCollectRingsWraps(t *testing.T) {
 	if len(s.Queues) != 4 || s.Missing[SourceRings] != "" {
 		t.Fatalf("queues %+v missing %v", s.Queues, s.Missing)
 	}
-	if got := counts(s); !slices.Equal(got, [][2]uint64{{65530, 65500}, {3, 3}, {0, 0}, {0, 0}}) {
+	// The counts start at 0 (the first read is the base); the raw
+	// indices are there too.
+	if got := counts(s); !slices.Equal(got, [][2]uint64{{0, 0}, {0, 0}, {0, 0}, {0, 0}}) {
 		t.Errorf("first sample %v", got)
+	}
+	if q := s.Queues[0]; q.AvailIdx != 65530 || q.UsedIdx != 65500 {
+		t.Errorf("raw indices %+v", q)
 	}
 	if s.Queues[1].Direction != "tx" || s.Queues[2].Pair != 1 || s.Queues[2].Direction != "rx" {
 		t.Errorf("queue naming %+v", s.Queues)
@@ -52,8 +57,8 @@ func TestCollectRingsWraps(t *testing.T) {
 	// Past the wrap: 65530 -> 10 is 16 more.
 	f.setIdx(0, 10, 4)
 	s = c.Collect(ctx, []Target{tg})[0]
-	if got := counts(s)[0]; got != [2]uint64{65546, 65540} {
-		t.Errorf("after the wrap: %v, want [65546 65540]", got)
+	if got := counts(s)[0]; got != [2]uint64{16, 40} {
+		t.Errorf("after the wrap: %v, want [16 40]", got)
 	}
 	f.mu.Lock()
 	if f.gpa2hva != resolves {
@@ -61,13 +66,15 @@ func TestCollectRingsWraps(t *testing.T) {
 	}
 	f.mu.Unlock()
 	// Sample between collections catches a wrap Collect alone would miss:
-	// +40000 twice is 80000, more than one 16-bit turn.
-	f.setIdx(2, 40000, 40000)
+	// +30000 three times is 90000, more than one 16-bit turn.
+	f.setIdx(2, 30000, 30000)
 	c.Sample()
-	f.setIdx(2, 14464, 14464) // 80000 mod 65536
+	f.setIdx(2, 60000, 60000)
+	c.Sample()
+	f.setIdx(2, 24464, 24464) // 90000 mod 65536
 	s = c.Collect(ctx, []Target{tg})[0]
-	if got := counts(s)[2]; got != [2]uint64{80000, 80000} {
-		t.Errorf("pair 1 rx after two Sample-followed half-turns: %v, want 80000", got)
+	if got := counts(s)[2]; got != [2]uint64{90000, 90000} {
+		t.Errorf("pair 1 rx after three Sample-followed steps: %v, want 90000", got)
 	}
 	// Indices that break the ring's invariant (avail 600 ahead of used on
 	// a 256-entry ring, more than twice its size): the addresses are
@@ -91,7 +98,7 @@ func TestCollectRingsWraps(t *testing.T) {
 	f.mu.Unlock()
 	f.setIdx(0, 5, 5)
 	s = c.Collect(ctx, []Target{tg})[0]
-	if got := counts(s)[0]; got != [2]uint64{65551, 65545} {
+	if got := counts(s)[0]; got != [2]uint64{21, 45} {
 		t.Errorf("after the reset: %v, want the counts to go on (+5)", got)
 	}
 	// Unplugged: the NIC says gone; the other target still comes back.
@@ -120,8 +127,12 @@ func TestCollectVhostNeverStopsRings(t *testing.T) {
 	}
 	c := NewCollector(Options{})
 	s := c.Collect(context.Background(), []Target{fakeTarget(f, policy.BackendVhostNet)})[0]
-	if got := counts(s); !slices.Equal(got, [][2]uint64{{1, 0}, {11, 10}, {21, 20}, {31, 30}}) {
-		t.Errorf("queues %v missing %v", got, s.Missing)
+	var raw [][2]uint16
+	for _, q := range s.Queues {
+		raw = append(raw, [2]uint16{q.AvailIdx, q.UsedIdx})
+	}
+	if !slices.Equal(raw, [][2]uint16{{1, 0}, {11, 10}, {21, 20}, {31, 30}}) {
+		t.Errorf("queues %v missing %v", raw, s.Missing)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -184,15 +195,16 @@ func TestCollectPIDReused(t *testing.T) {
 	rs := &ringState{pid: os.Getpid(), pidStart: old.PIDStart, fingerprint: st.fingerprint()}
 	for q := 0; q < 2; q++ {
 		rs.queues = append(rs.queues, ringQueue{vq: q, num: 256,
-			availIdx: f.hva(uint64(ringBase + q*2*ringStride + 2)), usedIdx: f.hva(uint64(ringBase + q*2*ringStride + ringStride + 2)),
+			availGPA: uint64(availGPA(0, q)), usedGPA: uint64(usedGPA(0, q)),
+			avail: f.hva(uint64(availGPA(0, q))), used: f.hva(uint64(usedGPA(0, q))),
 			lastAvail: 60000, lastUsed: 60000, offered: 1 << 20, completed: 1 << 20, primed: true})
 	}
 	c.rings[old.Key()] = rs
 	f.setIdx(0, 1000, 990)
 	f.setIdx(1, 7, 7)
 	s := c.Collect(context.Background(), []Target{tg})[0]
-	if got := counts(s); !slices.Equal(got, [][2]uint64{{1000, 990}, {7, 7}}) {
-		t.Errorf("the new QEMU's rings: %v (missing %v), want its own indices [[1000 990] [7 7]]", got, s.Missing)
+	if got := counts(s); !slices.Equal(got, [][2]uint64{{0, 0}, {0, 0}}) {
+		t.Errorf("the new QEMU's rings: %v (missing %v), want its own counts, from 0", got, s.Missing)
 	}
 }
 
@@ -208,7 +220,9 @@ func TestCollectResetSameStatus(t *testing.T) {
 	ctx := context.Background()
 	f.setIdx(0, 1000, 990)
 	f.setIdx(1, 20, 20)
-	if got := counts(c.Collect(ctx, []Target{tg})[0]); !slices.Equal(got, [][2]uint64{{1000, 990}, {20, 20}}) {
+	c.Collect(ctx, []Target{tg})
+	f.setIdx(0, 1010, 1000)
+	if got := counts(c.Collect(ctx, []Target{tg})[0]); !slices.Equal(got, [][2]uint64{{10, 10}, {0, 0}}) {
 		t.Fatalf("before the reset: %v", got)
 	}
 	f.mu.Lock()
@@ -226,8 +240,8 @@ func TestCollectResetSameStatus(t *testing.T) {
 	f.mu.Unlock()
 	f.setIdx(0, 5, 3)
 	f.setIdx(1, 2, 2)
-	if got := counts(c.Collect(ctx, []Target{tg})[0]); !slices.Equal(got, [][2]uint64{{1005, 993}, {22, 22}}) {
-		t.Errorf("after the reset: %v, want the counts to go on by the new indices [[1005 993] [22 22]]", got)
+	if got := counts(c.Collect(ctx, []Target{tg})[0]); !slices.Equal(got, [][2]uint64{{15, 13}, {2, 2}}) {
+		t.Errorf("after the reset: %v, want the counts to go on by the new indices [[15 13] [2 2]]", got)
 	}
 }
 
@@ -243,14 +257,16 @@ func TestCollectReattached(t *testing.T) {
 	tg.Attached = time.Unix(1000, 0)
 	f.setIdx(0, 1000, 990)
 	f.setIdx(1, 20, 20)
-	if got := counts(c.Collect(ctx, []Target{tg})[0]); !slices.Equal(got, [][2]uint64{{1000, 990}, {20, 20}}) {
+	c.Collect(ctx, []Target{tg})
+	f.setIdx(0, 1010, 1000)
+	if got := counts(c.Collect(ctx, []Target{tg})[0]); !slices.Equal(got, [][2]uint64{{10, 10}, {0, 0}}) {
 		t.Fatalf("the first device: %v", got)
 	}
 	again := tg
 	again.Attached = time.Unix(2000, 0)
 	f.setIdx(0, 5, 3)
 	f.setIdx(1, 2, 2)
-	if got := counts(c.Collect(ctx, []Target{again})[0]); !slices.Equal(got, [][2]uint64{{5, 3}, {2, 2}}) {
-		t.Errorf("the device attached again: %v, want its own indices [[5 3] [2 2]]", got)
+	if got := counts(c.Collect(ctx, []Target{again})[0]); !slices.Equal(got, [][2]uint64{{0, 0}, {0, 0}}) {
+		t.Errorf("the device attached again: %v, want its own counts, from 0", got)
 	}
 }

@@ -13,22 +13,28 @@
 //     they live, in QEMU's memory, without stopping anything: the rings'
 //     guest-physical addresses from x-query-virtio-vhost-queue-status
 //     (the queues of the vhost device QEMU has for it: with QEMU 7.2 the
-//     first pair) or x-query-virtio-queue-status (every other queue; never
-//     asked for a vhost device's own queues, since it would ask the
-//     backend for its ring base, which stops a vhost-user ring), then HMP
-//     gpa2hva for their address in QEMU, then process_vm_readv on QEMU's
-//     pid for the two 16-bit indices (avail->idx at avail+2, used->idx at
-//     used+2). Offered counts descriptor chains the driver made available,
-//     Completed those the device used: for TX one per packet; for RX one
-//     per buffer (a packet with mergeable buffers may take several). The
-//     addresses are cached and resolved again when the device's status
-//     changes (reset, restart), the indices break the ring's invariant,
-//     or a read fails (a new QEMU after a migration has another pid).
-//     QEMU 7.2 or newer (x-query-virtio*, debug commands); root, or
-//     ptrace access to QEMU.
+//     first pair) or x-query-virtio-queue-status (every other queue, and
+//     the first pair's of a tap or a netdev without vhost while vhost is
+//     stopped; never the first pair's of a vhost-user or vdpa netdev,
+//     since QEMU would ask the backend for its ring base, which stops a
+//     vhost-user ring), then HMP gpa2hva for their address in QEMU, then
+//     process_vm_readv on QEMU's pid for the rings' headers (flags and
+//     idx of the avail and the used ring). Offered counts descriptor
+//     chains the driver made available, Completed those the device used:
+//     for TX one per packet; for RX one per buffer (a packet with
+//     mergeable buffers may take several); both from 0 at netctl's first
+//     read. The addresses are cached, asked again at each collection,
+//     and a reset starts the rings' counts from 0 again: the device's
+//     status changing, the rings moving, or a read between collections
+//     that saw what a live ring never does (then nothing is counted until
+//     the next collection). vhost stopping and starting (a paused VM, a
+//     link down) is not a reset. A packed ring is not counted. QEMU 7.2
+//     or newer (x-query-virtio*, debug commands); root, or ptrace access
+//     to QEMU.
 //   - "vhost": the vhost-net worker thread of each queue pair and its CPU
 //     time (/proc/.../stat utime+stime at USER_HZ 100): threads of QEMU on
-//     Linux 6.4+, kernel threads before, named vhost-<QEMU's thread id>.
+//     Linux 6.4+, kernel threads before, named vhost-<QEMU's thread id>
+//     (found by one /proc scan per collection).
 //   - "vdpa": vdpa vstats per data queue (like `vdpa dev vstats show DEV
 //     qidx N`: received_desc, completed_desc); "not provided by this
 //     driver (vduse)" where the parent driver has none (only mlx5_vdpa has).

@@ -35,6 +35,17 @@ type fakeVM struct {
 	gone     bool     // the device was unplugged
 	asked    []string // "cmd queue" of every queue command, in order
 	gpa2hva  int
+	// vhostUser: the netdev is vhost-user: x-query-virtio-queue-status of
+	// a queue of the vhost device (0, 1) while vhost runs makes QEMU send
+	// GET_VRING_BASE, which stops the ring in the backend (counted).
+	vhostUser    bool
+	getVringBase int
+	// onStatus runs (under mu) after each x-query-virtio-status answer:
+	// a test changes the device between the status and what follows.
+	onStatus func()
+	gen      int  // the rings' placement: a reset may move them (gen 0, 1, ...)
+	packed   bool // VIRTIO_F_RING_PACKED negotiated
+	statusN  int  // x-query-virtio-status answers
 }
 
 const (
@@ -67,10 +78,25 @@ func newFakeVM(t testing.TB, pairs int, vhost bool) *fakeVM {
 	return f
 }
 
-// setIdx writes queue q's avail and used indices into guest memory.
+// availGPA and usedGPA are where queue q's rings are in generation gen.
+func availGPA(gen, q int) int { return ringBase + (gen*16+q)*2*ringStride }
+func usedGPA(gen, q int) int  { return availGPA(gen, q) + ringStride }
+
+// setIdx writes queue q's avail and used indices into guest memory (the
+// current generation's rings), flags 0.
 func (f *fakeVM) setIdx(q int, avail, used uint16) {
-	binary.LittleEndian.PutUint16(f.mem[ringBase+q*2*ringStride+2:], avail)
-	binary.LittleEndian.PutUint16(f.mem[ringBase+q*2*ringStride+ringStride+2:], used)
+	f.mu.Lock()
+	gen := f.gen
+	f.mu.Unlock()
+	f.setRing(gen, q, 0, avail, 0, used)
+}
+
+// setRing writes a ring's header words (flags, idx) in generation gen.
+func (f *fakeVM) setRing(gen, q int, availFlags, avail, usedFlags, used uint16) {
+	binary.LittleEndian.PutUint16(f.mem[availGPA(gen, q):], availFlags)
+	binary.LittleEndian.PutUint16(f.mem[availGPA(gen, q)+2:], avail)
+	binary.LittleEndian.PutUint16(f.mem[usedGPA(gen, q):], usedFlags)
+	binary.LittleEndian.PutUint16(f.mem[usedGPA(gen, q)+2:], used)
 }
 
 func (f *fakeVM) hva(gpa uint64) uint64 {
@@ -120,13 +146,27 @@ func (f *fakeVM) answer(cmd string, raw json.RawMessage) (string, string, string
 		return "{}", "", ""
 	case "x-query-virtio-status":
 		st, _ := json.Marshal(f.statuses)
-		return fmt.Sprintf(`{"name": "virtio-net", "num-vqs": %d, "vhost-started": %v, "started": true, "broken": false, "status": {"statuses": %s}}`,
-			2*f.pairs+1, f.vhost, st), "", ""
+		transports := `["VIRTIO_RING_F_EVENT_IDX: x", "VIRTIO_F_VERSION_1: x"]`
+		if f.packed {
+			transports = `["VIRTIO_RING_F_EVENT_IDX: x", "VIRTIO_F_VERSION_1: x", "VIRTIO_F_RING_PACKED: Device supports packed VQ layout"]`
+		}
+		out := fmt.Sprintf(`{"name": "virtio-net", "num-vqs": %d, "vhost-started": %v, "started": true, "broken": false, "status": {"statuses": %s}, "guest-features": {"transports": %s}}`,
+			2*f.pairs+1, f.vhost, st, transports)
+		f.statusN++
+		if f.onStatus != nil {
+			f.onStatus()
+		}
+		return out, "", ""
 	case "x-query-virtio-queue-status":
 		f.asked = append(f.asked, fmt.Sprintf("queue-status %d", args.Queue))
 		q := args.Queue
+		if f.vhost && q < 2 && f.vhostUser {
+			// qmp_x_query_virtio_queue_status: vhost_get_vring_base of a
+			// queue of the vhost device: the backend stops the ring.
+			f.getVringBase++
+		}
 		return fmt.Sprintf(`{"signalled-used": 0, "inuse": 0, "name": "virtio-net", "vring-align": 4096, "vring-desc": %d, "signalled-used-valid": false, "vring-num-default": 256, "vring-avail": %d, "queue-index": %d, "last-avail-idx": 0, "vring-used": %d, "used-idx": 0, "shadow-avail-idx": 0, "vring-num": 256}`,
-			ringBase+q*2*ringStride+0x800, ringBase+q*2*ringStride, q, ringBase+q*2*ringStride+ringStride), "", ""
+			availGPA(f.gen, q)+0x800, availGPA(f.gen, q), q, usedGPA(f.gen, q)), "", ""
 	case "x-query-virtio-vhost-queue-status":
 		f.asked = append(f.asked, fmt.Sprintf("vhost-queue-status %d", args.Queue))
 		q := args.Queue
@@ -137,7 +177,9 @@ func (f *fakeVM) answer(cmd string, raw json.RawMessage) (string, string, string
 			return "", "GenericError", fmt.Sprintf("Invalid vhost virtqueue number %d", q)
 		}
 		return fmt.Sprintf(`{"avail": 140000000, "avail-phys": %d, "avail-size": 518, "call": 40, "desc": 140000001, "desc-phys": %d, "desc-size": 4096, "kick": 39, "name": "virtio-net", "num": 256, "used": 140000002, "used-phys": %d, "used-size": 2054}`,
-			ringBase+q*2*ringStride, ringBase+q*2*ringStride+0x800, ringBase+q*2*ringStride+ringStride), "", ""
+			availGPA(f.gen, q), availGPA(f.gen, q)+0x800, usedGPA(f.gen, q)), "", ""
+	case "qom-get":
+		return `"hostnet0"`, "", ""
 	case "human-monitor-command":
 		a, ok := strings.CutPrefix(args.CommandLine, "gpa2hva 0x")
 		gpa, err := strconv.ParseUint(a, 16, 64)

@@ -54,6 +54,9 @@ type virtioStatus struct {
 	VhostDev *struct {
 		NVQs int `json:"nvqs"`
 	} `json:"vhost-dev"`
+	GuestFeatures struct {
+		Transports []string `json:"transports"`
+	} `json:"guest-features"`
 }
 
 // parseVirtioStatus decodes an x-query-virtio-status reply (untrusted).
@@ -65,7 +68,7 @@ func parseVirtioStatus(b []byte) (*virtioStatus, error) {
 	if s.NumVQs < 0 || s.NumVQs > maxVQs {
 		return nil, fmt.Errorf("x-query-virtio-status: num-vqs %d out of range 0-%d: %w", s.NumVQs, maxVQs, ErrInvalid)
 	}
-	if len(s.Status.Statuses) > maxStrings {
+	if len(s.Status.Statuses) > maxStrings || len(s.GuestFeatures.Transports) > maxStrings {
 		return nil, fmt.Errorf("x-query-virtio-status: %d statuses: %w", len(s.Status.Statuses), ErrInvalid)
 	}
 	return &s, nil
@@ -81,10 +84,24 @@ func (s *virtioStatus) driverOK() bool {
 	return false
 }
 
-// fingerprint changes when the device is reset or restarted: ring
-// addresses resolved before then are stale.
+// fingerprint changes when the driver resets the device or sets it up
+// another way: ring addresses resolved before then are stale. It leaves
+// out what changes while the rings stay where they are: vhost-started
+// and vhost-dev (vhost stops while the VM is paused or its link is down,
+// and starts again on resume), started.
 func (s *virtioStatus) fingerprint() string {
-	return fmt.Sprintf("%v/%v/%v/%v/%d", s.Status.Statuses, s.Started, s.VhostStarted, s.Broken, s.NumVQs)
+	return fmt.Sprintf("%v/%v/%d/%v", s.Status.Statuses, s.Broken, s.NumVQs, s.GuestFeatures.Transports)
+}
+
+// packed says the guest negotiated packed rings (VIRTIO_F_RING_PACKED,
+// feature bit 34).
+func (s *virtioStatus) packed() bool {
+	for _, f := range s.GuestFeatures.Transports {
+		if name, _, _ := strings.Cut(f, ":"); strings.TrimSpace(name) == "VIRTIO_F_RING_PACKED" {
+			return true
+		}
+	}
+	return false
 }
 
 func queryVirtioStatus(ctx context.Context, c *qmp.Client, path string) (*virtioStatus, error) {

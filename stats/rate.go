@@ -55,16 +55,21 @@ type VDPAQueueRates struct {
 // so a queue present in only one sample has no rate. Counters here are
 // already accumulated across 16-bit ring wraps (the Collector does that);
 // a counter that went down is a reset.
+//
+// Each source's interval is between its own read times (LinkTime,
+// RingsTime, WorkersTime, VDPATime; Time where a sample has none): the
+// sources of one NIC are read at different moments (the link before any
+// QMP work, the rings after it), and a slow first sample must not
+// shrink one source's interval.
 func Rate(prev, cur NICStats) Rates {
 	r := Rates{Target: cur.Target}
-	dt := cur.Time.Sub(prev.Time)
-	if dt <= 0 || prev.Time.IsZero() {
-		dt = 0
-	}
+	dt := interval(prev.Time, cur.Time, prev.Time, cur.Time)
 	r.Seconds = dt.Seconds()
 	if prev.Link != nil && cur.Link != nil {
+		dt := interval(prev.LinkTime, cur.LinkTime, prev.Time, cur.Time)
 		r.Link = &LinkRates{RX: dirRates(prev.Link.RX, cur.Link.RX, dt), TX: dirRates(prev.Link.TX, cur.Link.TX, dt)}
 	}
+	dt = interval(prev.RingsTime, cur.RingsTime, prev.Time, cur.Time)
 	type qk struct {
 		pair int
 		dir  string
@@ -82,6 +87,7 @@ func Rate(prev, cur NICStats) Rates {
 		comp, r2 := perSecond(p.Completed, q.Completed, dt)
 		r.Queues = append(r.Queues, QueueRates{Pair: q.Pair, Direction: q.Direction, Offered: off, Completed: comp, Reset: r1 || r2})
 	}
+	dt = interval(prev.WorkersTime, cur.WorkersTime, prev.Time, cur.Time)
 	pw := map[[2]int]WorkerStats{}
 	for _, w := range prev.Workers {
 		pw[[2]int{w.Pair, w.TID}] = w
@@ -101,6 +107,7 @@ func Rate(prev, cur NICStats) Rates {
 		}
 		r.Workers = append(r.Workers, wr)
 	}
+	dt = interval(prev.VDPATime, cur.VDPATime, prev.Time, cur.Time)
 	pv := map[int]VDPAQueueStats{}
 	for _, v := range prev.VDPA {
 		pv[v.Queue] = v
@@ -115,6 +122,18 @@ func Rate(prev, cur NICStats) Rates {
 		r.VDPA = append(r.VDPA, VDPAQueueRates{Queue: v.Queue, Type: v.Type, ReceivedDesc: rec, CompletedDesc: comp, Reset: r1 || r2})
 	}
 	return r
+}
+
+// interval is cur-prev of a source's own times, or of the samples'
+// (fallbacks) when either has none; 0 when they are not in order.
+func interval(prev, cur, prevFallback, curFallback time.Time) time.Duration {
+	if prev.IsZero() || cur.IsZero() {
+		prev, cur = prevFallback, curFallback
+	}
+	if prev.IsZero() || !cur.After(prev) {
+		return 0
+	}
+	return cur.Sub(prev)
 }
 
 func dirRates(p, c Counters, dt time.Duration) DirRates {

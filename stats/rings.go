@@ -17,11 +17,12 @@ import (
 )
 
 // ringState is what the Collector keeps about one NIC's rings between
-// calls: where each data queue's avail->idx and used->idx live in QEMU
-// (host virtual addresses from gpa2hva), the device status they were
-// resolved under, the last 16-bit indices and the accumulated counts.
+// calls: where each data queue's ring headers live in QEMU (host virtual
+// addresses from gpa2hva, and the guest-physical ones they came from),
+// the device status they were resolved under, the last 16-bit indices
+// and the accumulated counts.
 type ringState struct {
-	mu          sync.Mutex // guards queues, fingerprint and stopped (Sample and Collect both read)
+	mu          sync.Mutex // guards everything below (Sample and Collect both read)
 	pid         int
 	pidStart    uint64
 	fingerprint string // virtio status when resolved: another means a reset
@@ -29,46 +30,81 @@ type ringState struct {
 	// addresses may no longer hold its rings, so Sample leaves them alone
 	// until Collect resolves them again.
 	stopped bool
+	// suspect: a read no collection had validated (the sampler's, or one
+	// without QMP) saw what a live ring never does (flags a driver or
+	// device never sets, indices back at 0, a jump of more than half the
+	// index range): nothing is counted from then on until a collection
+	// has checked the ring over QMP, which takes it as a reset.
+	suspect string
+	// partial: some data queues could not be asked for safely (a
+	// vhost-user or vdpa device's own queues while vhost is stopped):
+	// each collection tries again.
+	partial bool
+	readAt  time.Time // when the indices were last read
 	queues  []ringQueue
 }
 
 type ringQueue struct {
 	vq                  int    // the virtqueue's index: 2*pair is rx, 2*pair+1 tx
 	num                 int    // ring size (0: unknown)
-	availIdx, usedIdx   uint64 // HVAs of avail->idx and used->idx in QEMU
+	availGPA, usedGPA   uint64 // the rings' guest-physical addresses (what QEMU answers)
+	avail, used         uint64 // HVAs of the avail and used rings' headers (flags, idx) in QEMU
 	lastAvail, lastUsed uint16
 	offered, completed  uint64
 	primed              bool
 }
 
+// halfTurn: a jump of more than half the 16-bit index range between
+// two reads no collection validated is not taken as traffic.
+const halfTurn = 1 << 15
+
 // advance accumulates new 16-bit indices: the ring counts mod 65536, so
 // the distance from the last value mod 65536 is what happened since, as
-// long as fewer than 65536 descriptors passed between two reads.
-func (q *ringQueue) advance(avail, used uint16) {
+// long as fewer than 65536 descriptors passed between two reads. The
+// first read is the base: the counts start at 0 (what netctl saw, not
+// the ring's raw index). validated: a collection has just checked over
+// QMP that the ring is where it was; else (the sampler) a jump of more
+// than half a turn, or indices back at exactly 0, is refused (why is
+// not ""), and nothing is counted.
+func (q *ringQueue) advance(avail, used uint16, validated bool) (why string) {
 	if !q.primed {
-		q.offered, q.completed = uint64(avail), uint64(used)
-		q.primed = true
-	} else {
-		q.offered += uint64(avail - q.lastAvail)
-		q.completed += uint64(used - q.lastUsed)
+		q.lastAvail, q.lastUsed, q.primed = avail, used, true
+		return ""
 	}
+	if avail == 0 && used == 0 && (q.lastAvail != 0 || q.lastUsed != 0) {
+		// A ring's indices start at 0 when its driver sets it up: back at
+		// 0 is a reset (or the freed ring's memory zeroed), far likelier
+		// than both indices wrapping to 0 at once.
+		if !validated {
+			return fmt.Sprintf("queue %d: its indices went back to 0 from avail %d, used %d", q.vq, q.lastAvail, q.lastUsed)
+		}
+		q.lastAvail, q.lastUsed = 0, 0
+		return ""
+	}
+	da, du := avail-q.lastAvail, used-q.lastUsed
+	if !validated && (da > halfTurn || du > halfTurn) {
+		return fmt.Sprintf("queue %d: avail %d -> %d, used %d -> %d is more than half a turn of the 16-bit index", q.vq, q.lastAvail, avail, q.lastUsed, used)
+	}
+	q.offered += uint64(da)
+	q.completed += uint64(du)
 	q.lastAvail, q.lastUsed = avail, used
+	return ""
 }
 
-// restart is a device reset: the driver starts its rings again at 0;
+// restart is a device reset: the driver starts its rings at 0 again;
 // the accumulated counts go on from where they were.
 func (q *ringQueue) restart() {
 	q.lastAvail, q.lastUsed = 0, 0
 }
 
-// locked returns a copy of r's counts taken under its lock.
-func (r *ringState) locked() *ringState {
+// snapshot is a copy of r's counts and read time taken under its lock.
+func (r *ringState) snapshot() ([]QueueStats, time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return &ringState{queues: slices.Clone(r.queues)}
+	return r.stats(), r.readAt
 }
 
-// stats are the queues' accumulated counts.
+// stats are the queues' accumulated counts (r.mu held).
 func (r *ringState) stats() []QueueStats {
 	out := make([]QueueStats, 0, len(r.queues))
 	for _, q := range r.queues {
@@ -76,39 +112,50 @@ func (r *ringState) stats() []QueueStats {
 		if q.vq%2 == 1 {
 			dir = "tx"
 		}
-		out = append(out, QueueStats{Pair: q.vq / 2, Direction: dir, Offered: q.offered, Completed: q.completed})
+		out = append(out, QueueStats{Pair: q.vq / 2, Direction: dir, Offered: q.offered, Completed: q.completed,
+			AvailIdx: q.lastAvail, UsedIdx: q.lastUsed})
 	}
 	return out
 }
 
-// addrs lists the HVAs to read: used->idx, then avail->idx, for each
-// queue. Used first: process_vm_readv copies in order, and the device
-// never uses more than was made available, so the avail read after it is
-// at least the used one (see consistent).
+// addrs lists the HVAs to read: the used ring's flags and idx, then the
+// avail ring's, for each queue. Used first: process_vm_readv copies in
+// order, and the device never uses more than was made available, so the
+// avail read after it is at least the used one (see consistent).
 func (r *ringState) addrs() []uint64 {
-	a := make([]uint64, 0, 2*len(r.queues))
+	a := make([]uint64, 0, 4*len(r.queues))
 	for _, q := range r.queues {
-		a = append(a, q.usedIdx, q.availIdx)
+		a = append(a, q.used, q.used+2, q.avail, q.avail+2)
 	}
 	return a
 }
 
-// consistent checks a queue's indices against the split ring's invariant:
-// the driver has at most num descriptors outstanding (avail - used <= num,
-// mod 65536); allowing for what moves between the two reads, more than
-// 2*num means the addresses no longer hold this ring's indices (the guest
-// reset the device and placed its rings elsewhere without the status
-// showing it between two collections).
-func consistent(avail, used uint16, num int) bool {
-	return num <= 0 || int(avail-used) <= 2*num
+// consistent checks a queue's ring headers against what a split ring
+// holds: the only flag either side may set is bit 0 (the driver's
+// VIRTQ_AVAIL_F_NO_INTERRUPT, the device's VIRTQ_USED_F_NO_NOTIFY:
+// virtio 1.x 2.7.7 and 2.7.10, "MUST set flags to 0 or 1"), and the
+// driver has at most num descriptors outstanding (avail - used <= num,
+// mod 65536; allowing for what moves between the two reads, more than
+// 2*num). Memory that is no longer this ring (the guest freed it after
+// a reset) fails it but for about one read in 10^11.
+func consistent(availFlags, avail, usedFlags, used uint16, num int) bool {
+	return availFlags&^1 == 0 && usedFlags&^1 == 0 && (num <= 0 || int(avail-used) <= 2*num)
 }
 
 // sample reads the indices (process_vm_readv only) and accumulates them.
-func (r *ringState) sample() error {
+// validated: the caller (Collect) has just checked over QMP that the
+// device runs with its rings where they were; a suspect ring is then
+// taken as reset. Otherwise (Sample, a collection without QMP) a
+// suspect ring is left alone, and a read that looks like anything but
+// this ring makes it suspect.
+func (r *ringState) sample(validated bool, now func() time.Time) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stopped {
 		return fmt.Errorf("the device was reset since its rings were found: %w", ErrNotAvailable)
+	}
+	if r.suspect != "" && !validated {
+		return fmt.Errorf("not counted until the monitor confirms the rings (a reset?): %s: %w", r.suspect, ErrNotAvailable)
 	}
 	if r.pidStart != 0 {
 		if st, err := qemuproc.StartTime(r.pid); err != nil || st != r.pidStart {
@@ -116,6 +163,7 @@ func (r *ringState) sample() error {
 		}
 	}
 	v, err := readU16s(r.pid, r.addrs())
+	at := now()
 	if err != nil {
 		return err
 	}
@@ -127,15 +175,43 @@ func (r *ringState) sample() error {
 		}
 	}
 	for i, q := range r.queues {
-		if !consistent(v[2*i+1], v[2*i], q.num) {
-			return fmt.Errorf("queue %d: avail %d and used %d are more than twice the ring size %d apart: the ring moved: %w",
-				q.vq, v[2*i+1], v[2*i], q.num, ErrNotAvailable)
+		usedFlags, used, availFlags, avail := v[4*i], v[4*i+1], v[4*i+2], v[4*i+3]
+		if !consistent(availFlags, avail, usedFlags, used, q.num) {
+			why := fmt.Sprintf("queue %d: avail flags %#x idx %d, used flags %#x idx %d are not a split ring's (ring size %d): the ring moved",
+				q.vq, availFlags, avail, usedFlags, used, q.num)
+			if !validated {
+				r.suspect = why
+			}
+			return fmt.Errorf("%s: %w", why, ErrNotAvailable)
 		}
 	}
-	for i := range r.queues {
-		r.queues[i].advance(v[2*i+1], v[2*i])
+	if validated && r.suspect != "" {
+		// A read since the last collection saw what this ring never does,
+		// and the rings are where they were: a reset (the driver set its
+		// rings up again in the same place); the new rings count from 0.
+		for i := range r.queues {
+			r.queues[i].restart()
+		}
+		r.suspect = ""
 	}
+	// Check every queue before counting any: one suspect queue holds
+	// back the whole read.
+	next := slices.Clone(r.queues)
+	for i := range next {
+		if why := next[i].advance(v[4*i+3], v[4*i+1], validated); why != "" {
+			r.suspect = why
+			return fmt.Errorf("not counted until the monitor confirms the rings (a reset?): %s: %w", why, ErrNotAvailable)
+		}
+	}
+	r.queues, r.readAt = next, at
 	return nil
+}
+
+// markStopped records that a collection saw the device not running.
+func (r *ringState) markStopped(fingerprint string) {
+	r.mu.Lock()
+	r.fingerprint, r.stopped = fingerprint, true
+	r.mu.Unlock()
 }
 
 // session is one VM's QMP connection within one Collect (nil client:
@@ -154,7 +230,7 @@ func (s *session) close() {
 // openSession dials the VM's monitor the way netctl attach does
 // (qemuproc.Dial): a monitor another client holds is reported busy with
 // the holder's name.
-func (c *Collector) openSession(ctx context.Context, t Target) *session {
+func (c *Collector) openSession(ctx context.Context, t Target, scan *kthreadScan) *session {
 	vm := qemuproc.VM{PID: t.PID, StartTime: t.PIDStart, Name: t.VM,
 		Monitors: []qemuproc.Monitor{{Option: "--qmp", Path: t.QMP, Socket: t.QMP, Server: true}}}
 	if t.QMP == "" {
@@ -162,7 +238,7 @@ func (c *Collector) openSession(ctx context.Context, t Target) *session {
 		// qemuproc.Dial then says to go through libvirt).
 		found := false
 		if t.PID > 0 {
-			if vms, err := qemuproc.List(); err == nil {
+			if vms, err := scan.qemus(); err == nil {
 				for _, v := range vms {
 					if v.PID == t.PID {
 						vm, found = v, true
@@ -207,7 +283,15 @@ func socketGone(err error) bool {
 
 // readRings fills s.Queues: from the cached ring addresses, after
 // checking over QMP (when there is a connection) that the device was not
-// reset since; resolving them again when it was or when a read fails.
+// reset since and its rings are where they were; resolving them again
+// when they moved, the device was reset or a read fails.
+//
+// What is a reset: the device's status changing (the driver reset it:
+// status 0, then set up again), its rings' addresses changing, or a read
+// between collections that saw what a live ring never does. What is not:
+// vhost stopping and starting (a paused VM, set_link off/on, a snapshot,
+// a migration's source), which leaves the rings where they were, their
+// indices going on.
 func (c *Collector) readRings(ctx context.Context, sess *session, s *NICStats) {
 	t := s.Target
 	key := t.Key()
@@ -220,11 +304,11 @@ func (c *Collector) readRings(ctx context.Context, sess *session, s *NICStats) {
 			s.missing(SourceRings, "no ring addresses yet and no QMP to find them: "+sess.why)
 			return
 		}
-		if err := r.sample(); err != nil {
+		if err := r.sample(false, c.o.Now); err != nil {
 			s.missing(SourceRings, err.Error())
 			return
 		}
-		s.Queues = r.locked().stats()
+		s.Queues, s.RingsTime = r.snapshot()
 		return
 	}
 	path := devicePath(t.NIC)
@@ -236,29 +320,31 @@ func (c *Collector) readRings(ctx context.Context, sess *session, s *NICStats) {
 		s.missing(SourceRings, err.Error())
 		return
 	}
+	if st.packed() {
+		// A packed ring has no avail and used indices to read.
+		c.Forget(t)
+		s.missing(SourceRings, "packed ring: not counted (the guest negotiated VIRTIO_F_RING_PACKED: netctl reads split rings only)")
+		return
+	}
 	if !st.driverOK() {
 		if r != nil {
 			// A reset under way: whatever status the driver comes back
 			// with, its rings start at 0 again (resolved afresh, the
 			// counts carried over as after a reset).
-			r.mu.Lock()
-			r.fingerprint, r.stopped = st.fingerprint(), true
-			r.mu.Unlock()
+			r.markStopped(st.fingerprint())
 		}
 		s.missing(SourceRings, fmt.Sprintf("the guest's driver has not started the device (status %s)", statusWords(st)))
 		return
 	}
-	var fp string
 	if r != nil {
 		r.mu.Lock()
-		fp = r.fingerprint
+		same := r.fingerprint == st.fingerprint() && !r.stopped && !r.partial && r.pid == t.PID
 		r.mu.Unlock()
-	}
-	fresh := r == nil || fp != st.fingerprint() || r.pid != t.PID
-	if !fresh {
-		if err := r.sample(); err == nil {
-			s.Queues = r.locked().stats()
-			return
+		if same && r.sameAddresses(ctx, sess.c, path, t) {
+			if err := r.sample(true, c.o.Now); err == nil {
+				s.Queues, s.RingsTime = r.snapshot()
+				return
+			}
 		}
 	}
 	nr, err := resolveRings(ctx, sess.c, path, t, st)
@@ -271,10 +357,12 @@ func (c *Collector) readRings(ctx context.Context, sess *session, s *NICStats) {
 		// The same QEMU (a reused pid is another process: its rings
 		// start from its own indices).
 		r.mu.Lock()
-		// Carry the counts over. A status change is a reset (the rings
-		// start at 0 again); a failed read with the same status (a
-		// migration, a remap) keeps the indices.
-		reset := r.fingerprint != nr.fingerprint
+		// Carry the counts over. A status change, a reset seen, a read
+		// that saw something else than this ring, or rings at other
+		// addresses are a reset: the rings start at 0 again. A failed
+		// read with the same status and addresses (a remap) keeps the
+		// indices.
+		reset := r.fingerprint != nr.fingerprint || r.stopped || r.suspect != ""
 		old := map[int]ringQueue{}
 		for _, q := range r.queues {
 			old[q.vq] = q
@@ -284,23 +372,43 @@ func (c *Collector) readRings(ctx context.Context, sess *session, s *NICStats) {
 			if !ok {
 				continue
 			}
-			nr.queues[i].offered, nr.queues[i].completed = o.offered, o.completed
-			nr.queues[i].lastAvail, nr.queues[i].lastUsed = o.lastAvail, o.lastUsed
-			nr.queues[i].primed = o.primed
-			if reset {
-				nr.queues[i].restart()
+			nq := &nr.queues[i]
+			nq.offered, nq.completed = o.offered, o.completed
+			nq.lastAvail, nq.lastUsed, nq.primed = o.lastAvail, o.lastUsed, o.primed
+			if reset || nq.availGPA != o.availGPA || nq.usedGPA != o.usedGPA {
+				nq.restart()
 			}
 		}
 		r.mu.Unlock()
 	}
-	if err := nr.sample(); err != nil {
+	if err := nr.sample(true, c.o.Now); err != nil {
 		s.missing(SourceRings, err.Error())
 		return
 	}
 	c.mu.Lock()
 	c.rings[key] = nr
 	c.mu.Unlock()
-	s.Queues = nr.locked().stats()
+	s.Queues, s.RingsTime = nr.snapshot()
+}
+
+// sameAddresses asks QEMU again (safely: askQueue) where each cached
+// queue's rings are, and says whether they are all where they were. A
+// queue that cannot be asked now (a vhost-user device's own queue while
+// vhost is stopped) counts as unchanged: the status said no reset.
+func (r *ringState) sameAddresses(ctx context.Context, c *qmp.Client, path string, t Target) bool {
+	r.mu.Lock()
+	qs := slices.Clone(r.queues)
+	r.mu.Unlock()
+	for _, q := range qs {
+		a, err := queueAddresses(ctx, c, path, q.vq, t)
+		if errors.Is(err, errNotAsked) {
+			continue
+		}
+		if err != nil || a.Avail != q.availGPA || a.Used != q.usedGPA {
+			return false
+		}
+	}
+	return true
 }
 
 // statusWords shortens the status names ("ACKNOWLEDGE|DRIVER").
@@ -322,17 +430,10 @@ func isGone(err error) bool {
 	return errors.As(err, &qe) && (qe.Class == "DeviceNotFound" || strings.Contains(qe.Desc, "is not a VirtIODevice"))
 }
 
-// resolveRings finds where each data queue's indices live in QEMU. For
-// a device QEMU serves itself, x-query-virtio-queue-status gives each
-// ring's guest-physical addresses. With vhost started, the queues of the
-// vhost device QEMU's x-query-virtio-vhost-queue-status answers for
-// (QEMU 7.2: the first queue pair's) come from it, because
-// x-query-virtio-queue-status would ask the backend for its ring base
-// (GET_VRING_BASE), which stops a vhost-user ring; the other queues, for
-// which that command gives "Invalid vhost virtqueue number", come from
-// x-query-virtio-queue-status, which asks the backend nothing about a
-// queue outside that vhost device. Then HMP gpa2hva turns each address
-// into QEMU's own.
+// resolveRings finds where each data queue's rings live in QEMU:
+// queueAddresses gives each ring's guest-physical addresses (asking only
+// what cannot change the device), then HMP gpa2hva turns each into
+// QEMU's own.
 func resolveRings(ctx context.Context, c *qmp.Client, path string, t Target, st *virtioStatus) (*ringState, error) {
 	pairs := t.QueuePairs
 	if n := st.NumVQs / 2; n > 0 && (pairs <= 0 || pairs > n) {
@@ -352,52 +453,93 @@ func resolveRings(ctx context.Context, c *qmp.Client, path string, t Target, st 
 	if r.pidStart == 0 {
 		r.pidStart, _ = qemuproc.StartTime(pid)
 	}
-	vhost := st.VhostStarted
+	var notAsked error
 	for q := 0; q < 2*pairs; q++ {
-		a, err := queueAddresses(ctx, c, path, q, vhost)
+		a, err := queueAddresses(ctx, c, path, q, t)
 		if errors.Is(err, errNoRing) {
 			// A queue the driver did not set up (iPXE uses one pair;
 			// Linux sets up every pair it may use): left out.
 			continue
 		}
+		if errors.Is(err, errNotAsked) {
+			r.partial, notAsked = true, err
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("queue %d: %w", q, err)
 		}
-		av, err := gpa2hva(ctx, c, a.Avail+2)
+		av, err := gpa2hva(ctx, c, a.Avail)
 		if err != nil {
 			return nil, fmt.Errorf("queue %d avail ring: %w", q, err)
 		}
-		us, err := gpa2hva(ctx, c, a.Used+2)
+		us, err := gpa2hva(ctx, c, a.Used)
 		if err != nil {
 			return nil, fmt.Errorf("queue %d used ring: %w", q, err)
 		}
-		r.queues = append(r.queues, ringQueue{vq: q, num: a.Num, availIdx: av, usedIdx: us})
+		r.queues = append(r.queues, ringQueue{vq: q, num: a.Num, availGPA: a.Avail, usedGPA: a.Used, avail: av, used: us})
 	}
 	if len(r.queues) == 0 {
+		if notAsked != nil {
+			return nil, notAsked
+		}
 		return nil, fmt.Errorf("the guest's driver has set up none of the %d data queues: %w", 2*pairs, ErrNotAvailable)
 	}
 	return r, nil
 }
 
-// queueAddresses asks QEMU for one queue's ring addresses (see
-// resolveRings for which command asks what).
-func queueAddresses(ctx context.Context, c *qmp.Client, path string, q int, vhost bool) (queueAddrs, error) {
+// errNotAsked: the queue's addresses could not be asked for without
+// risk to the device now.
+var errNotAsked = fmt.Errorf("vhost is stopped (the VM paused, its link down, or the backend not connected), and the only query that would give these rings' addresses would stop a vhost-user or vdpa ring: they are counted once vhost runs: %w", ErrNotAvailable)
+
+// queueAddresses asks QEMU for one queue's ring addresses, never with a
+// query that can change the device.
+//
+// QEMU (7.2 to at least 9.x, qmp_x_query_virtio_queue_status) answers
+// x-query-virtio-queue-status of a queue of the device's vhost device
+// (virtio-net's get_vhost: the first queue pair's) while vhost runs by
+// asking the backend for its ring base (vhost_get_vring_base): on
+// vhost-user that is GET_VRING_BASE, which stops the ring in the backend
+// for good; on vhost-vdpa it asks the parent driver (vduse: its
+// userspace daemon). Whether vhost runs can change between any two
+// queries (a resume, set_link on), so for those netdevs the first pair's
+// queues are asked only with x-query-virtio-vhost-queue-status, which
+// reads QEMU's own copy and fails while vhost is stopped (errNotAsked
+// then). On a tap (the kernel's vhost-net: VHOST_GET_VRING_BASE only
+// reads last_avail_idx) and on netdevs without vhost it is harmless, as
+// it is for every other queue (no vhost device answers for them).
+func queueAddresses(ctx context.Context, c *qmp.Client, path string, q int, t Target) (queueAddrs, error) {
 	args := map[string]any{"path": path, "queue": q}
-	if vhost {
+	if q < 2 {
 		raw, err := c.Execute(ctx, "x-query-virtio-vhost-queue-status", args)
 		if err == nil {
 			return parseVhostQueueStatus(raw)
 		}
 		var qe *qmp.Error
-		if !errors.As(err, &qe) || !strings.Contains(qe.Desc, "Invalid vhost virtqueue number") {
+		if !errors.As(err, &qe) {
 			return queueAddrs{}, qmpErr("x-query-virtio-vhost-queue-status", err)
 		}
+		if !queueStatusSafe(t.NetdevType) {
+			return queueAddrs{}, errNotAsked
+		}
+		// vhost stopped, or not vhost's queue: QEMU's own copy below.
 	}
 	raw, err := c.Execute(ctx, "x-query-virtio-queue-status", args)
 	if err != nil {
 		return queueAddrs{}, qmpErr("x-query-virtio-queue-status", err)
 	}
 	return parseQueueStatus(raw)
+}
+
+// queueStatusSafe says x-query-virtio-queue-status of the first pair's
+// queues can change nothing for a netdev of this type, whether vhost
+// runs or not (see queueAddresses): a tap (kernel vhost-net) or a netdev
+// that has no vhost. An unknown type is not safe.
+func queueStatusSafe(netdevType string) bool {
+	switch netdevType {
+	case "tap", "user", "socket", "stream", "dgram", "l2tpv3", "bridge", "hubport", "vde", "netmap", "af-xdp", "vmnet-host", "vmnet-shared", "vmnet-bridged":
+		return true
+	}
+	return false
 }
 
 // gpa2hva asks QEMU where a guest-physical address is in its own memory
@@ -413,12 +555,16 @@ func gpa2hva(ctx context.Context, c *qmp.Client, gpa uint64) (uint64, error) {
 // Sample reads the ring indices of every NIC the Collector knows
 // (process_vm_readv only: no QMP, no netlink) and accumulates them, so
 // that no 16-bit wrap is missed between two collections. A ring index
-// wraps after 65536 descriptors: sampled every T, a queue is followed
-// correctly up to 65535/T descriptors per second (655,350/s at
-// T = 100 ms; about 6.5 million/s at 10 ms). Without Sample, Collect
-// alone follows 65535 per collection interval. A read that fails is left
-// for the next Collect, which resolves the addresses again. Safe to call
-// concurrently with Collect.
+// wraps after 65536 descriptors; Sample counts a step of at most half
+// of that (32768) between two of its reads, since it cannot ask QEMU
+// whether the ring is still there (a larger one, indices back at 0 or
+// flags no split ring has make the ring suspect: nothing more is counted
+// until the next Collect has checked it over QMP, which then takes it as
+// a reset). Sampled every T, a queue is followed correctly up to 32768/T
+// descriptors per second (327,680/s at T = 100 ms; about 3.3 million/s
+// at 10 ms). Without Sample, Collect alone follows 65535 per collection
+// interval. A read that fails is left for the next Collect, which
+// resolves the addresses again. Safe to call concurrently with Collect.
 func (c *Collector) Sample() {
 	c.mu.Lock()
 	rs := make([]*ringState, 0, len(c.rings))
@@ -427,7 +573,7 @@ func (c *Collector) Sample() {
 	}
 	c.mu.Unlock()
 	for _, r := range rs {
-		_ = r.sample()
+		_ = r.sample(false, c.o.Now)
 	}
 }
 

@@ -46,6 +46,7 @@ func (c *Collector) readVDPA(ctx context.Context, s *NICStats) {
 		}
 		s.VDPA = append(s.VDPA, vdpaQueue(q, vs))
 	}
+	s.VDPATime = c.o.Now()
 }
 
 // vdpaQueue picks the descriptor counters out of a queue's vendor

@@ -24,6 +24,12 @@ const (
 	SourceQMP   = "qmp"   // the VM's QMP monitor
 )
 
+// BackendVhostUser is the backend of a NIC whose netdev is vhost-user:
+// its rings are served by another process (a DPDK switch, netctl
+// vhost-user); it has no vhost-net worker. (Extension of the agreed
+// API: policy knows only the backends netctl attaches.)
+const BackendVhostUser = "vhost-user"
+
 // Target is one NIC to read.
 type Target struct {
 	VM, NIC string // VM name, QOM device id
@@ -32,8 +38,12 @@ type Target struct {
 	PID     int    // QEMU's pid
 	// PIDStart is field 22 of /proc/PID/stat of QEMU (0 = unknown): with
 	// PID it tells a reused pid from QEMU. (Extension of the agreed API.)
-	PIDStart   uint64
-	Backend    string // policy.BackendVhostNet, BackendVDPA, BackendUserspace
+	PIDStart uint64
+	Backend  string // policy.BackendVhostNet, BackendVDPA, BackendUserspace, or BackendVhostUser
+	// NetdevType is QEMU's netdev type ("tap", "vhost-user", "vhost-vdpa",
+	// "user", ...; "" unknown). It decides which QMP queries are safe for
+	// the rings (see readRings). (Extension of the agreed API.)
+	NetdevType string
 	Link       string // host tap/macvtap ("" for vdpa)
 	Ifindex    int
 	VDPA       string // vdpa device name
@@ -71,6 +81,10 @@ type QueueStats struct {
 	Direction string // "rx" or "tx", guest side (vq 2*Pair is rx, 2*Pair+1 tx)
 	Offered   uint64 // descriptors the driver made available (avail idx), accumulated across 16-bit wraps
 	Completed uint64 // descriptors the device used (used idx), accumulated
+	// Offered and Completed start at 0 when netctl first reads the ring
+	// (not at the raw index); AvailIdx and UsedIdx are the raw 16-bit
+	// indices of the last read. (Extension of the agreed API.)
+	AvailIdx, UsedIdx uint16
 }
 
 // WorkerStats is a vhost-net worker thread (one per queue pair, one per
@@ -91,12 +105,15 @@ type VDPAQueueStats struct {
 
 // NICStats is one sample of one NIC.
 type NICStats struct {
-	Target  Target
-	Time    time.Time
-	Link    *LinkStats
-	Queues  []QueueStats
-	Workers []WorkerStats
-	VDPA    []VDPAQueueStats
+	Target Target
+	Time   time.Time // when the NIC's sample was done (every source read)
+	// When each source was read (zero: not read): Rate takes each
+	// source's interval from its own times. (Extension of the agreed API.)
+	LinkTime, RingsTime, WorkersTime, VDPATime time.Time
+	Link                                       *LinkStats
+	Queues                                     []QueueStats
+	Workers                                    []WorkerStats
+	VDPA                                       []VDPAQueueStats
 	// Missing: source ("link", "rings", "vhost", "vdpa", "qmp") -> why that
 	// source gave nothing ("not provided by this driver", "monitor busy:
 	// held by pid N (libvirtd)", "VM gone").

@@ -8,8 +8,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/netctl/netctl/policy"
+	"github.com/netctl/netctl/qemuproc"
 )
 
 // procRoot is where procfs is mounted (tests point it at a fake tree).
@@ -38,7 +41,7 @@ type worker struct {
 // They are returned in creation order (start time, then tid), which is
 // queue pair order: QEMU (and vhostnet.NewNIC) opens and owns the
 // devices pair by pair.
-func findWorkers(pid int) ([]worker, error) {
+func findWorkers(pid int, scan *kthreadScan) ([]worker, error) {
 	tids, err := listPIDs(filepath.Join(procRoot, strconv.Itoa(pid), "task"))
 	if err != nil {
 		if os.IsNotExist(err) {
@@ -59,15 +62,12 @@ func findWorkers(pid int) ([]worker, error) {
 	}
 	if len(ws) == 0 {
 		// Before 6.4: kernel threads named after one of the owner's threads.
-		all, err := listPIDs(procRoot)
+		kt, err := scan.threads()
 		if err != nil {
-			return nil, fmt.Errorf("scan %s: %w", procRoot, err)
+			return nil, err
 		}
-		for _, p := range all {
-			st, err := readStat(filepath.Join(procRoot, strconv.Itoa(p), "stat"))
-			if err == nil && st.PPID == 2 && names[st.Comm] {
-				ws = append(ws, worker{tid: p, stat: st})
-			}
+		for name := range names {
+			ws = append(ws, kt[name]...)
 		}
 	}
 	slices.SortFunc(ws, func(a, b worker) int {
@@ -82,15 +82,66 @@ func findWorkers(pid int) ([]worker, error) {
 	return ws, nil
 }
 
+// maxPIDs bounds the /proc listing of the kernel-thread scan: pid_max's
+// ceiling (PID_MAX_LIMIT, 4194304 on 64-bit), so that no pid is missed.
+const maxPIDs = 1 << 22
+
+// kthreadScan is the scan of /proc for vhost kernel threads (before
+// Linux 6.4), done at most once per collection however many VMs it has:
+// each one's stat file is read once.
+//
+// It also lists the QEMUs (qemuproc.List, another walk of /proc) once
+// for the VMs whose monitor the targets do not name.
+type kthreadScan struct {
+	once  sync.Once
+	byOwn map[string][]worker // comm ("vhost-<tid>") -> the kernel threads of that name
+	err   error
+	scans int // tests
+
+	qemuOnce sync.Once
+	vms      []qemuproc.VM
+	vmsErr   error
+}
+
+// qemus lists the QEMUs on this host, once per collection.
+func (k *kthreadScan) qemus() ([]qemuproc.VM, error) {
+	k.qemuOnce.Do(func() { k.vms, k.vmsErr = qemuproc.List() })
+	return k.vms, k.vmsErr
+}
+
+// threads scans /proc (the first call) and returns the vhost kernel
+// threads by name.
+func (k *kthreadScan) threads() (map[string][]worker, error) {
+	k.once.Do(func() {
+		k.scans++
+		all, err := listN(procRoot, maxPIDs)
+		if err != nil {
+			k.err = fmt.Errorf("scan %s: %w", procRoot, err)
+			return
+		}
+		k.byOwn = map[string][]worker{}
+		for _, p := range all {
+			st, err := readStat(filepath.Join(procRoot, strconv.Itoa(p), "stat"))
+			if err == nil && st.PPID == 2 && strings.HasPrefix(st.Comm, "vhost-") {
+				k.byOwn[st.Comm] = append(k.byOwn[st.Comm], worker{tid: p, stat: st})
+			}
+		}
+	})
+	return k.byOwn, k.err
+}
+
 // listPIDs lists the numeric entries of a /proc directory (bounded).
-func listPIDs(dir string) ([]int, error) {
+func listPIDs(dir string) ([]int, error) { return listN(dir, maxTasks) }
+
+// listN lists at most n numeric entries of a /proc directory.
+func listN(dir string, n int) ([]int, error) {
 	f, err := os.Open(dir)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
 	var out []int
-	for len(out) < maxTasks {
+	for len(out) < n {
 		names, err := f.Readdirnames(1024)
 		for _, n := range names {
 			if v, err := strconv.Atoi(n); err == nil && v > 0 {
@@ -124,6 +175,7 @@ func readStat(path string) (taskStat, error) {
 // workerResult is one NIC's workers, or why there are none.
 type workerResult struct {
 	workers []WorkerStats
+	at      time.Time // when their stat files were read
 	why     string
 }
 
@@ -135,7 +187,7 @@ type workerResult struct {
 // order (Target.Attached, from netctl's records) when every such NIC has
 // one and the workers are exactly as many as their pairs; otherwise each
 // NIC says why not.
-func assignWorkers(ts []Target, idx []int) map[int]workerResult {
+func assignWorkers(ts []Target, idx []int, now func() time.Time, scan *kthreadScan) map[int]workerResult {
 	out := map[int]workerResult{}
 	var vh []int
 	for _, i := range idx {
@@ -156,10 +208,11 @@ func assignWorkers(ts []Target, idx []int) map[int]workerResult {
 	if pid <= 0 {
 		return fail("QEMU's pid is not known")
 	}
-	ws, err := findWorkers(pid)
+	ws, err := findWorkers(pid, scan)
 	if err != nil {
 		return fail(err.Error())
 	}
+	at := now()
 	pairs := 0
 	dated := true
 	for _, i := range vh {
@@ -180,7 +233,7 @@ func assignWorkers(ts []Target, idx []int) map[int]workerResult {
 	next := 0
 	for _, i := range vh {
 		n := max(ts[i].QueuePairs, 1)
-		var r workerResult
+		r := workerResult{at: at}
 		for p, w := range ws[next : next+n] {
 			r.workers = append(r.workers, WorkerStats{Pair: p, TID: w.tid, Comm: w.stat.Comm, CPUSeconds: w.stat.CPUSeconds()})
 		}

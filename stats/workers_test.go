@@ -54,7 +54,7 @@ func TestAssignWorkers(t *testing.T) {
 	a := Target{NIC: "a", PID: 100, Backend: policy.BackendVhostNet, QueuePairs: 2, Attached: t0}
 	b := Target{NIC: "b", PID: 100, Backend: policy.BackendVhostNet, QueuePairs: 2, Attached: t0.Add(time.Second)}
 	u := Target{NIC: "u", PID: 100, Backend: policy.BackendUserspace}
-	got := assignWorkers([]Target{b, u, a}, []int{0, 1, 2})
+	got := assignWorkers([]Target{b, u, a}, []int{0, 1, 2}, time.Now, &kthreadScan{})
 	want := map[int]string{
 		0: "[{0 103 vhost-100 0.07} {1 104 vhost-100 3}]",
 		2: "[{0 101 vhost-100 1.5} {1 102 vhost-100 0}]",
@@ -69,25 +69,52 @@ func TestAssignWorkers(t *testing.T) {
 	}
 	// Without attach times two NICs cannot be told apart.
 	b.Attached = time.Time{}
-	got = assignWorkers([]Target{a, b}, []int{0, 1})
+	got = assignWorkers([]Target{a, b}, []int{0, 1}, time.Now, &kthreadScan{})
 	if !strings.Contains(got[1].why, "attach order") || got[0].workers != nil {
 		t.Errorf("undated: %+v", got)
 	}
 	// More workers than pairs: something else owns vhost devices.
-	got = assignWorkers([]Target{a}, []int{0})
+	got = assignWorkers([]Target{a}, []int{0}, time.Now, &kthreadScan{})
 	if !strings.Contains(got[0].why, "has 4 vhost workers for the 2 queue pairs") {
 		t.Errorf("mismatch: %+v", got)
 	}
 	// Kernel threads (before 6.4).
 	k := Target{NIC: "k", PID: 200, Backend: policy.BackendVhostNet, QueuePairs: 1}
-	got = assignWorkers([]Target{k}, []int{0})
+	got = assignWorkers([]Target{k}, []int{0}, time.Now, &kthreadScan{})
 	if fmt.Sprint(got[0].workers) != "[{0 300 vhost-201 2.5}]" {
 		t.Errorf("kernel thread: %+v", got[0])
 	}
 	// Gone.
 	k.PID = 400
-	got = assignWorkers([]Target{k}, []int{0})
+	got = assignWorkers([]Target{k}, []int{0}, time.Now, &kthreadScan{})
 	if !strings.Contains(got[0].why, "VM gone") {
 		t.Errorf("gone: %+v", got[0])
+	}
+}
+
+// TestKernelThreadScanOnce: before Linux 6.4 the vhost workers are
+// kernel threads found by scanning /proc: one collection of several VMs
+// scans it once, not once per VM.
+func TestKernelThreadScanOnce(t *testing.T) {
+	fakeProc(t, map[string][5]any{
+		"200/task/200/stat": {"qemu-system-x86", 1, 0, 0, 5},
+		"200/stat":          {"qemu-system-x86", 1, 0, 0, 5},
+		"210/task/210/stat": {"qemu-system-x86", 1, 0, 0, 5},
+		"210/stat":          {"qemu-system-x86", 1, 0, 0, 5},
+		"220/task/220/stat": {"qemu-system-x86", 1, 0, 0, 5},
+		"220/stat":          {"qemu-system-x86", 1, 0, 0, 5},
+		"300/stat":          {"vhost-200", 2, 0, 250, 30},
+		"310/stat":          {"vhost-210", 2, 0, 250, 30},
+		"320/stat":          {"vhost-220", 2, 0, 250, 30},
+	})
+	scan := &kthreadScan{}
+	for _, pid := range []int{200, 210, 220} {
+		ts := []Target{{NIC: "n", PID: pid, Backend: policy.BackendVhostNet, QueuePairs: 1}}
+		if got := assignWorkers(ts, []int{0}, time.Now, scan)[0]; len(got.workers) != 1 || got.workers[0].TID != pid+100 {
+			t.Errorf("pid %d: %+v", pid, got)
+		}
+	}
+	if scan.scans != 1 {
+		t.Errorf("/proc scanned %d times for three VMs, want once", scan.scans)
 	}
 }

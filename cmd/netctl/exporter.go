@@ -31,7 +31,7 @@ func exporterCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "vm", Usage: "also this VM's NICs, by QEMU's -name (repeatable)"},
 			&cli.StringSliceFlag{Name: "qmp", Usage: "also the NICs of the QEMU on this QMP socket (repeatable)"},
 			&cli.DurationFlag{Name: "scrape-timeout", Value: 5 * time.Second, Usage: "bound on one scrape (1s to 5m); Prometheus's own scrape timeout lowers it"},
-			&cli.DurationFlag{Name: "ring-sample", Value: 100 * time.Millisecond, Usage: "read the rings' 16-bit indices this often between scrapes, so that no wrap is missed: a ring is followed up to 65535 descriptors per this interval (10ms to 10s; 0: only at scrapes)"},
+			&cli.DurationFlag{Name: "ring-sample", Value: 100 * time.Millisecond, Usage: "read the rings' 16-bit indices this often between scrapes, so that no wrap is missed: a ring is followed up to 32768 descriptors per this interval (10ms to 10s; 0: only at scrapes)"},
 			&cli.DurationFlag{Name: "gone-for", Value: 5 * time.Minute, Usage: "how long a NIC no longer listed stays in the output with netctl_nic_up 0"},
 		},
 		Action: func(c *cli.Context) error {
