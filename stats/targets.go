@@ -83,6 +83,9 @@ func stateTargets(dir string) ([]Target, error) {
 	}
 	var ts []Target
 	for _, n := range nics {
+		if n.Status == state.StatusAttaching {
+			continue // an attach's intent: nothing handed to QEMU yet, or gc's to undo
+		}
 		ts = append(ts, fromRecord(n))
 	}
 	return ts, nil
