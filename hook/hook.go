@@ -106,18 +106,33 @@ func (h *Hook) run(ctx context.Context, domain, op, subop string, domainXML io.R
 	if !hasAny(b, marks) {
 		return passBy("nothing in the domain XML is netctl's")
 	}
-	if h.ConfigErr != nil {
-		return nil, fmt.Errorf("domain %s names netctl in its XML, and netctl's host config does not load: %w", clip(domain), h.ConfigErr)
+	// A mark is only a hint (the namespace URI may sit in another
+	// namespace's text, a comment or a CDATA section; the vdpa directory
+	// in a disk's path): without a config, the defaults tell which
+	// interfaces the domain itself asks netctl for, and only those make
+	// the broken config refuse the start.
+	cfg, configErr := h.Config, h.ConfigErr
+	if configErr != nil {
+		cfg = DefaultConfig()
 	}
-	p, err := ParsePlan(b, h.Config)
+	refuse := func(err error) (*Result, error) {
+		if configErr != nil {
+			return nil, fmt.Errorf("domain %s names netctl in its XML, and netctl's host config does not load: %w", clip(domain), configErr)
+		}
+		return nil, err
+	}
+	p, err := ParsePlan(b, cfg)
 	if err != nil {
 		if ue := (*unreadableError)(nil); errors.As(err, &ue) && !bytes.Contains(b, []byte(Namespace)) {
 			return passBy(err.Error() + " (and it has no netctl metadata)")
 		}
-		return nil, err
+		return refuse(err)
 	}
 	if len(p.Interfaces) == 0 {
 		return passBy("no interface in it is netctl's")
+	}
+	if configErr != nil {
+		return refuse(nil)
 	}
 	if p.Domain != domain {
 		return nil, fmt.Errorf("the XML on stdin is domain %q, the arguments name %q: %w", clip(p.Domain), clip(domain), errs.ErrInvalid)
@@ -375,10 +390,7 @@ func (h *Hook) Started(ctx context.Context, domain string) *Result {
 		res.Notes = append(res.Notes, n)
 		return res
 	}
-	if state.CheckDomainName(domain) != nil || h.Store == nil {
-		return res
-	}
-	if _, err := h.Store.LoadDomain(domain); errors.Is(err, state.ErrNotFound) {
+	if state.CheckDomainName(domain) != nil || h.Store == nil || !h.mayHaveRecord(domain) {
 		return res
 	}
 	lctx, cancel := context.WithTimeout(ctx, startedLockWait)
@@ -402,6 +414,23 @@ func (h *Hook) Started(ctx context.Context, domain string) *Result {
 	res.Done = append(res.Done, "recorded as started")
 	h.logf("%s started: recorded", clip(domain))
 	return res
+}
+
+// mayHaveRecord says, without the lock, whether domain may have a
+// record: false when there is none, and when the record under its key is
+// another domain's (libvirt allows a name such as "x-" and 32 hex digits,
+// the key state.VMKey gives another name), so that a domain netctl
+// prepared nothing for never waits for, or fails on, another's record.
+func (h *Hook) mayHaveRecord(domain string) bool {
+	rec, err := h.Store.LoadDomain(domain)
+	if errors.Is(err, state.ErrNotFound) {
+		return false
+	}
+	if err == nil && rec.Name != domain {
+		h.logf("%s: the record under its key is domain %s's: not this domain's, left alone", clip(domain), clip(rec.Name))
+		return false
+	}
+	return true
 }
 
 // loadDomain loads the record of domain and checks it is that domain's.
@@ -482,7 +511,7 @@ func (h *Hook) Release(ctx context.Context, domain string) (*Result, error) {
 		res.Notes = append(res.Notes, n)
 		return res, nil
 	}
-	if _, err := h.Store.LoadDomain(domain); errors.Is(err, state.ErrNotFound) {
+	if !h.mayHaveRecord(domain) {
 		h.logf("%s release: nothing recorded", clip(domain))
 		return res, nil // nothing recorded: no lock taken
 	}
