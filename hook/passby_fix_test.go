@@ -23,8 +23,8 @@ func TestReviewBrokenConfigPassesTextMentions(t *testing.T) {
     <interface type='network'><mac address='52:54:00:00:00:01'/><source network='default'/></interface>%DEV%
   </devices></domain>`
 	cases := map[string][2]string{
-		"quoter": {`<metadata><doc:note xmlns:doc="urn:example:doc">netctl's namespace is http://netctl.dev/xmlns/hook/1</doc:note></metadata>`, ""},
-		"cdata": {`<metadata><doc:note xmlns:doc="urn:example:doc"><![CDATA[<netctl:hook xmlns:netctl="http://netctl.dev/xmlns/hook/1"><netctl:interface mac="52:54:00:00:00:01"/></netctl:hook>]]></doc:note></metadata>`, ""},
+		"quoter":    {`<metadata><doc:note xmlns:doc="urn:example:doc">netctl's namespace is http://netctl.dev/xmlns/hook/1</doc:note></metadata>`, ""},
+		"cdata":     {`<metadata><doc:note xmlns:doc="urn:example:doc"><![CDATA[<netctl:hook xmlns:netctl="http://netctl.dev/xmlns/hook/1"><netctl:interface mac="52:54:00:00:00:01"/></netctl:hook>]]></doc:note></metadata>`, ""},
 		"described": {`<description>uses http://netctl.dev/xmlns/hook/1 on other hosts</description>`, ""},
 		"comment":   {`<!-- netctl: http://netctl.dev/xmlns/hook/1 -->`, ""},
 		"emptyhook": {`<metadata><netctl:hook xmlns:netctl="http://netctl.dev/xmlns/hook/1"/></metadata>`, ""},
