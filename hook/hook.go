@@ -612,7 +612,8 @@ func (h *Hook) release(ctx context.Context, rec *state.Domain, res *Result) erro
 
 // pendingTap is the ifindex of tap name that domain's record meant to
 // make but did not record as made: the tap must carry the hook's marker
-// and no other domain's record may hold it; else 0 and why it is left.
+// and no other domain's record may hold it or mean to make it; else 0
+// and why it is left.
 func (h *Hook) pendingTap(domain, name string) (int, string) {
 	ix := h.Devices.HookTapIndex(name)
 	if ix == 0 {
@@ -627,8 +628,12 @@ func (h *Hook) pendingTap(domain, name string) (int, string) {
 			continue
 		}
 		for _, t := range d.Taps {
-			if t.Name == name && t.Ifindex == ix {
-				return 0, fmt.Sprintf("the tap by that name now is domain %s's: left alone", clip(d.Name))
+			// Ifindex 0: the other domain means to make a tap by that
+			// name, and may be making it now (its lock is not ours): the
+			// tap may be its; if that domain died too, its own release
+			// finds the tap once this record is gone.
+			if t.Name == name && (t.Ifindex == ix || t.Ifindex == 0) {
+				return 0, fmt.Sprintf("the tap by that name now is domain %s's, or is being made for it: left alone", clip(d.Name))
 			}
 		}
 	}

@@ -1,0 +1,109 @@
+package hook
+
+import (
+	"bytes"
+	"context"
+	"runtime"
+	"testing"
+)
+
+// crashBeforeTap stops the calling goroutine as CreateTap is called: the
+// intent record is saved, the tap not yet made (a SIGKILL in that window).
+type crashBeforeTap struct{ *fakeDevices }
+
+func (c crashBeforeTap) CreateTap(Interface, int) (int, error) { runtime.Goexit(); return 0, nil }
+
+// meanwhile runs during CreateTap, right after the tap is made and
+// before Prepare records its ifindex: what another hook process (another
+// domain's lock) can do in that window.
+type meanwhile struct {
+	*fakeDevices
+	then func()
+}
+
+func (m meanwhile) CreateTap(it Interface, owner int) (int, error) {
+	ix, err := m.fakeDevices.CreateTap(it, owner)
+	if err == nil {
+		m.then()
+	}
+	return ix, err
+}
+
+// TestReviewStaleIntentLeavesTapInTheMaking: domain netctl-all's prepare
+// died after recording the intent to make tap vm1tap0 and before making
+// it. Domain other now makes vm1tap0 (its own <target dev>); its record
+// holds the tap as an intent (ifindex 0) until CreateTap returns. A
+// release of netctl-all in that window (another process: the locks are
+// per domain) must not take other's new tap for its own. Before the fix
+// pendingTap counted only other records' taps with an ifindex, and the
+// release deleted the tap other was making.
+func TestReviewStaleIntentLeavesTapInTheMaking(t *testing.T) {
+	f := newFake(t)
+	h, log, vd := newTestHook(t, f)
+	ctx := context.Background()
+	crashed := *h
+	crashed.Devices = crashBeforeTap{f}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		crashed.Run(ctx, "netctl-all", "prepare", "begin", bytes.NewReader(allXML(t, vd)))
+	}()
+	<-done
+	if rec, err := h.Store.LoadDomain("netctl-all"); err != nil || len(rec.Taps) != 1 || rec.Taps[0].Ifindex != 0 {
+		t.Fatalf("no intent record after the crash: %+v %v", rec, err)
+	}
+	other := bytes.ReplaceAll(allXML(t, vd), []byte("<name>netctl-all</name>"), []byte("<name>other</name>"))
+	other = bytes.ReplaceAll(other, []byte("vm1vdpa0"), []byte("vm2vdpa0"))
+	making := *h
+	making.Devices = meanwhile{f, func() {
+		if _, err := h.Run(ctx, "netctl-all", "release", "end", nil); err != nil {
+			t.Errorf("release of netctl-all: %v", err)
+		}
+	}}
+	if _, err := making.Run(ctx, "other", "prepare", "begin", bytes.NewReader(other)); err != nil {
+		t.Fatalf("other domain: %v", err)
+	}
+	rec, err := h.Store.LoadDomain("other")
+	if err != nil || len(rec.Taps) != 1 {
+		t.Fatalf("other's record: %+v %v", rec, err)
+	}
+	if ix := f.links["vm1tap0"]; ix == 0 || ix != rec.Taps[0].Ifindex {
+		t.Errorf("netctl-all's release deleted the tap other was making (other recorded ifindex %d, the host has %d)\nlog:\n%s", rec.Taps[0].Ifindex, ix, log)
+	}
+}
+
+// TestReviewTwoStaleIntentsFreeTheTap: two domains' prepares died with
+// an intent for the same tap name, one before and one after making it:
+// releasing both (in either order) leaves no tap and no record.
+func TestReviewTwoStaleIntentsFreeTheTap(t *testing.T) {
+	for _, order := range [][2]string{{"netctl-all", "other"}, {"other", "netctl-all"}} {
+		f := newFake(t)
+		h, log, vd := newTestHook(t, f)
+		ctx := context.Background()
+		other := bytes.ReplaceAll(allXML(t, vd), []byte("<name>netctl-all</name>"), []byte("<name>other</name>"))
+		other = bytes.ReplaceAll(other, []byte("vm1vdpa0"), []byte("vm2vdpa0"))
+		for _, c := range []struct {
+			name string
+			dev  Devices
+			x    []byte
+		}{{"netctl-all", crashBeforeTap{f}, allXML(t, vd)}, {"other", crashingDevices{f}, other}} {
+			crashed := *h
+			crashed.Devices = c.dev
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				crashed.Run(ctx, c.name, "prepare", "begin", bytes.NewReader(c.x))
+			}()
+			<-done
+		}
+		for _, d := range order {
+			if _, err := h.Run(ctx, d, "release", "end", nil); err != nil {
+				t.Errorf("release %s: %v", d, err)
+			}
+		}
+		ds, _, _ := h.Store.ListDomains()
+		if got := f.snapshot(); got != "eth0#2" || len(ds) != 0 {
+			t.Errorf("releases in order %v left %s and %d record(s)\nlog:\n%s", order, got, len(ds), log)
+		}
+	}
+}
