@@ -292,7 +292,11 @@ func (h *Hook) Prepare(ctx context.Context, p *Plan) (res *Result, err error) {
 			if err != nil {
 				return nil, fmt.Errorf("domain %s: interface %s: %w", p.Domain, ifaceName(it.MAC, i), err)
 			}
-			hv := state.HookVDPA{VDPA: state.VDPA{Name: it.Name, Mgmtdev: it.Mgmtdev, Vhost: vhost, Created: true}, MAC: macString(it), SysfsIno: id}
+			// The link is recorded before it is published (checkLinkFree
+			// found none; release removes it only if it points at
+			// vhost), so that a crash between publishing and the next
+			// save leaves no link that stops the next prepare.
+			hv := state.HookVDPA{VDPA: state.VDPA{Name: it.Name, Mgmtdev: it.Mgmtdev, Vhost: vhost, Created: true}, MAC: macString(it), Link: it.Link, SysfsIno: id}
 			rec.VDPAs = append(rec.VDPAs, hv)
 			if err := save(); err != nil {
 				return nil, fmt.Errorf("domain %s: %w", p.Domain, err)
@@ -308,11 +312,10 @@ func (h *Hook) Prepare(ctx context.Context, p *Plan) (res *Result, err error) {
 				return nil, fmt.Errorf("domain %s: %w", p.Domain, err)
 			}
 			decided(i, it, dec)
-			if err := publish(it.Link, vhost); err != nil {
+			if err := publishVDPA(it.Link, vhost); err != nil {
 				return nil, fmt.Errorf("domain %s: interface %s: %w", p.Domain, ifaceName(it.MAC, i), err)
 			}
 			undo = append(undo, func() { unpublish(it.Link, vhost) })
-			rec.VDPAs[len(rec.VDPAs)-1].Link = it.Link
 			if err := save(); err != nil {
 				return nil, fmt.Errorf("domain %s: %w", p.Domain, err)
 			}
@@ -345,6 +348,9 @@ func (h *Hook) checkLinkFree(p string) error {
 	}
 	return nil
 }
+
+// publishVDPA is publish (a test stops the hook right after it).
+var publishVDPA = publish
 
 // publish makes link a symlink to vhost, creating its directory.
 func publish(link, vhost string) error {

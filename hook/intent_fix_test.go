@@ -3,6 +3,9 @@ package hook
 import (
 	"bytes"
 	"context"
+	"errors"
+	"os"
+	"path/filepath"
 	"runtime"
 	"testing"
 )
@@ -105,5 +108,54 @@ func TestReviewTwoStaleIntentsFreeTheTap(t *testing.T) {
 		if got := f.snapshot(); got != "eth0#2" || len(ds) != 0 {
 			t.Errorf("releases in order %v left %s and %d record(s)\nlog:\n%s", order, got, len(ds), log)
 		}
+	}
+}
+
+// TestReviewPrepareAfterCrashAfterPublish: a hook killed right after it
+// published a vdpa device's link, before the save that recorded the
+// link, left a symlink that the next prepare refused ("exists and netctl
+// did not publish it for this domain") and no release removed: the
+// domain could not start until someone removed the link by hand. The
+// link is now recorded before it is published.
+func TestReviewPrepareAfterCrashAfterPublish(t *testing.T) {
+	for _, next := range []string{"prepare", "release"} {
+		t.Run(next, func(t *testing.T) {
+			f := newFake(t)
+			h, log, vd := newTestHook(t, f)
+			ctx := context.Background()
+			publishVDPA = func(link, vhost string) error {
+				if err := publish(link, vhost); err != nil {
+					return err
+				}
+				runtime.Goexit()
+				return nil
+			}
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				h.Run(ctx, "netctl-all", "prepare", "begin", bytes.NewReader(allXML(t, vd)))
+			}()
+			<-done
+			publishVDPA = publish
+			switch next {
+			case "prepare":
+				if _, err := h.Run(ctx, "netctl-all", "prepare", "begin", bytes.NewReader(allXML(t, vd))); err != nil {
+					t.Fatalf("prepare after a crash: %v\nlog:\n%s", err, log)
+				}
+				if _, err := h.Run(ctx, "netctl-all", "release", "end", nil); err != nil {
+					t.Fatal(err)
+				}
+			case "release":
+				if _, err := h.Run(ctx, "netctl-all", "release", "end", nil); err != nil {
+					t.Fatalf("release after a crash: %v", err)
+				}
+			}
+			if got := f.snapshot(); got != "eth0#2" {
+				t.Errorf("left %s\nlog:\n%s", got, log)
+			}
+			if _, err := os.Lstat(filepath.Join(vd, "vm1vdpa0")); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the published link is left: %v", err)
+			}
+		})
 	}
 }
