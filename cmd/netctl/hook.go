@@ -107,9 +107,65 @@ func hookScript(bin string, set hookSettings) string {
 // binary and settings, and the older form without --): only such a
 // script is replaced.
 func isHookScript(b []byte) bool {
-	s := string(b)
-	return strings.HasPrefix(s, "#!/bin/sh\nexec '") && strings.Contains(s, "' hook qemu ") &&
-		strings.HasSuffix(s, " \"$@\"\n") && strings.Count(s, "\n") == 2
+	_, _, ok := parseHookScript(b)
+	return ok
+}
+
+// parseHookScript reads back what hookScript wrote: the binary and the
+// settings, for any path (quotes, spaces, '$', newlines); ok is false for
+// any other text, a script edited by hand included.
+func parseHookScript(b []byte) (bin string, set hookSettings, ok bool) {
+	s, found := strings.CutPrefix(string(b), "#!/bin/sh\nexec ")
+	if !found {
+		return "", set, false
+	}
+	var words []string
+	for {
+		if s == `"$@"`+"\n" {
+			break
+		}
+		var w strings.Builder
+		for len(s) > 0 && s[0] != ' ' {
+			switch {
+			case strings.HasPrefix(s, `\'`):
+				w.WriteByte('\'')
+				s = s[2:]
+			case s[0] == '\'':
+				q := strings.IndexByte(s[1:], '\'')
+				if q < 0 {
+					return "", set, false
+				}
+				w.WriteString(s[1 : 1+q])
+				s = s[q+2:]
+			case s[0] >= 'a' && s[0] <= 'z' || s[0] == '-':
+				w.WriteByte(s[0])
+				s = s[1:]
+			default:
+				return "", set, false
+			}
+		}
+		if len(s) == 0 || len(words) > 8 {
+			return "", set, false
+		}
+		words, s = append(words, w.String()), s[1:]
+	}
+	if len(words) < 3 || words[1] != "hook" || words[2] != "qemu" || words[0] == "" {
+		return "", set, false
+	}
+	rest := words[3:]
+	if len(rest) >= 2 && rest[0] == "--config" {
+		set.config, rest = rest[1], rest[2:]
+	}
+	if len(rest) >= 2 && rest[0] == "--run-dir" {
+		set.runDir, rest = rest[1], rest[2:]
+	}
+	if len(rest) == 1 && rest[0] == "--" {
+		rest = nil
+	}
+	if len(rest) != 0 {
+		return "", set, false
+	}
+	return words[0], set, true
 }
 
 // installedRunDir is the run dir the hook installed in dir runs with:
@@ -117,26 +173,17 @@ func isHookScript(b []byte) bool {
 // environment); without an installed script, the environment's (runDir).
 func installedRunDir(dir string) string {
 	b, err := os.ReadFile(filepath.Join(dir, "qemu.d", hookScriptName))
-	if err != nil || !isHookScript(b) {
+	if err != nil {
 		return runDir()
 	}
-	_, rest, ok := strings.Cut(string(b), " --run-dir '")
-	if !ok {
+	_, set, ok := parseHookScript(b)
+	switch {
+	case !ok:
+		return runDir()
+	case set.runDir == "":
 		return state.DefaultDir // what libvirt's run of the script uses
 	}
-	var v strings.Builder
-	for i := 0; i < len(rest); i++ {
-		switch {
-		case strings.HasPrefix(rest[i:], `'\''`):
-			v.WriteByte('\'')
-			i += 3
-		case rest[i] == '\'':
-			return v.String()
-		default:
-			v.WriteByte(rest[i])
-		}
-	}
-	return runDir()
+	return set.runDir
 }
 
 // hookQemuFlags are hook qemu's flags, which the installed script passes.

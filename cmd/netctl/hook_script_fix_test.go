@@ -1,0 +1,55 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/netctl/netctl/state"
+)
+
+// TestReviewInstalledRunDirAnyPath: hook status must read the run dir the
+// installed script passes, whatever the binary, config and run-dir paths
+// hold (quotes, spaces, '$', a newline, the text " --run-dir '"), and
+// install must take its own script for netctl's when run again. Before
+// the fix installedRunDir cut at the first " --run-dir '" anywhere (in
+// the binary's or the config's path too) and isHookScript refused a
+// script with a newline in a path (status read $NETCTL_RUN_DIR, a second
+// install refused "not netctl's hook script").
+func TestReviewInstalledRunDirAnyPath(t *testing.T) {
+	for _, c := range []struct{ bin, config, run string }{
+		{"/opt/x --run-dir '/y/netctl", "/etc/a --run-dir 'b/hook.json", "/run/it's $HOME"},
+		{"/opt/new\nline/netctl", "", "/run/net\nctl"},
+		{"/usr/sbin/netctl", "/etc/n'c.json", ""},
+	} {
+		hooks := t.TempDir()
+		s := hookScript(c.bin, hookSettings{config: c.config, runDir: c.run})
+		if err := os.MkdirAll(filepath.Join(hooks, "qemu.d"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(hooks, "qemu.d", hookScriptName), []byte(s), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("NETCTL_RUN_DIR", "/elsewhere")
+		want := c.run
+		if want == "" {
+			want = state.DefaultDir
+		}
+		if got := installedRunDir(hooks); got != want {
+			t.Errorf("script %q: installedRunDir %q, want %q", s, got, want)
+		}
+		if !isHookScript([]byte(s)) {
+			t.Errorf("script %q is not taken for netctl's", s)
+		}
+	}
+	for _, s := range []string{
+		"#!/bin/sh\nexec '/usr/sbin/netctl' hook qemu -- \"$@\"\nrm -rf /\n",
+		"#!/bin/sh\nexec '/usr/sbin/netctl' hook qemu; rm -rf / -- \"$@\"\n",
+		"#!/bin/sh\nexec '/usr/sbin/netctl' hook qemu --run-dir '/x' '/y' -- \"$@\"\n",
+		"#!/bin/sh\nexec '/usr/sbin/netctl' hook qemu --run-dir '/x -- \"$@\"\n",
+	} {
+		if isHookScript([]byte(s)) {
+			t.Errorf("%q taken for netctl's hook script", s)
+		}
+	}
+}
