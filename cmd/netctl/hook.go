@@ -288,6 +288,9 @@ func hookQemuCommand() *cli.Command {
 			"<metadata><netctl:hook xmlns:netctl='" + hook.Namespace + "'><netctl:interface mac=... mgmtdev=.../>,\n" +
 			"and the host config " + hook.DefaultConfigPath + " (NETCTL_HOOK_CONFIG). Log: " + hook.DefaultLogPath + ".",
 		Flags: hookQemuFlags(),
+		// No "help" subcommand: libvirt passes the domain's name first,
+		// and a domain may be called "help" or "h" (--help stays).
+		HideHelpCommand: true,
 		Action: func(c *cli.Context) error {
 			a := c.Args()
 			set := hookSettings{config: c.String("config"), runDir: c.String("run-dir")}

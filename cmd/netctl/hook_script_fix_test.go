@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
@@ -50,6 +51,26 @@ func TestReviewInstalledRunDirAnyPath(t *testing.T) {
 	} {
 		if isHookScript([]byte(s)) {
 			t.Errorf("%q taken for netctl's hook script", s)
+		}
+	}
+}
+
+// TestReviewDomainNamedHelp: libvirt allows a domain named "help" or "h";
+// the hook must take it for a name like any other. Before the fix
+// urfave/cli took it for its help command of 'hook qemu' after --: exit 2
+// ("no help topic for 'prepare'") on every operation, so such a domain
+// could not start, migrate in or be released.
+func TestReviewDomainNamedHelp(t *testing.T) {
+	run := t.TempDir()
+	for _, dom := range []string{"help", "h", "version", "qemu", "install", "status"} {
+		for _, op := range [][2]string{{"prepare", "begin"}, {"started", "begin"}, {"release", "end"}, {"migrate", "begin"}} {
+			args := []string{"netctl", "hook", "qemu", "--config", filepath.Join(run, "none.json"), "--run-dir", run, "--", dom, op[0], op[1], "-"}
+			var stdout, stderr bytes.Buffer
+			app := newApp()
+			app.Writer, app.ErrWriter = &stdout, &stderr
+			if err := app.Run(args); err != nil || stdout.Len() != 0 {
+				t.Errorf("%q: %v; stdout %q stderr %q", args, err, stdout.String(), stderr.String())
+			}
 		}
 	}
 }
