@@ -23,6 +23,9 @@ func checkTrusted(path string, f *os.File) error {
 	if err != nil {
 		return fmt.Errorf("hook config %s: %w", path, err)
 	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("hook config %s is not a regular file (%s): name the config file: %w", path, st.Mode().Type(), errs.ErrInvalid)
+	}
 	if !trusted(st) {
 		return fmt.Errorf("hook config %s belongs to another user, and the hook runs as root: chown root %s: %w", path, path, errs.ErrInvalid)
 	}
