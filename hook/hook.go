@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/netctl/netctl/internal/errs"
@@ -611,10 +612,13 @@ func (h *Hook) release(ctx context.Context, rec *state.Domain, res *Result) erro
 		}
 		err := errors.Join(errsSeen...)
 		h.logf("%s release: %v", rec.Name, err)
-		return fmt.Errorf("%w (what was not deleted stays recorded; run the release again: netctl hook qemu %s release end -)", err, rec.Name)
+		return fmt.Errorf("%w (what was not deleted stays recorded; run the release again: netctl hook qemu --run-dir %s -- %s release end -)", err, shQuote(h.Store.Dir), shQuote(oneLine(rec.Name)))
 	}
 	return h.Store.RemoveDomain(rec.Name)
 }
+
+// shQuote quotes s for sh (for a command the user is told to run).
+func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // pendingTap is the ifindex of tap name that domain's record meant to
 // make but did not record as made: the tap must carry the hook's marker

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -157,5 +158,33 @@ func TestReviewPrepareAfterCrashAfterPublish(t *testing.T) {
 				t.Errorf("the published link is left: %v", err)
 			}
 		})
+	}
+}
+
+// TestReviewReleaseAgainCommandWorks: the command a failed release says
+// to run again must release that domain from those records when pasted
+// into a shell, whatever the domain's name (libvirt allows "-x", spaces,
+// quotes) and wherever the records are (the installed script's
+// --run-dir; libvirt filters the environment, so the hook is not run
+// with NETCTL_RUN_DIR). Before the fix it was 'netctl hook qemu -x y
+// release end -': a flag to the shell and netctl, and the default run
+// dir.
+func TestReviewReleaseAgainCommandWorks(t *testing.T) {
+	f := newFake(t)
+	h, _, vd := newTestHook(t, f)
+	ctx := context.Background()
+	name := `-x it's`
+	x := bytes.ReplaceAll(allXML(t, vd), []byte("<name>netctl-all</name>"), []byte("<name>-x it&apos;s</name>"))
+	if _, err := h.Run(ctx, name, "prepare", "begin", bytes.NewReader(x)); err != nil {
+		t.Fatal(err)
+	}
+	f.failAt = "delvdpa vm1vdpa0"
+	_, err := h.Run(ctx, name, "release", "end", nil)
+	if err == nil {
+		t.Fatal("release did not fail")
+	}
+	want := "netctl hook qemu --run-dir '" + h.Store.Dir + `' -- '-x it'\''s' release end -`
+	if !strings.Contains(err.Error(), want) {
+		t.Errorf("release error %q\ndoes not say %q", err, want)
 	}
 }
