@@ -278,8 +278,17 @@ func (h *Hook) Prepare(ctx context.Context, p *Plan) (res *Result, err error) {
 			if err := h.checkLinkFree(it.Link); err != nil {
 				return nil, fmt.Errorf("domain %s: interface %s: %w", p.Domain, ifaceName(it.MAC, i), err)
 			}
+			// The intent first (no node, no identity: not made yet), as
+			// for a tap: a crash between the create and the next save
+			// leaves a record by which a release or the next prepare
+			// deletes the device.
+			rec.VDPAs = append(rec.VDPAs, state.HookVDPA{VDPA: state.VDPA{Name: it.Name, Mgmtdev: it.Mgmtdev, Created: true}, MAC: macString(it)})
+			if err := save(); err != nil {
+				return nil, fmt.Errorf("domain %s: %w", p.Domain, err)
+			}
 			vhost, err := h.Devices.CreateVDPA(ctx, it)
 			if err != nil {
+				rec.VDPAs = rec.VDPAs[:len(rec.VDPAs)-1]
 				return nil, fmt.Errorf("domain %s: interface %s: %w", p.Domain, ifaceName(it.MAC, i), err)
 			}
 			undo = append(undo, func() {
@@ -298,7 +307,7 @@ func (h *Hook) Prepare(ctx context.Context, p *Plan) (res *Result, err error) {
 			// vhost), so that a crash between publishing and the next
 			// save leaves no link that stops the next prepare.
 			hv := state.HookVDPA{VDPA: state.VDPA{Name: it.Name, Mgmtdev: it.Mgmtdev, Vhost: vhost, Created: true}, MAC: macString(it), Link: it.Link, SysfsIno: id}
-			rec.VDPAs = append(rec.VDPAs, hv)
+			rec.VDPAs[len(rec.VDPAs)-1] = hv
 			if err := save(); err != nil {
 				return nil, fmt.Errorf("domain %s: %w", p.Domain, err)
 			}
@@ -580,7 +589,14 @@ func (h *Hook) release(ctx context.Context, rec *state.Domain, res *Result) erro
 		if !v.Created {
 			continue
 		}
-		if v.SysfsIno != 0 {
+		if v.Vhost == "" && v.SysfsIno == 0 {
+			// An intent: the hook stopped between the record and the
+			// create, or between the create and the next save.
+			if why := h.pendingVDPA(rec.Name, v.Name); why != "" {
+				res.Notes = append(res.Notes, "vdpa "+v.Name+" was to be made and "+why)
+				continue
+			}
+		} else if v.SysfsIno != 0 {
 			id, err := h.Devices.VDPAIdentity(v.Name)
 			switch {
 			case errors.Is(err, os.ErrNotExist):
@@ -615,6 +631,33 @@ func (h *Hook) release(ctx context.Context, rec *state.Domain, res *Result) erro
 		return fmt.Errorf("%w (what was not deleted stays recorded; run the release again: netctl hook qemu --run-dir %s -- %s release end -)", err, shQuote(h.Store.Dir), shQuote(oneLine(rec.Name)))
 	}
 	return h.Store.RemoveDomain(rec.Name)
+}
+
+// pendingVDPA says why vdpa device name, which domain's record meant to
+// make but did not record as made, is left alone: there is none, or
+// another domain's record holds it or means to make it; "" when release
+// deletes it. (A vdpa device carries no mark like a tap's alias: its
+// name, which the domain's XML names under netctl's vdpa directory,
+// stands for it.)
+func (h *Hook) pendingVDPA(domain, name string) string {
+	if _, err := h.Devices.VDPAIdentity(name); err != nil {
+		return "there is no vdpa device by that name: nothing to delete"
+	}
+	ds, _, err := h.Store.ListDomains()
+	if err != nil {
+		return fmt.Sprintf("the other records could not be read (%v): left alone", err)
+	}
+	for _, d := range ds {
+		if d.Name == domain {
+			continue
+		}
+		for _, v := range d.VDPAs {
+			if v.Name == name {
+				return fmt.Sprintf("the vdpa device by that name now is domain %s's, or is being made for it: left alone", clip(d.Name))
+			}
+		}
+	}
+	return ""
 }
 
 // shQuote quotes s for sh (for a command the user is told to run).
