@@ -338,7 +338,7 @@ func runHookQemu(stderr io.Writer, set hookSettings, domain, op, subop string, s
 		log = &safeWriter{lf} // domain names and errors from outside: read with cat or tail
 	}
 	if cfgErr != nil {
-		fmt.Fprintf(log, "%s netctl hook: %s %s %s: the host config does not load (%v): only domains that name netctl are affected\n",
+		fmt.Fprintf(log, "%s netctl hook: %s %s %s: the host config does not load (%v): only domains with an interface they ask netctl for are refused\n",
 			time.Now().UTC().Format(time.RFC3339), domain, op, subop, cfgErr)
 	}
 	st, stErr := state.Open(set.runDir)
