@@ -429,7 +429,11 @@ func hookStatusCommand() *cli.Command {
 			for _, d := range ds {
 				fmt.Fprintf(c.App.Writer, "%s: %s since %s\n", d.Name, d.Status, d.Updated.Format(time.RFC3339))
 				for _, t := range d.Taps {
-					fmt.Fprintf(c.App.Writer, "  tap %s ifindex %d, %d queue(s), owner %d, mac %s\n", t.Name, t.Ifindex, t.Queues, t.Owner, t.MAC)
+					owner := fmt.Sprintf("owner %d", t.Owner)
+					if t.Owner == hook.NoOwner {
+						owner = "no owner (root only)"
+					}
+					fmt.Fprintf(c.App.Writer, "  tap %s ifindex %d, %d queue(s), %s, mac %s\n", t.Name, t.Ifindex, t.Queues, owner, t.MAC)
 				}
 				for _, v := range d.VDPAs {
 					fmt.Fprintf(c.App.Writer, "  vdpa %s from %s: %s -> %s, mac %s\n", v.Name, v.Mgmtdev, v.Link, v.Vhost, v.MAC)

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/netctl/netctl/hook"
 	"github.com/netctl/netctl/state"
 )
 
@@ -72,5 +74,32 @@ func TestReviewDomainNamedHelp(t *testing.T) {
 				t.Errorf("%q: %v; stdout %q stderr %q", args, err, stdout.String(), stderr.String())
 			}
 		}
+	}
+}
+
+// TestReviewStatusSaysNoOwner: hook taps have no owner by default
+// (hook.NoOwner, -1 in the record); hook status says so instead of
+// printing "owner -1". Before the fix it printed "owner -1".
+func TestReviewStatusSaysNoOwner(t *testing.T) {
+	run := t.TempDir()
+	st, err := state.Open(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &state.Domain{Schema: state.DomainSchema, Name: "web1", Status: state.DomainStarted,
+		Taps: []state.HookTap{{Link: state.Link{Name: "vm1tap0", Ifindex: 7, Created: true}, Queues: 2, Owner: hook.NoOwner},
+			{Link: state.Link{Name: "vm1tap1", Ifindex: 8, Created: true}, Queues: 1, Owner: 107}}}
+	if err := st.SaveDomain(rec); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	app := newApp()
+	app.Writer, app.ErrWriter = &stdout, &stderr
+	if err := app.Run([]string{"netctl", "hook", "status", "--run-dir", run}); err != nil {
+		t.Fatal(err)
+	}
+	out := stdout.String()
+	if strings.Contains(out, "owner -1") || !strings.Contains(out, "no owner") || !strings.Contains(out, "owner 107") {
+		t.Errorf("hook status:\n%s", out)
 	}
 }
