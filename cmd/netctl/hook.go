@@ -223,6 +223,11 @@ func installHook(dir, bin string, set hookSettings) (path string, changed bool, 
 	if set.runDir != "" && !filepath.IsAbs(set.runDir) {
 		return "", false, usageErr("netctl hook install", "--run-dir %q: use an absolute path", set.runDir)
 	}
+	if set.runDir != "" {
+		if err := hook.CheckTrustedDir(set.runDir); err != nil {
+			return "", false, fmt.Errorf("hook install: %w", err)
+		}
+	}
 	d := filepath.Join(dir, "qemu.d")
 	path = filepath.Join(d, hookScriptName)
 	want := []byte(hookScript(abs, set))
@@ -341,7 +346,11 @@ func runHookQemu(stderr io.Writer, set hookSettings, domain, op, subop string, s
 		fmt.Fprintf(log, "%s netctl hook: %s %s %s: the host config does not load (%v): only domains with an interface they ask netctl for are refused\n",
 			time.Now().UTC().Format(time.RFC3339), domain, op, subop, cfgErr)
 	}
-	st, stErr := state.Open(set.runDir)
+	var st *state.Store
+	stErr := hook.CheckTrustedDir(set.runDir)
+	if stErr == nil {
+		st, stErr = state.Open(set.runDir)
+	}
 	if stErr != nil {
 		// Without its records the hook can neither know nor release
 		// what it made: it says so and stands aside; a prepare that
