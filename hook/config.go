@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/netctl/netctl/internal/errs"
@@ -91,7 +92,10 @@ func (c *Config) TimeoutOrDefault() time.Duration {
 // write or replace is refused (checkTrusted). A bad file is an error (wrapping errs.ErrInvalid) that names
 // the field.
 func LoadConfig(path string) (*Config, error) {
-	f, err := os.Open(path)
+	// O_NONBLOCK: a FIFO (or a device) at the path opens at once and
+	// is refused below, instead of holding the hook, and libvirtd's
+	// domain start with it, until a writer comes.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return DefaultConfig(), nil
 	}

@@ -1,6 +1,7 @@
 package hook
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -22,6 +23,9 @@ func checkTrusted(path string, f *os.File) error {
 	st, err := f.Stat()
 	if err != nil {
 		return fmt.Errorf("hook config %s: %w", path, err)
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("hook config %s is not a regular file (%s): name the config file: %w", path, st.Mode().Type(), errs.ErrInvalid)
 	}
 	if !trusted(st) {
 		return fmt.Errorf("hook config %s belongs to another user, and the hook runs as root: chown root %s: %w", path, path, errs.ErrInvalid)
@@ -114,5 +118,46 @@ func CheckTrustedExecutable(path string) error {
 		if d == "/" {
 			return nil
 		}
+	}
+}
+
+// CheckTrustedDir refuses a directory the hook keeps its records in (the
+// run dir) that a user other than root (or this process's user) could
+// write or replace: the hook deletes the taps and vdpa devices its
+// records name, so a record planted there would have root delete any
+// of them. dir itself, if it exists, must be trusted's and writable by
+// no one else (sticky or not: whoever can create in it can plant a
+// record); every existing directory above it must be trusted's and not
+// writable by group or others unless sticky (/tmp). A part of dir that
+// does not exist yet is made by the hook (0700).
+func CheckTrustedDir(dir string) error {
+	if !filepath.IsAbs(dir) {
+		return fmt.Errorf("run dir %s: use an absolute path: %w", dir, errs.ErrInvalid)
+	}
+	d := filepath.Clean(dir)
+	for {
+		st, err := os.Stat(d)
+		if err == nil {
+			if d == filepath.Clean(dir) {
+				if !trusted(st) {
+					return fmt.Errorf("run dir %s belongs to another user, who could plant records in it, and the hook runs as root: chown root %s: %w", d, d, errs.ErrInvalid)
+				}
+				if st.Mode().Perm()&0o022 != 0 {
+					return fmt.Errorf("run dir %s is writable by group or others (%s), who could plant records in it, and the hook runs as root: chmod go-w %s: %w", d, st.Mode().Perm(), d, errs.ErrInvalid)
+				}
+			}
+			if err := trustedDirs(d); err != nil {
+				return fmt.Errorf("run dir %s: %w", dir, err)
+			}
+			return nil
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("run dir %s: %w", dir, err)
+		}
+		up := filepath.Dir(d)
+		if up == d {
+			return nil
+		}
+		d = up
 	}
 }

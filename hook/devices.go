@@ -93,8 +93,11 @@ func (RealDevices) CreateTap(it Interface, owner int) (int, error) {
 	if owner != NoOwner {
 		o = &owner
 	}
+	// The alias is set before the tap is made persistent: a hook killed
+	// at any moment leaves no persistent tap without it (which the next
+	// prepare would refuse and no release would delete).
 	t, err := macvtap.CreateTap(macvtap.TapConfig{Name: it.Name, VnetHdr: true, Queues: max(it.Queues, 1),
-		MTU: it.MTU, Persistent: true, Owner: o, Exclusive: true})
+		MTU: it.MTU, Persistent: true, Owner: o, Exclusive: true, Alias: TapAlias})
 	if err != nil {
 		return 0, err
 	}
@@ -102,10 +105,6 @@ func (RealDevices) CreateTap(it Interface, owner int) (int, error) {
 	if err != nil {
 		t.Delete()
 		return 0, fmt.Errorf("tap %s: created, then gone: %v: %w", it.Name, err, errs.ErrBusy)
-	}
-	if err := netlink.LinkSetAlias(l, TapAlias); err != nil {
-		t.Delete()
-		return 0, fmt.Errorf("tap %s: set alias %q: %w", it.Name, TapAlias, err)
 	}
 	ifindex := l.Attrs().Index
 	if err := t.Close(); err != nil { // persistent: the tap stays for libvirt to open

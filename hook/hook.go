@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/netctl/netctl/internal/errs"
@@ -106,18 +107,33 @@ func (h *Hook) run(ctx context.Context, domain, op, subop string, domainXML io.R
 	if !hasAny(b, marks) {
 		return passBy("nothing in the domain XML is netctl's")
 	}
-	if h.ConfigErr != nil {
-		return nil, fmt.Errorf("domain %s names netctl in its XML, and netctl's host config does not load: %w", clip(domain), h.ConfigErr)
+	// A mark is only a hint (the namespace URI may sit in another
+	// namespace's text, a comment or a CDATA section; the vdpa directory
+	// in a disk's path): without a config, the defaults tell which
+	// interfaces the domain itself asks netctl for, and only those make
+	// the broken config refuse the start.
+	cfg, configErr := h.Config, h.ConfigErr
+	if configErr != nil {
+		cfg = DefaultConfig()
 	}
-	p, err := ParsePlan(b, h.Config)
+	refuse := func(err error) (*Result, error) {
+		if configErr != nil {
+			return nil, fmt.Errorf("domain %s names netctl in its XML, and netctl's host config does not load: %w", clip(domain), configErr)
+		}
+		return nil, err
+	}
+	p, err := ParsePlan(b, cfg)
 	if err != nil {
 		if ue := (*unreadableError)(nil); errors.As(err, &ue) && !bytes.Contains(b, []byte(Namespace)) {
 			return passBy(err.Error() + " (and it has no netctl metadata)")
 		}
-		return nil, err
+		return refuse(err)
 	}
 	if len(p.Interfaces) == 0 {
 		return passBy("no interface in it is netctl's")
+	}
+	if configErr != nil {
+		return refuse(nil)
 	}
 	if p.Domain != domain {
 		return nil, fmt.Errorf("the XML on stdin is domain %q, the arguments name %q: %w", clip(p.Domain), clip(domain), errs.ErrInvalid)
@@ -262,8 +278,17 @@ func (h *Hook) Prepare(ctx context.Context, p *Plan) (res *Result, err error) {
 			if err := h.checkLinkFree(it.Link); err != nil {
 				return nil, fmt.Errorf("domain %s: interface %s: %w", p.Domain, ifaceName(it.MAC, i), err)
 			}
+			// The intent first (no node, no identity: not made yet), as
+			// for a tap: a crash between the create and the next save
+			// leaves a record by which a release or the next prepare
+			// deletes the device.
+			rec.VDPAs = append(rec.VDPAs, state.HookVDPA{VDPA: state.VDPA{Name: it.Name, Mgmtdev: it.Mgmtdev, Created: true}, MAC: macString(it)})
+			if err := save(); err != nil {
+				return nil, fmt.Errorf("domain %s: %w", p.Domain, err)
+			}
 			vhost, err := h.Devices.CreateVDPA(ctx, it)
 			if err != nil {
+				rec.VDPAs = rec.VDPAs[:len(rec.VDPAs)-1]
 				return nil, fmt.Errorf("domain %s: interface %s: %w", p.Domain, ifaceName(it.MAC, i), err)
 			}
 			undo = append(undo, func() {
@@ -277,8 +302,12 @@ func (h *Hook) Prepare(ctx context.Context, p *Plan) (res *Result, err error) {
 			if err != nil {
 				return nil, fmt.Errorf("domain %s: interface %s: %w", p.Domain, ifaceName(it.MAC, i), err)
 			}
-			hv := state.HookVDPA{VDPA: state.VDPA{Name: it.Name, Mgmtdev: it.Mgmtdev, Vhost: vhost, Created: true}, MAC: macString(it), SysfsIno: id}
-			rec.VDPAs = append(rec.VDPAs, hv)
+			// The link is recorded before it is published (checkLinkFree
+			// found none; release removes it only if it points at
+			// vhost), so that a crash between publishing and the next
+			// save leaves no link that stops the next prepare.
+			hv := state.HookVDPA{VDPA: state.VDPA{Name: it.Name, Mgmtdev: it.Mgmtdev, Vhost: vhost, Created: true}, MAC: macString(it), Link: it.Link, SysfsIno: id}
+			rec.VDPAs[len(rec.VDPAs)-1] = hv
 			if err := save(); err != nil {
 				return nil, fmt.Errorf("domain %s: %w", p.Domain, err)
 			}
@@ -293,11 +322,10 @@ func (h *Hook) Prepare(ctx context.Context, p *Plan) (res *Result, err error) {
 				return nil, fmt.Errorf("domain %s: %w", p.Domain, err)
 			}
 			decided(i, it, dec)
-			if err := publish(it.Link, vhost); err != nil {
+			if err := publishVDPA(it.Link, vhost); err != nil {
 				return nil, fmt.Errorf("domain %s: interface %s: %w", p.Domain, ifaceName(it.MAC, i), err)
 			}
 			undo = append(undo, func() { unpublish(it.Link, vhost) })
-			rec.VDPAs[len(rec.VDPAs)-1].Link = it.Link
 			if err := save(); err != nil {
 				return nil, fmt.Errorf("domain %s: %w", p.Domain, err)
 			}
@@ -330,6 +358,9 @@ func (h *Hook) checkLinkFree(p string) error {
 	}
 	return nil
 }
+
+// publishVDPA is publish (a test stops the hook right after it).
+var publishVDPA = publish
 
 // publish makes link a symlink to vhost, creating its directory.
 func publish(link, vhost string) error {
@@ -375,10 +406,7 @@ func (h *Hook) Started(ctx context.Context, domain string) *Result {
 		res.Notes = append(res.Notes, n)
 		return res
 	}
-	if state.CheckDomainName(domain) != nil || h.Store == nil {
-		return res
-	}
-	if _, err := h.Store.LoadDomain(domain); errors.Is(err, state.ErrNotFound) {
+	if state.CheckDomainName(domain) != nil || h.Store == nil || !h.mayHaveRecord(domain) {
 		return res
 	}
 	lctx, cancel := context.WithTimeout(ctx, startedLockWait)
@@ -402,6 +430,23 @@ func (h *Hook) Started(ctx context.Context, domain string) *Result {
 	res.Done = append(res.Done, "recorded as started")
 	h.logf("%s started: recorded", clip(domain))
 	return res
+}
+
+// mayHaveRecord says, without the lock, whether domain may have a
+// record: false when there is none, and when the record under its key is
+// another domain's (libvirt allows a name such as "x-" and 32 hex digits,
+// the key state.VMKey gives another name), so that a domain netctl
+// prepared nothing for never waits for, or fails on, another's record.
+func (h *Hook) mayHaveRecord(domain string) bool {
+	rec, err := h.Store.LoadDomain(domain)
+	if errors.Is(err, state.ErrNotFound) {
+		return false
+	}
+	if err == nil && rec.Name != domain {
+		h.logf("%s: the record under its key is domain %s's: not this domain's, left alone", clip(domain), clip(rec.Name))
+		return false
+	}
+	return true
 }
 
 // loadDomain loads the record of domain and checks it is that domain's.
@@ -482,7 +527,7 @@ func (h *Hook) Release(ctx context.Context, domain string) (*Result, error) {
 		res.Notes = append(res.Notes, n)
 		return res, nil
 	}
-	if _, err := h.Store.LoadDomain(domain); errors.Is(err, state.ErrNotFound) {
+	if !h.mayHaveRecord(domain) {
 		h.logf("%s release: nothing recorded", clip(domain))
 		return res, nil // nothing recorded: no lock taken
 	}
@@ -544,7 +589,14 @@ func (h *Hook) release(ctx context.Context, rec *state.Domain, res *Result) erro
 		if !v.Created {
 			continue
 		}
-		if v.SysfsIno != 0 {
+		if v.Vhost == "" && v.SysfsIno == 0 {
+			// An intent: the hook stopped between the record and the
+			// create, or between the create and the next save.
+			if why := h.pendingVDPA(rec.Name, v.Name); why != "" {
+				res.Notes = append(res.Notes, "vdpa "+v.Name+" was to be made and "+why)
+				continue
+			}
+		} else if v.SysfsIno != 0 {
 			id, err := h.Devices.VDPAIdentity(v.Name)
 			switch {
 			case errors.Is(err, os.ErrNotExist):
@@ -576,14 +628,45 @@ func (h *Hook) release(ctx context.Context, rec *state.Domain, res *Result) erro
 		}
 		err := errors.Join(errsSeen...)
 		h.logf("%s release: %v", rec.Name, err)
-		return fmt.Errorf("%w (what was not deleted stays recorded; run the release again: netctl hook qemu %s release end -)", err, rec.Name)
+		return fmt.Errorf("%w (what was not deleted stays recorded; run the release again: netctl hook qemu --run-dir %s -- %s release end -)", err, shQuote(h.Store.Dir), shQuote(oneLine(rec.Name)))
 	}
 	return h.Store.RemoveDomain(rec.Name)
 }
 
+// pendingVDPA says why vdpa device name, which domain's record meant to
+// make but did not record as made, is left alone: there is none, or
+// another domain's record holds it or means to make it; "" when release
+// deletes it. (A vdpa device carries no mark like a tap's alias: its
+// name, which the domain's XML names under netctl's vdpa directory,
+// stands for it.)
+func (h *Hook) pendingVDPA(domain, name string) string {
+	if _, err := h.Devices.VDPAIdentity(name); err != nil {
+		return "there is no vdpa device by that name: nothing to delete"
+	}
+	ds, _, err := h.Store.ListDomains()
+	if err != nil {
+		return fmt.Sprintf("the other records could not be read (%v): left alone", err)
+	}
+	for _, d := range ds {
+		if d.Name == domain {
+			continue
+		}
+		for _, v := range d.VDPAs {
+			if v.Name == name {
+				return fmt.Sprintf("the vdpa device by that name now is domain %s's, or is being made for it: left alone", clip(d.Name))
+			}
+		}
+	}
+	return ""
+}
+
+// shQuote quotes s for sh (for a command the user is told to run).
+func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
 // pendingTap is the ifindex of tap name that domain's record meant to
 // make but did not record as made: the tap must carry the hook's marker
-// and no other domain's record may hold it; else 0 and why it is left.
+// and no other domain's record may hold it or mean to make it; else 0
+// and why it is left.
 func (h *Hook) pendingTap(domain, name string) (int, string) {
 	ix := h.Devices.HookTapIndex(name)
 	if ix == 0 {
@@ -598,8 +681,12 @@ func (h *Hook) pendingTap(domain, name string) (int, string) {
 			continue
 		}
 		for _, t := range d.Taps {
-			if t.Name == name && t.Ifindex == ix {
-				return 0, fmt.Sprintf("the tap by that name now is domain %s's: left alone", clip(d.Name))
+			// Ifindex 0: the other domain means to make a tap by that
+			// name, and may be making it now (its lock is not ours): the
+			// tap may be its; if that domain died too, its own release
+			// finds the tap once this record is gone.
+			if t.Name == name && (t.Ifindex == ix || t.Ifindex == 0) {
+				return 0, fmt.Sprintf("the tap by that name now is domain %s's, or is being made for it: left alone", clip(d.Name))
 			}
 		}
 	}

@@ -66,6 +66,13 @@ type TapConfig struct {
 	// and is not changed. (The kernel itself refuses a second queue on a
 	// single-queue tap with EBUSY.)
 	OwnQueues bool
+	// Alias is set as the new tap's alias (IFLA_IFALIAS, ip link set
+	// NAME alias ...) before it is made persistent, so that a process
+	// killed at any moment never leaves a persistent tap without it
+	// (a tap that is not yet persistent goes away with the killed
+	// process's fds). Only with Exclusive: another's tap is not
+	// relabelled. At most 255 bytes.
+	Alias string
 }
 
 // Tap is an open tap device with one fd per queue. Safe for concurrent use.
@@ -93,6 +100,9 @@ func CreateTap(cfg TapConfig) (*Tap, error) {
 		if err := checkTapMTU(cfg.MTU); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.Alias != "" && (!cfg.Exclusive || len(cfg.Alias) > 255) {
+		return nil, fmt.Errorf("tap: alias %.64q: an alias is set only on a tap this call creates (Exclusive), of at most 255 bytes: %w", cfg.Alias, ErrInvalid)
 	}
 	if cfg.SndBuf < 0 {
 		return nil, fmt.Errorf("tap: send buffer %d: use 1 to %d bytes, or 0 for the kernel's default: %w", cfg.SndBuf, math.MaxInt32, ErrInvalid)
@@ -202,6 +212,15 @@ func CreateTap(cfg TapConfig) (*Tap, error) {
 	if cfg.Group != nil {
 		if err := linux.IoctlValue(fd0, linux.TUNSETGROUP, uintptr(*cfg.Group)); err != nil {
 			return nil, fmt.Errorf("tap %s: group %d: %w", t.name, *cfg.Group, err)
+		}
+	}
+	if cfg.Alias != "" {
+		l, err := netlink.LinkByName(t.name)
+		if err == nil {
+			err = netlink.LinkSetAlias(l, cfg.Alias)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("tap %s: alias %q: %w", t.name, cfg.Alias, err)
 		}
 	}
 	if cfg.Persistent {

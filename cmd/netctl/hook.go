@@ -107,9 +107,65 @@ func hookScript(bin string, set hookSettings) string {
 // binary and settings, and the older form without --): only such a
 // script is replaced.
 func isHookScript(b []byte) bool {
-	s := string(b)
-	return strings.HasPrefix(s, "#!/bin/sh\nexec '") && strings.Contains(s, "' hook qemu ") &&
-		strings.HasSuffix(s, " \"$@\"\n") && strings.Count(s, "\n") == 2
+	_, _, ok := parseHookScript(b)
+	return ok
+}
+
+// parseHookScript reads back what hookScript wrote: the binary and the
+// settings, for any path (quotes, spaces, '$', newlines); ok is false for
+// any other text, a script edited by hand included.
+func parseHookScript(b []byte) (bin string, set hookSettings, ok bool) {
+	s, found := strings.CutPrefix(string(b), "#!/bin/sh\nexec ")
+	if !found {
+		return "", set, false
+	}
+	var words []string
+	for {
+		if s == `"$@"`+"\n" {
+			break
+		}
+		var w strings.Builder
+		for len(s) > 0 && s[0] != ' ' {
+			switch {
+			case strings.HasPrefix(s, `\'`):
+				w.WriteByte('\'')
+				s = s[2:]
+			case s[0] == '\'':
+				q := strings.IndexByte(s[1:], '\'')
+				if q < 0 {
+					return "", set, false
+				}
+				w.WriteString(s[1 : 1+q])
+				s = s[q+2:]
+			case s[0] >= 'a' && s[0] <= 'z' || s[0] == '-':
+				w.WriteByte(s[0])
+				s = s[1:]
+			default:
+				return "", set, false
+			}
+		}
+		if len(s) == 0 || len(words) > 8 {
+			return "", set, false
+		}
+		words, s = append(words, w.String()), s[1:]
+	}
+	if len(words) < 3 || words[1] != "hook" || words[2] != "qemu" || words[0] == "" {
+		return "", set, false
+	}
+	rest := words[3:]
+	if len(rest) >= 2 && rest[0] == "--config" {
+		set.config, rest = rest[1], rest[2:]
+	}
+	if len(rest) >= 2 && rest[0] == "--run-dir" {
+		set.runDir, rest = rest[1], rest[2:]
+	}
+	if len(rest) == 1 && rest[0] == "--" {
+		rest = nil
+	}
+	if len(rest) != 0 {
+		return "", set, false
+	}
+	return words[0], set, true
 }
 
 // installedRunDir is the run dir the hook installed in dir runs with:
@@ -117,26 +173,17 @@ func isHookScript(b []byte) bool {
 // environment); without an installed script, the environment's (runDir).
 func installedRunDir(dir string) string {
 	b, err := os.ReadFile(filepath.Join(dir, "qemu.d", hookScriptName))
-	if err != nil || !isHookScript(b) {
+	if err != nil {
 		return runDir()
 	}
-	_, rest, ok := strings.Cut(string(b), " --run-dir '")
-	if !ok {
+	_, set, ok := parseHookScript(b)
+	switch {
+	case !ok:
+		return runDir()
+	case set.runDir == "":
 		return state.DefaultDir // what libvirt's run of the script uses
 	}
-	var v strings.Builder
-	for i := 0; i < len(rest); i++ {
-		switch {
-		case strings.HasPrefix(rest[i:], `'\''`):
-			v.WriteByte('\'')
-			i += 3
-		case rest[i] == '\'':
-			return v.String()
-		default:
-			v.WriteByte(rest[i])
-		}
-	}
-	return runDir()
+	return set.runDir
 }
 
 // hookQemuFlags are hook qemu's flags, which the installed script passes.
@@ -175,6 +222,11 @@ func installHook(dir, bin string, set hookSettings) (path string, changed bool, 
 	}
 	if set.runDir != "" && !filepath.IsAbs(set.runDir) {
 		return "", false, usageErr("netctl hook install", "--run-dir %q: use an absolute path", set.runDir)
+	}
+	if set.runDir != "" {
+		if err := hook.CheckTrustedDir(set.runDir); err != nil {
+			return "", false, fmt.Errorf("hook install: %w", err)
+		}
 	}
 	d := filepath.Join(dir, "qemu.d")
 	path = filepath.Join(d, hookScriptName)
@@ -241,6 +293,9 @@ func hookQemuCommand() *cli.Command {
 			"<metadata><netctl:hook xmlns:netctl='" + hook.Namespace + "'><netctl:interface mac=... mgmtdev=.../>,\n" +
 			"and the host config " + hook.DefaultConfigPath + " (NETCTL_HOOK_CONFIG). Log: " + hook.DefaultLogPath + ".",
 		Flags: hookQemuFlags(),
+		// No "help" subcommand: libvirt passes the domain's name first,
+		// and a domain may be called "help" or "h" (--help stays).
+		HideHelpCommand: true,
 		Action: func(c *cli.Context) error {
 			a := c.Args()
 			set := hookSettings{config: c.String("config"), runDir: c.String("run-dir")}
@@ -288,10 +343,14 @@ func runHookQemu(stderr io.Writer, set hookSettings, domain, op, subop string, s
 		log = &safeWriter{lf} // domain names and errors from outside: read with cat or tail
 	}
 	if cfgErr != nil {
-		fmt.Fprintf(log, "%s netctl hook: %s %s %s: the host config does not load (%v): only domains that name netctl are affected\n",
+		fmt.Fprintf(log, "%s netctl hook: %s %s %s: the host config does not load (%v): only domains with an interface they ask netctl for are refused\n",
 			time.Now().UTC().Format(time.RFC3339), domain, op, subop, cfgErr)
 	}
-	st, stErr := state.Open(set.runDir)
+	var st *state.Store
+	stErr := hook.CheckTrustedDir(set.runDir)
+	if stErr == nil {
+		st, stErr = state.Open(set.runDir)
+	}
 	if stErr != nil {
 		// Without its records the hook can neither know nor release
 		// what it made: it says so and stands aside; a prepare that
@@ -379,7 +438,11 @@ func hookStatusCommand() *cli.Command {
 			for _, d := range ds {
 				fmt.Fprintf(c.App.Writer, "%s: %s since %s\n", d.Name, d.Status, d.Updated.Format(time.RFC3339))
 				for _, t := range d.Taps {
-					fmt.Fprintf(c.App.Writer, "  tap %s ifindex %d, %d queue(s), owner %d, mac %s\n", t.Name, t.Ifindex, t.Queues, t.Owner, t.MAC)
+					owner := fmt.Sprintf("owner %d", t.Owner)
+					if t.Owner == hook.NoOwner {
+						owner = "no owner (root only)"
+					}
+					fmt.Fprintf(c.App.Writer, "  tap %s ifindex %d, %d queue(s), %s, mac %s\n", t.Name, t.Ifindex, t.Queues, owner, t.MAC)
 				}
 				for _, v := range d.VDPAs {
 					fmt.Fprintf(c.App.Writer, "  vdpa %s from %s: %s -> %s, mac %s\n", v.Name, v.Mgmtdev, v.Link, v.Vhost, v.MAC)

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-
 	"github.com/netctl/netctl/internal/errs"
 	"github.com/netctl/netctl/state"
 )
