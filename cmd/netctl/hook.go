@@ -378,6 +378,10 @@ func runHookQemu(stderr io.Writer, set hookSettings, domain, op, subop string, s
 	return nil
 }
 
+// hookDefaultLog is the log a hook call without a config's "log" (none,
+// or one that did not load) appends to; tests point it elsewhere.
+var hookDefaultLog = hook.DefaultLogPath
+
 func openHookLog(cfg *hook.Config) (*os.File, error) {
 	var p string
 	if cfg != nil {
@@ -387,7 +391,7 @@ func openHookLog(cfg *hook.Config) (*os.File, error) {
 		return nil, nil
 	}
 	if p == "" {
-		p = hook.DefaultLogPath
+		p = hookDefaultLog
 	}
 	return hook.OpenLog(p)
 }

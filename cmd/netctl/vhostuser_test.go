@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/netctl/netctl/hook"
 )
 
 // TestMain lets tests run this test binary as netctl itself
@@ -22,7 +25,34 @@ func TestMain(m *testing.M) {
 	if os.Getenv("NETCTL_TEST_AS_NETCTL") == "1" {
 		os.Exit(runMain(os.Args, os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	os.Exit(runTests(m))
+}
+
+// runTests runs the package's tests with the hook's default log in a
+// temporary directory, and fails the run if the machine's own hook log
+// (/var/log/netctl/hook.log) changed meanwhile: no test may write there.
+func runTests(m *testing.M) int {
+	d, err := os.MkdirTemp("", "netctl-hooklog-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(d)
+	hookDefaultLog = filepath.Join(d, "hook.log")
+	size := func() int64 {
+		st, err := os.Stat(hook.DefaultLogPath)
+		if err != nil {
+			return -1
+		}
+		return st.Size()
+	}
+	before := size()
+	rc := m.Run()
+	if after := size(); after != before {
+		fmt.Fprintf(os.Stderr, "FAIL: the tests wrote to the machine's hook log %s (%d -> %d bytes)\n", hook.DefaultLogPath, before, after)
+		return 1
+	}
+	return rc
 }
 
 func TestVhostUserUsage(t *testing.T) {
