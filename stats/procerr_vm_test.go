@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -17,12 +18,17 @@ import (
 // TestVMProcErr: the real kernel's refusal of process_vm_readv to a root
 // thread without CAP_SYS_PTRACE (as in a container that drops it), with
 // Yama's ptrace_scope as booted and at 2, is explained as that, never as
-// "run netctl as root". The target is a root sleep(1), readable with the
-// capability (checked first). Runs in the 6.12 and 6.1 VMs; both kernels
-// have Yama.
+// "run netctl as root". The target is this test binary sleeping as argv[0]
+// qemu-system-x86_64 (netctl reads only a QEMU it trusts: root's, from
+// root's executable), readable with the capability (checked first). Runs
+// in the 6.12 and 6.1 VMs; both kernels have Yama.
 func TestVMProcErr(t *testing.T) {
 	testenv.VM(t)
-	sleep := exec.Command("sleep", "120")
+	path, err := os.Executable() // this test binary: busybox's sleep would not run as qemu-system-x86_64
+	if err != nil {
+		t.Fatal(err)
+	}
+	sleep := &exec.Cmd{Path: path, Args: []string{"qemu-system-x86_64"}, Env: append(os.Environ(), "NETCTL_TEST_SLEEP=1")}
 	if err := sleep.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -101,6 +107,15 @@ func TestVMProcErr(t *testing.T) {
 		}()
 		check(t, read(false), "without CAP_SYS_PTRACE", "kernel.yama.ptrace_scope is 2")
 	})
+}
+
+// init makes this test binary a sleeping stand-in QEMU for TestVMProcErr
+// when NETCTL_TEST_SLEEP=1.
+func init() {
+	if os.Getenv("NETCTL_TEST_SLEEP") == "1" {
+		time.Sleep(120 * time.Second)
+		os.Exit(0)
+	}
 }
 
 // firstMapping is the start of pid's first mapping.

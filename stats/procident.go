@@ -2,6 +2,7 @@ package stats
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -110,6 +111,11 @@ func checkReadable(pid int) (procIdent, error) {
 		return procIdent{}, fmt.Errorf("not reading the memory of pid %d: %s: %w", pid, fmt.Sprintf(why, a...), ErrNotAvailable)
 	}
 	id, err := identify(pid)
+	if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
+		// /proc/PID/exe needs the ptrace access process_vm_readv needs:
+		// say what refused it (Yama, a missing CAP_SYS_PTRACE, an LSM).
+		return procIdent{}, permErr(pid, unix.EPERM, readPtraceEnv())
+	}
 	if err != nil {
 		return refuse("%v", err)
 	}
