@@ -214,6 +214,13 @@ func (r *ringState) markStopped(fingerprint string) {
 	r.mu.Unlock()
 }
 
+// markGone records that a collection saw the device gone (unplugged).
+func (r *ringState) markGone() {
+	r.mu.Lock()
+	r.stopped = true
+	r.mu.Unlock()
+}
+
 // session is one VM's QMP connection within one Collect (nil client:
 // why says why there is none).
 type session struct {
@@ -316,6 +323,13 @@ func (c *Collector) readRings(ctx context.Context, sess *session, s *NICStats) {
 	if err != nil {
 		if isGone(err) {
 			err = fmt.Errorf("NIC gone: QEMU has no device %s (detached?): %w", t.NIC, err)
+			if r != nil {
+				// Its rings are memory the guest has freed: not read
+				// again, and a device plugged back under the same id
+				// counts from 0 (the counts carried over), wherever
+				// its rings are.
+				r.markGone()
+			}
 		}
 		s.missing(SourceRings, err.Error())
 		return
