@@ -52,3 +52,44 @@ func TestReviewResetSamePlaceUnseen(t *testing.T) {
 		})
 	}
 }
+
+// TestReviewLoadvmGoesBack (review finding, NOT FIXED: this test fails):
+// loadvm (virsh snapshot-revert of a running domain with an internal
+// snapshot) restores guest memory in the same QEMU: the rings are where
+// they were, the status is the same, and their indices go back to what
+// they were when the snapshot was taken (here from 40000 to 30000).
+// Nothing was sent or received. The sampler sees the step back (more
+// than half a turn forward) and makes the ring suspect; the collection
+// then finds the rings where they were and takes it as a device reset:
+// "the new rings count from 0", which adds the restored raw index
+// (30000) as traffic. Without the sampler the validated collection adds
+// the step back taken forward (55536). Either way a jump that never
+// happened; what was restored should be the new base.
+func TestReviewLoadvmGoesBack(t *testing.T) {
+	for _, sampler := range []bool{true, false} {
+		name := "collect only"
+		if sampler {
+			name = "with sampler"
+		}
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			f := newFakeVM(t, 1, false)
+			c := NewCollector(Options{Deadline: 10 * time.Second})
+			tg := fakeTarget(f, policy.BackendUserspace)
+			f.setIdx(0, 40000, 39990)
+			f.setIdx(1, 500, 500)
+			base := c.Collect(ctx, []Target{tg})[0]
+			f.setIdx(0, 30000, 29990) // loadvm
+			f.setIdx(1, 400, 400)
+			if sampler {
+				c.Sample()
+			}
+			s := c.Collect(ctx, []Target{tg})[0]
+			for i, g := range grew(base, s) {
+				if g[0] > 1000 || g[1] > 1000 {
+					t.Errorf("queue %d grew %v (missing %v) after a loadvm that moved nothing: want no jump", i, g, s.Missing)
+				}
+			}
+		})
+	}
+}
