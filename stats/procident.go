@@ -133,14 +133,16 @@ func checkReadable(pid int) (procIdent, error) {
 		return refuse("it runs a setuid or setgid program (uids %v, gids %v)", id.uids, id.gids)
 	}
 	// A non-dumpable process (one that exec'd a setuid or setgid
-	// program, or asked not to be read) has its /proc/PID owned by
-	// root:root whatever its ids.
+	// program, or asked not to be read) has the files of /proc/PID
+	// owned by root:root whatever its ids. Not the directory itself:
+	// the kernel owns that by the effective ids always (task_dump_owner).
+	// (A process whose ids are all root's cannot be told this way.)
 	var dst unix.Stat_t
-	if err := unix.Stat(filepath.Join("/proc", strconv.Itoa(pid)), &dst); err != nil {
+	if err := unix.Stat(filepath.Join("/proc", strconv.Itoa(pid), "stat"), &dst); err != nil {
 		return refuse("%v", err)
 	}
 	if dst.Uid != id.uids[1] || dst.Gid != id.gids[1] {
-		return refuse("it is not dumpable (it runs a setuid or setgid program, or asked not to be read)")
+		return refuse("it is not dumpable (it runs a setuid or setgid program, or asked not to be read; a QEMU that changed its user itself, with -runas or -run-with user=, is not dumpable either: start it as its user, as libvirt does)")
 	}
 	key := [2]uint64{uint64(pid), id.start}
 	pinMu.Lock()

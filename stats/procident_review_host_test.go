@@ -1,11 +1,13 @@
 package stats
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"maps"
 	"os"
 	"os/exec"
+	"syscall"
 	"testing"
 	"time"
 
@@ -86,4 +88,55 @@ func splitLines(b []byte) []string {
 		}
 	}
 	return out
+}
+
+// TestHostReadRefusesNonDumpable: a process that asked not to be read
+// (prctl PR_SET_DUMPABLE 0, as ssh-agent and gpg-agent do; and every
+// process after a set-id exec) under a trusted uid and a QEMU's name.
+// The kernel owns /proc/PID itself by the effective ids whatever the
+// process's dumpable flag (task_dump_owner's exception for the
+// directory); only its files (stat, status) go to root. Before the fix
+// the check looked at the directory and never saw it: root netctl read
+// the program's ELF header.
+func TestHostReadRefusesNonDumpable(t *testing.T) {
+	testenv.Host(t)
+	trustOnce.Do(func() { trust, trustErr = qemuproc.DefaultTrust() })
+	if trustErr != nil {
+		t.Fatal(trustErr)
+	}
+	saved := trust
+	trust = qemuproc.Trust{UIDs: maps.Clone(saved.UIDs)}
+	trust.UIDs[65534] = "nobody (test)"
+	t.Cleanup(func() { trust = saved })
+
+	py := "/usr/bin/python3"
+	if _, err := os.Stat(py); err != nil {
+		t.Skip("needs /usr/bin/python3")
+	}
+	cmd := &exec.Cmd{Path: py, Args: []string{"qemu-system-x86_64", "-c", `import ctypes, time
+ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
+print("ready", flush=True)
+time.sleep(300)`},
+		SysProcAttr: &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+		t.Fatalf("the non-dumpable process: %v", err)
+	}
+	pid := cmd.Process.Pid
+	exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	v, err := readU16s(pid, []uint64{elfHeaderAddr(t, pid, exe)})
+	if err == nil || !errors.Is(err, ErrNotAvailable) {
+		t.Fatalf("a non-dumpable process named qemu-system-x86_64 (pid %d, %s): the read gave %#x, %v; want a refusal (ErrNotAvailable)", pid, exe, v, err)
+	}
+	t.Logf("refused: %v", err)
 }
