@@ -157,14 +157,18 @@ func (r *ringState) sample(validated bool, now func() time.Time) error {
 	if r.suspect != "" && !validated {
 		return fmt.Errorf("not counted until the monitor confirms the rings (a reset?): %s: %w", r.suspect, ErrNotAvailable)
 	}
-	if r.pidStart != 0 {
-		if st, err := qemuproc.StartTime(r.pid); err != nil || st != r.pidStart {
-			return fmt.Errorf("VM gone: QEMU (pid %d) has exited: %w", r.pid, ErrNotAvailable)
-		}
+	// Gone: another process, or none, under the pid, or QEMU killed
+	// and not reaped yet (a zombie has its pid and start time, but no
+	// executable or memory left to read).
+	if !alive(Target{PID: r.pid, PIDStart: r.pidStart}) {
+		return fmt.Errorf("VM gone: QEMU (pid %d) has exited: %w", r.pid, ErrNotAvailable)
 	}
 	v, err := readU16s(r.pid, r.addrs())
 	at := now()
 	if err != nil {
+		if !alive(Target{PID: r.pid, PIDStart: r.pidStart}) {
+			return fmt.Errorf("VM gone: QEMU (pid %d) has exited: %w", r.pid, ErrNotAvailable)
+		}
 		return err
 	}
 	if r.pidStart != 0 {
