@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -22,7 +23,16 @@ import (
 // have Yama.
 func TestVMProcErr(t *testing.T) {
 	testenv.VM(t)
-	sleep := exec.Command("sleep", "120")
+	// Named as a QEMU: netctl reads no other program's memory
+	// (checkReadable), and this test is about what the kernel refuses.
+	// The VM's sleep is busybox, which goes by argv[0]: this test
+	// binary sleeps instead (TestVMProcErrSleeper).
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sleep := &exec.Cmd{Path: exe, Args: []string{"qemu-system-x86_64", "-test.run=^TestVMProcErrSleeper$"},
+		Env: append(os.Environ(), "NETCTL_TEST_SLEEPER=1")}
 	if err := sleep.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -116,4 +126,13 @@ func firstMapping(t *testing.T, pid int) uint64 {
 		t.Fatalf("/proc/%d/maps: %q", pid, b)
 	}
 	return v
+}
+
+// TestVMProcErrSleeper is TestVMProcErr's target process: it sleeps
+// when run by it, and is skipped otherwise.
+func TestVMProcErrSleeper(t *testing.T) {
+	if os.Getenv("NETCTL_TEST_SLEEPER") != "1" {
+		t.Skip("the target process of TestVMProcErr")
+	}
+	time.Sleep(120 * time.Second)
 }

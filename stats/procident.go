@@ -2,6 +2,7 @@ package stats
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -111,6 +112,12 @@ func checkReadable(pid int) (procIdent, error) {
 	}
 	id, err := identify(pid)
 	if err != nil {
+		if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
+			// /proc/PID/exe needs the same ptrace access as the read
+			// (a root without CAP_SYS_PTRACE, a security module): say
+			// what refused and what to do, as for the read itself.
+			return procIdent{}, permErr(pid, unix.EPERM, readPtraceEnv())
+		}
 		return refuse("%v", err)
 	}
 	trustOnce.Do(func() { trust, trustErr = qemuproc.DefaultTrust() })
