@@ -45,6 +45,7 @@ type fakeVM struct {
 	onStatus func()
 	gen      int  // the rings' placement: a reset may move them (gen 0, 1, ...)
 	packed   bool // VIRTIO_F_RING_PACKED negotiated
+	iommu    bool // VIRTIO_F_IOMMU_PLATFORM (ACCESS_PLATFORM) negotiated
 	statusN  int  // x-query-virtio-status answers
 }
 
@@ -149,6 +150,9 @@ func (f *fakeVM) answer(cmd string, raw json.RawMessage) (string, string, string
 		transports := `["VIRTIO_RING_F_EVENT_IDX: x", "VIRTIO_F_VERSION_1: x"]`
 		if f.packed {
 			transports = `["VIRTIO_RING_F_EVENT_IDX: x", "VIRTIO_F_VERSION_1: x", "VIRTIO_F_RING_PACKED: Device supports packed VQ layout"]`
+		}
+		if f.iommu {
+			transports = strings.Replace(transports, "]", `, "VIRTIO_F_IOMMU_PLATFORM: Device can be used on IOMMU platform"]`, 1)
 		}
 		out := fmt.Sprintf(`{"name": "virtio-net", "num-vqs": %d, "vhost-started": %v, "started": true, "broken": false, "status": {"statuses": %s}, "guest-features": {"transports": %s}}`,
 			2*f.pairs+1, f.vhost, st, transports)

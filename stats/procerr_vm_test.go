@@ -18,17 +18,21 @@ import (
 // TestVMProcErr: the real kernel's refusal of process_vm_readv to a root
 // thread without CAP_SYS_PTRACE (as in a container that drops it), with
 // Yama's ptrace_scope as booted and at 2, is explained as that, never as
-// "run netctl as root". The target is this test binary sleeping as argv[0]
-// qemu-system-x86_64 (netctl reads only a QEMU it trusts: root's, from
-// root's executable), readable with the capability (checked first). Runs
-// in the 6.12 and 6.1 VMs; both kernels have Yama.
+// "run netctl as root". The target is a root sleep(1), readable with the
+// capability (checked first). Runs in the 6.12 and 6.1 VMs; both kernels
+// have Yama.
 func TestVMProcErr(t *testing.T) {
 	testenv.VM(t)
-	path, err := os.Executable() // this test binary: busybox's sleep would not run as qemu-system-x86_64
+	// Named as a QEMU: netctl reads no other program's memory
+	// (checkReadable), and this test is about what the kernel refuses.
+	// The VM's sleep is busybox, which goes by argv[0]: this test
+	// binary sleeps instead (TestVMProcErrSleeper).
+	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	sleep := &exec.Cmd{Path: path, Args: []string{"qemu-system-x86_64"}, Env: append(os.Environ(), "NETCTL_TEST_SLEEP=1")}
+	sleep := &exec.Cmd{Path: exe, Args: []string{"qemu-system-x86_64", "-test.run=^TestVMProcErrSleeper$"},
+		Env: append(os.Environ(), "NETCTL_TEST_SLEEPER=1")}
 	if err := sleep.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -109,15 +113,6 @@ func TestVMProcErr(t *testing.T) {
 	})
 }
 
-// init makes this test binary a sleeping stand-in QEMU for TestVMProcErr
-// when NETCTL_TEST_SLEEP=1.
-func init() {
-	if os.Getenv("NETCTL_TEST_SLEEP") == "1" {
-		time.Sleep(120 * time.Second)
-		os.Exit(0)
-	}
-}
-
 // firstMapping is the start of pid's first mapping.
 func firstMapping(t *testing.T, pid int) uint64 {
 	t.Helper()
@@ -131,4 +126,13 @@ func firstMapping(t *testing.T, pid int) uint64 {
 		t.Fatalf("/proc/%d/maps: %q", pid, b)
 	}
 	return v
+}
+
+// TestVMProcErrSleeper is TestVMProcErr's target process: it sleeps
+// when run by it, and is skipped otherwise.
+func TestVMProcErrSleeper(t *testing.T) {
+	if os.Getenv("NETCTL_TEST_SLEEPER") != "1" {
+		t.Skip("the target process of TestVMProcErr")
+	}
+	time.Sleep(120 * time.Second)
 }

@@ -111,12 +111,13 @@ func checkReadable(pid int) (procIdent, error) {
 		return procIdent{}, fmt.Errorf("not reading the memory of pid %d: %s: %w", pid, fmt.Sprintf(why, a...), ErrNotAvailable)
 	}
 	id, err := identify(pid)
-	if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
-		// /proc/PID/exe needs the ptrace access process_vm_readv needs:
-		// say what refused it (Yama, a missing CAP_SYS_PTRACE, an LSM).
-		return procIdent{}, permErr(pid, unix.EPERM, readPtraceEnv())
-	}
 	if err != nil {
+		if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
+			// /proc/PID/exe needs the same ptrace access as the read
+			// (a root without CAP_SYS_PTRACE, a security module): say
+			// what refused and what to do, as for the read itself.
+			return procIdent{}, permErr(pid, unix.EPERM, readPtraceEnv())
+		}
 		return refuse("%v", err)
 	}
 	trustOnce.Do(func() { trust, trustErr = qemuproc.DefaultTrust() })
@@ -130,14 +131,25 @@ func checkReadable(pid int) (procIdent, error) {
 	if argv, _ := qemuproc.SplitCmdline(raw); err != nil || len(argv) == 0 || !qemuproc.IsQEMU(argv[0]) {
 		return refuse("it is not a QEMU (its program is not qemu-system-* or qemu-kvm)")
 	}
+	// A set-id program has real ids other than its effective ones (a
+	// QEMU, run by root, by libvirt or dropping privileges with
+	// -run-with user=, has all four the same). An effective uid of root
+	// owns /proc/PID whether the process is dumpable or not, so this is
+	// what tells a setuid-root program run by a trusted user.
+	if !sameIDs(id.uids) || !sameIDs(id.gids) {
+		return refuse("it runs a setuid or setgid program (uids %v, gids %v)", id.uids, id.gids)
+	}
 	// A non-dumpable process (one that exec'd a setuid or setgid
-	// program) has its /proc/PID owned by root whatever its uid.
+	// program, or asked not to be read) has the files of /proc/PID
+	// owned by root:root whatever its ids. Not the directory itself:
+	// the kernel owns that by the effective ids always (task_dump_owner).
+	// (A process whose ids are all root's cannot be told this way.)
 	var dst unix.Stat_t
-	if err := unix.Stat(filepath.Join("/proc", strconv.Itoa(pid)), &dst); err != nil {
+	if err := unix.Stat(filepath.Join("/proc", strconv.Itoa(pid), "stat"), &dst); err != nil {
 		return refuse("%v", err)
 	}
-	if id.uids[1] != 0 && dst.Uid != id.uids[1] {
-		return refuse("it is not dumpable (it runs a setuid or setgid program, or asked not to be read)")
+	if dst.Uid != id.uids[1] || dst.Gid != id.gids[1] {
+		return refuse("it is not dumpable (it runs a setuid or setgid program, or asked not to be read; a QEMU that changed its user itself, with -runas or -run-with user=, is not dumpable either: start it as its user, as libvirt does)")
 	}
 	key := [2]uint64{uint64(pid), id.start}
 	pinMu.Lock()
@@ -154,4 +166,10 @@ func checkReadable(pid int) (procIdent, error) {
 		return refuse("it is no longer the process first read under that pid (it exec'd another program, or changed its uids or gids)")
 	}
 	return id, nil
+}
+
+// sameIDs says a process's real, effective, saved and filesystem ids are
+// one id.
+func sameIDs(ids [4]uint32) bool {
+	return ids[0] == ids[1] && ids[1] == ids[2] && ids[2] == ids[3]
 }

@@ -157,14 +157,18 @@ func (r *ringState) sample(validated bool, now func() time.Time) error {
 	if r.suspect != "" && !validated {
 		return fmt.Errorf("not counted until the monitor confirms the rings (a reset?): %s: %w", r.suspect, ErrNotAvailable)
 	}
-	if r.pidStart != 0 {
-		if st, err := qemuproc.StartTime(r.pid); err != nil || st != r.pidStart {
-			return fmt.Errorf("VM gone: QEMU (pid %d) has exited: %w", r.pid, ErrNotAvailable)
-		}
+	// Gone: another process, or none, under the pid, or QEMU killed
+	// and not reaped yet (a zombie has its pid and start time, but no
+	// executable or memory left to read).
+	if !alive(Target{PID: r.pid, PIDStart: r.pidStart}) {
+		return fmt.Errorf("VM gone: QEMU (pid %d) has exited: %w", r.pid, ErrNotAvailable)
 	}
 	v, err := readU16s(r.pid, r.addrs())
 	at := now()
 	if err != nil {
+		if !alive(Target{PID: r.pid, PIDStart: r.pidStart}) {
+			return fmt.Errorf("VM gone: QEMU (pid %d) has exited: %w", r.pid, ErrNotAvailable)
+		}
 		return err
 	}
 	if r.pidStart != 0 {
@@ -211,6 +215,13 @@ func (r *ringState) sample(validated bool, now func() time.Time) error {
 func (r *ringState) markStopped(fingerprint string) {
 	r.mu.Lock()
 	r.fingerprint, r.stopped = fingerprint, true
+	r.mu.Unlock()
+}
+
+// markGone records that a collection saw the device gone (unplugged).
+func (r *ringState) markGone() {
+	r.mu.Lock()
+	r.stopped = true
 	r.mu.Unlock()
 }
 
@@ -316,6 +327,13 @@ func (c *Collector) readRings(ctx context.Context, sess *session, s *NICStats) {
 	if err != nil {
 		if isGone(err) {
 			err = fmt.Errorf("NIC gone: QEMU has no device %s (detached?): %w", t.NIC, err)
+			if r != nil {
+				// Its rings are memory the guest has freed: not read
+				// again, and a device plugged back under the same id
+				// counts from 0 (the counts carried over), wherever
+				// its rings are.
+				r.markGone()
+			}
 		}
 		s.missing(SourceRings, err.Error())
 		return
