@@ -338,7 +338,45 @@ func (s *Store) Remove(key, id string) error {
 		return fmt.Errorf("state: %w", err)
 	}
 	syncDir(filepath.Join(s.Dir, "nics"))
+	if _, p := s.findRekeyedLegacy(key, id); p != "" {
+		if err := s.removeLegacy(p, key, id); err != nil {
+			return err
+		}
+	}
 	return s.removeLegacy(s.legacyPath(key, id), key, id)
+}
+
+// findRekeyedLegacy finds the old-format file of NIC id on the VM with
+// key when the older netctl keyed that VM otherwise: names starting "x-"
+// or "sock-" were keys of their own then (legacyVMKey) and are hashed now
+// (VMKey), so the file is NAME.ID.json, which key does not name. It reads
+// the old-format files that end in .ID.json and returns the one that holds
+// that NIC, with its path, or nil and "".
+func (s *Store) findRekeyedLegacy(key, id string) (*NIC, string) {
+	if !strings.HasPrefix(key, "x-") {
+		return nil, ""
+	}
+	dir := filepath.Join(s.Dir, "nics")
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, ""
+	}
+	seen := 0
+	for _, e := range es {
+		name := e.Name()
+		if strings.Contains(name, "@") || strings.HasPrefix(name, ".") || !strings.HasSuffix(name, "."+id+".json") ||
+			!(strings.HasPrefix(name, "x-") || strings.HasPrefix(name, "sock-")) {
+			continue
+		}
+		if seen++; seen > MaxRecords {
+			break
+		}
+		p := filepath.Join(dir, name)
+		if n, err := readRecord(p); err == nil && KeyFor(n.VM, n.QMP) == key && n.ID == id && legacyName(legacyKeyFor(n.VM, n.QMP), n.ID) == name {
+			return n, p
+		}
+	}
+	return nil, ""
 }
 
 // ErrNotFound: no record of that NIC.
@@ -358,6 +396,11 @@ func (s *Store) Load(key, id string) (*NIC, error) {
 		n, err = readRecord(lp)
 		if err == nil && (KeyFor(n.VM, n.QMP) != key || n.ID != id) {
 			return nil, fmt.Errorf("state: %s holds VM %.64q's NIC %q, not %q of %s: %w", lp, n.VM, n.ID, id, key, ErrNotFound)
+		}
+		if errors.Is(err, ErrNotFound) {
+			if n, _ := s.findRekeyedLegacy(key, id); n != nil {
+				return n, nil
+			}
 		}
 		return n, err
 	}
