@@ -267,6 +267,49 @@ func (s *Store) Save(n *NIC) error {
 	return s.removeLegacy(s.legacyPath(legacyKeyFor(n.VM, n.QMP), n.ID), key, n.ID)
 }
 
+// Create writes a new record like Save, but only if the VM has no
+// record of that id yet: ErrExists otherwise, and the file is left as it
+// was. Two writers that both found no record (an attach through each of
+// two QMP sockets of one VM: their locks differ) thus get one winner.
+func (s *Store) Create(n *NIC) error {
+	if err := n.Validate(); err != nil {
+		return fmt.Errorf("state: not saving an invalid record: %w", err)
+	}
+	b, err := json.MarshalIndent(n, "", "  ")
+	if err != nil {
+		return fmt.Errorf("state: encode: %w", err)
+	}
+	dir := filepath.Join(s.Dir, "nics")
+	tmp, err := os.CreateTemp(dir, ".tmp-*")
+	if err != nil {
+		return fmt.Errorf("state: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(append(b, '\n')); err != nil {
+		tmp.Close()
+		return fmt.Errorf("state: write %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("state: fsync %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("state: close %s: %w", tmp.Name(), err)
+	}
+	final := s.recordPath(KeyFor(n.VM, n.QMP), n.ID)
+	if err := os.Link(tmp.Name(), final); err != nil { // link, unlike rename, never replaces
+		if errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("state: %s: a record of NIC %s on this VM was written meanwhile: %w", final, n.ID, ErrExists)
+		}
+		return fmt.Errorf("state: link to %s: %w", final, err)
+	}
+	syncDir(dir)
+	return nil
+}
+
+// ErrExists: Create found a record of that NIC.
+var ErrExists = errors.New("a record of that NIC exists")
+
 // removeLegacy removes the old-format file p if it holds the record of
 // NIC id on the VM with key, and leaves it alone if it holds another's.
 func (s *Store) removeLegacy(p, key, id string) error {
