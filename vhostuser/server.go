@@ -117,6 +117,9 @@ type Bridge struct {
 	trace func(*Message)
 	// The warnings a front-end can repeat at will, rate-limited.
 	refusedReqs, refusedConns logLimit
+	// errPublish limits publications of a status whose only change is
+	// its counters or last error (which a front-end changes at will).
+	errPublish logLimit
 }
 
 // NewBridge checks cfg, opens the vhost-net devices and listens on the
