@@ -2,6 +2,7 @@ package attach
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -86,6 +87,10 @@ type attacher struct {
 	store *state.Store
 }
 
+// beforeIntent, set only by tests, runs just before the intent record is
+// written.
+var beforeIntent func()
+
 // record saves the record as it is now (the caller holds the VM's lock).
 func (a *attacher) record(what string) error {
 	if err := a.store.Save(a.nic); err != nil {
@@ -169,8 +174,16 @@ func (a *attacher) run(ctx context.Context) (*state.NIC, error) {
 		Properties: map[string]string{}, Status: state.StatusAttaching, Attached: time.Now().UTC()}
 	nic.NetNS, _ = state.NetNS() // 0 (unknown) if /proc cannot say
 	a.nic = nic
-	if err := a.record("the intent to attach"); err != nil {
-		return nil, err
+	if beforeIntent != nil {
+		beforeIntent()
+	}
+	// Created, not saved: another attach of this id on this VM through
+	// another QMP socket (another lock) may have passed its checks too.
+	if err := store.Create(nic); err != nil {
+		if errors.Is(err, state.ErrExists) {
+			err = fmt.Errorf("%w: another netctl attach of %s on this VM (through another QMP socket) got there first; nothing was changed: %w", err, p.ID, ErrConflict)
+		}
+		return nil, step("record the intent to attach", err)
 	}
 	a.undo.pushRecord("remove the record", func(context.Context) error { return store.Remove(key, p.ID) })
 

@@ -2,6 +2,10 @@ package attach
 
 import (
 	"context"
+	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/netctl/netctl/policy"
 	"github.com/netctl/netctl/policy/host"
@@ -29,11 +33,25 @@ func (a *attacher) decide(ctx context.Context, version string) (policy.Decision,
 		if p.Queues > 1 {
 			spec.MaxVQP = p.Queues
 		}
+		// The intent record names only a device attach may create: one
+		// of that name that exists is someone else's (a record naming it
+		// would have gc, detach or a retried attach delete it).
+		if a.h.VDPAExists(name) {
+			return policy.Decision{}, step("create vdpa device on "+p.Mgmtdev, fmt.Errorf("a vdpa device called %s exists (vdpa dev show %s): "+
+				"netctl creates a device of its own with that name; delete it (vdpa dev del %s) if it is no one's, or choose another --id: %w", name, name, name, ErrConflict))
+		}
 		a.nic.VDPA = &state.VDPA{Name: name, Mgmtdev: p.Mgmtdev, Created: true}
 		if err := a.record("the vdpa device to create"); err != nil {
 			return policy.Decision{}, err
 		}
 		if err := a.h.CreateVDPA(ctx, spec); err != nil {
+			if errors.Is(err, unix.EEXIST) {
+				// Made by someone else since it was looked at.
+				a.nic.VDPA = nil
+				if rerr := a.record("that no vdpa device was created"); rerr != nil {
+					err = fmt.Errorf("%w; and %w", err, rerr)
+				}
+			}
 			return policy.Decision{}, step("create vdpa device on "+p.Mgmtdev, err)
 		}
 		a.undo.push("vdpa dev del "+name, func(ctx context.Context) error { return a.h.DeleteVDPA(ctx, name) })

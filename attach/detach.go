@@ -93,6 +93,11 @@ func Detach(ctx context.Context, r DetachRequest) error {
 		return fmt.Errorf("detach: netctl attached NIC %s from another network namespace (net:[%d]; this is net:[%d]), where the link it created is: "+
 			"run netctl detach there (ip netns exec NAME netctl detach ...): %w", r.ID, nic.NetNS, here, ErrConflict)
 	}
+	other, err := lockRecordSocket(store, nic, r.QMP)
+	if err != nil {
+		return fmt.Errorf("detach: %w", err)
+	}
+	defer other.Unlock()
 	interrupted := nic.Status == state.StatusAttaching // an attach that was killed: this holds the lock
 	if interrupted {
 		resolveIntent(h, nic)

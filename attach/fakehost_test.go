@@ -32,6 +32,9 @@ type fakeHost struct {
 	vdpaVA  bool // the vdpa parent maps virtual addresses (VDUSE)
 	// macvtaps: the lower device and MAC each macvtap was created with
 	macvtaps map[string]string
+	// onCreateVDPA, when set, runs as CreateVDPA is called (before it
+	// acts): what a kill at that moment would leave.
+	onCreateVDPA func()
 }
 
 func newFakeHost(t *testing.T, probeFile string) *fakeHost {
@@ -174,8 +177,15 @@ func (h *fakeHost) OpenVhostNet() (int, error) {
 func (h *fakeHost) CreateVDPA(ctx context.Context, spec VDPASpec) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.onCreateVDPA != nil {
+		h.onCreateVDPA()
+	}
 	if err := h.failing("CreateVDPA"); err != nil {
 		return err
+	}
+	if h.vdpas[spec.Name] {
+		// As the kernel answers (vdpa.Client.AddDevice).
+		return fmt.Errorf("vdpa: dev add %s: a device of that name exists: %w", spec.Name, unix.EEXIST)
 	}
 	h.vdpas[spec.Name] = true
 	h.desc.VDPA.Devices = append(h.desc.VDPA.Devices, host.VDPADevice{Name: spec.Name, Driver: "vhost_vdpa", Features: []string{"VERSION_1", "ACCESS_PLATFORM", "CSUM", "GUEST_CSUM", "MAC"}, FeaturesHex: "0x300000023"})
@@ -201,6 +211,12 @@ func (h *fakeHost) DeleteVDPA(ctx context.Context, name string) error {
 	}
 	h.desc.VDPA.Devices = keep
 	return nil
+}
+
+func (h *fakeHost) VDPAExists(name string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.vdpas[name]
 }
 
 func (h *fakeHost) OpenVDPA(ctx context.Context, name string) (int, string, error) {

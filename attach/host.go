@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -36,6 +38,9 @@ type Host interface {
 	// (vdpa dev add ...); DeleteVDPA removes it.
 	CreateVDPA(ctx context.Context, spec VDPASpec) error
 	DeleteVDPA(ctx context.Context, name string) error
+	// VDPAExists says whether a vdpa device called name is there (or
+	// cannot be told apart from one that is).
+	VDPAExists(name string) bool
 	// OpenVDPA opens the /dev/vhost-vdpa-N of a device bound to
 	// vhost_vdpa; the caller owns the fd.
 	OpenVDPA(ctx context.Context, name string) (fd int, path string, err error)
@@ -263,6 +268,11 @@ func (RealHost) CreateVDPA(ctx context.Context, spec VDPASpec) error {
 }
 
 func (RealHost) DeleteVDPA(ctx context.Context, name string) error { return vdpa.Remove(ctx, name) }
+
+func (RealHost) VDPAExists(name string) bool {
+	_, err := os.Lstat(filepath.Join(vdpa.SysfsDevices, name))
+	return !errors.Is(err, os.ErrNotExist)
+}
 
 func (RealHost) OpenVDPA(ctx context.Context, name string) (int, string, error) {
 	p, err := vdpa.VhostVDPAPath(name)

@@ -81,6 +81,11 @@ func undoInterruptedQEMU(ctx context.Context, c *qmp.Client, devices map[string]
 func (a *attacher) checkID(ctx context.Context, store *state.Store, key string, q *qemuState) (*qemuState, error) {
 	n, err := store.Load(key, a.p.ID)
 	if err == nil && n.Status == state.StatusAttaching {
+		other, err := lockRecordSocket(store, n, a.p.QMP)
+		if err != nil {
+			return nil, err
+		}
+		defer other.Unlock()
 		if err := undoInterrupted(ctx, a.h, store, a.c, a.pid, q.Devices, n); err != nil {
 			return nil, fmt.Errorf("an earlier attach of %s on this VM was interrupted, and undoing what it left failed (%w): its record stays; run netctl gc, then attach again", a.p.ID, err)
 		}
@@ -131,4 +136,26 @@ func vdpaInOtherRecord(store *state.Store, n *state.NIC) string {
 		return fmt.Sprintf("left vdpa device %s alone (cannot tell whether another NIC uses it: %v)", name, err)
 	}
 	return ""
+}
+
+// lockRecordSocket takes the lock of the QMP socket a record names when
+// it is not sock, whose lock the caller holds: records are keyed by the
+// VM's name and locks by socket, so two monitors (two QEMUs with one
+// -name, or one QEMU with two -qmp) share records. A record still
+// attaching is an interrupted attach only if nobody holds its own
+// socket's lock: when someone does (an attach or detach through that
+// socket runs), the error says so. It never waits; nil when sock is the
+// record's own socket (Unlock of nil is harmless).
+func lockRecordSocket(store *state.Store, n *state.NIC, sock string) (*state.Lock, error) {
+	if state.LockKey(n.QMP) == state.LockKey(sock) {
+		return nil, nil
+	}
+	now, cancel := context.WithCancel(context.Background())
+	cancel() // one try
+	l, err := store.Lock(now, state.LockKey(n.QMP))
+	if err != nil {
+		return nil, fmt.Errorf("NIC %s of %s was recorded through QMP socket %s, and a netctl attach or detach through that socket holds its lock now: "+
+			"run this again once it is done: %w", n.ID, vmLabel(n.VM, n.QMP), n.QMP, ErrConflict)
+	}
+	return l, nil
 }

@@ -75,6 +75,10 @@ type TapConfig struct {
 	Alias string
 }
 
+// tapOpensHook, set only by tests, runs between CreateTap's first look at
+// an existing tap and its opens: where another process may attach.
+var tapOpensHook func()
+
 // Tap is an open tap device with one fd per queue. Safe for concurrent use.
 type Tap struct {
 	queueSet
@@ -123,6 +127,9 @@ func CreateTap(cfg TapConfig) (*Tap, error) {
 				return nil, err
 			}
 		}
+	}
+	if tapOpensHook != nil {
+		tapOpensHook()
 	}
 	t := &Tap{queueSet: queueSet{kind: KindTap, name: cfg.Name}}
 	ok := false
@@ -174,6 +181,15 @@ func CreateTap(cfg TapConfig) (*Tap, error) {
 		}
 		t.name = unix.ByteSliceToString(ifr.Name[:]) // queues 1.. attach to the name queue 0 got
 	}
+	if cfg.OwnQueues && !cfg.Exclusive {
+		// Someone may have attached between the first count and the
+		// opens: the tap must hold exactly the queues opened here. This
+		// comes before anything is set: the header size, its byte order
+		// and the send buffer are the device's, not a queue's.
+		if err := checkNoQueues(t.name, len(t.fds)); err != nil {
+			return nil, err
+		}
+	}
 	for q, fd := range t.fds {
 		if cfg.VnetHdrSize != 0 {
 			if err := linux.SetI32(fd, linux.TUNSETVNETHDRSZ, int32(cfg.VnetHdrSize)); err != nil {
@@ -189,13 +205,6 @@ func CreateTap(cfg TapConfig) (*Tap, error) {
 			if err := linux.SetI32(fd, linux.TUNSETSNDBUF, int32(cfg.SndBuf)); err != nil {
 				return nil, fmt.Errorf("tap %s queue %d: send buffer %d: %w", t.name, q, cfg.SndBuf, err)
 			}
-		}
-	}
-	if cfg.OwnQueues && !cfg.Exclusive {
-		// Someone may have attached between the first count and the
-		// opens: the tap must hold exactly the queues opened here.
-		if err := checkNoQueues(t.name, len(t.fds)); err != nil {
-			return nil, err
 		}
 	}
 	fd0 := t.fds[0]

@@ -267,6 +267,49 @@ func (s *Store) Save(n *NIC) error {
 	return s.removeLegacy(s.legacyPath(legacyKeyFor(n.VM, n.QMP), n.ID), key, n.ID)
 }
 
+// Create writes a new record like Save, but only if the VM has no
+// record of that id yet: ErrExists otherwise, and the file is left as it
+// was. Two writers that both found no record (an attach through each of
+// two QMP sockets of one VM: their locks differ) thus get one winner.
+func (s *Store) Create(n *NIC) error {
+	if err := n.Validate(); err != nil {
+		return fmt.Errorf("state: not saving an invalid record: %w", err)
+	}
+	b, err := json.MarshalIndent(n, "", "  ")
+	if err != nil {
+		return fmt.Errorf("state: encode: %w", err)
+	}
+	dir := filepath.Join(s.Dir, "nics")
+	tmp, err := os.CreateTemp(dir, ".tmp-*")
+	if err != nil {
+		return fmt.Errorf("state: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(append(b, '\n')); err != nil {
+		tmp.Close()
+		return fmt.Errorf("state: write %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("state: fsync %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("state: close %s: %w", tmp.Name(), err)
+	}
+	final := s.recordPath(KeyFor(n.VM, n.QMP), n.ID)
+	if err := os.Link(tmp.Name(), final); err != nil { // link, unlike rename, never replaces
+		if errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("state: %s: a record of NIC %s on this VM was written meanwhile: %w", final, n.ID, ErrExists)
+		}
+		return fmt.Errorf("state: link to %s: %w", final, err)
+	}
+	syncDir(dir)
+	return nil
+}
+
+// ErrExists: Create found a record of that NIC.
+var ErrExists = errors.New("a record of that NIC exists")
+
 // removeLegacy removes the old-format file p if it holds the record of
 // NIC id on the VM with key, and leaves it alone if it holds another's.
 func (s *Store) removeLegacy(p, key, id string) error {
@@ -338,7 +381,45 @@ func (s *Store) Remove(key, id string) error {
 		return fmt.Errorf("state: %w", err)
 	}
 	syncDir(filepath.Join(s.Dir, "nics"))
+	if _, p := s.findRekeyedLegacy(key, id); p != "" {
+		if err := s.removeLegacy(p, key, id); err != nil {
+			return err
+		}
+	}
 	return s.removeLegacy(s.legacyPath(key, id), key, id)
+}
+
+// findRekeyedLegacy finds the old-format file of NIC id on the VM with
+// key when the older netctl keyed that VM otherwise: names starting "x-"
+// or "sock-" were keys of their own then (legacyVMKey) and are hashed now
+// (VMKey), so the file is NAME.ID.json, which key does not name. It reads
+// the old-format files that end in .ID.json and returns the one that holds
+// that NIC, with its path, or nil and "".
+func (s *Store) findRekeyedLegacy(key, id string) (*NIC, string) {
+	if !strings.HasPrefix(key, "x-") {
+		return nil, ""
+	}
+	dir := filepath.Join(s.Dir, "nics")
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, ""
+	}
+	seen := 0
+	for _, e := range es {
+		name := e.Name()
+		if strings.Contains(name, "@") || strings.HasPrefix(name, ".") || !strings.HasSuffix(name, "."+id+".json") ||
+			!(strings.HasPrefix(name, "x-") || strings.HasPrefix(name, "sock-")) {
+			continue
+		}
+		if seen++; seen > MaxRecords {
+			break
+		}
+		p := filepath.Join(dir, name)
+		if n, err := readRecord(p); err == nil && KeyFor(n.VM, n.QMP) == key && n.ID == id && legacyName(legacyKeyFor(n.VM, n.QMP), n.ID) == name {
+			return n, p
+		}
+	}
+	return nil, ""
 }
 
 // ErrNotFound: no record of that NIC.
@@ -358,6 +439,11 @@ func (s *Store) Load(key, id string) (*NIC, error) {
 		n, err = readRecord(lp)
 		if err == nil && (KeyFor(n.VM, n.QMP) != key || n.ID != id) {
 			return nil, fmt.Errorf("state: %s holds VM %.64q's NIC %q, not %q of %s: %w", lp, n.VM, n.ID, id, key, ErrNotFound)
+		}
+		if errors.Is(err, ErrNotFound) {
+			if n, _ := s.findRekeyedLegacy(key, id); n != nil {
+				return n, nil
+			}
 		}
 		return n, err
 	}

@@ -59,8 +59,8 @@ type Config struct {
 	OnStatus func(Status)
 	// OpenVhost opens one vhost-net device; nil opens /dev/vhost-net.
 	OpenVhost func() (Vhost, error)
-	// HandshakeTimeout is how long a front-end may stay silent before
-	// it has finished its handshake (see DefaultHandshakeTimeout); 0
+	// HandshakeTimeout is how long after connecting a front-end may take
+	// to finish its handshake (see DefaultHandshakeTimeout); 0
 	// means DefaultHandshakeTimeout, a negative value no deadline.
 	HandshakeTimeout time.Duration
 }
@@ -68,8 +68,10 @@ type Config struct {
 // maxQueuePairs: vhost-user's ring index is 8 bits (SET_VRING_KICK).
 const maxQueuePairs = 128
 
-// DefaultHandshakeTimeout is how long a connected front-end may stay
-// silent before it has finished its handshake: GET_FEATURES and, when it
+// DefaultHandshakeTimeout is how long after connecting a front-end may
+// take to finish its handshake (counted from the connection, not from
+// its last message: one that keeps sending other requests holds the
+// bridge as surely as a silent one): GET_FEATURES and, when it
 // asked for them, SET_PROTOCOL_FEATURES, which QEMU, Cloud Hypervisor
 // and rust-vmm's front-ends send the moment they connect (milliseconds).
 // One that has not is dropped, with the reason in the log, so that it
@@ -115,6 +117,9 @@ type Bridge struct {
 	trace func(*Message)
 	// The warnings a front-end can repeat at will, rate-limited.
 	refusedReqs, refusedConns logLimit
+	// errPublish limits publications of a status whose only change is
+	// its counters or last error (which a front-end changes at will).
+	errPublish logLimit
 }
 
 // NewBridge checks cfg, opens the vhost-net devices and listens on the
@@ -434,12 +439,17 @@ type idleError struct {
 	pid   int
 	after time.Duration
 	step  string // how far the handshake got
+	msgs  int    // messages it sent
 }
 
 func (e *idleError) Error() string {
-	return fmt.Sprintf("it sent nothing for %v %s, before its handshake was done (a VMM finishes it the moment it "+
-		"connects), and could hold the bridge against the front-end that should connect; a slower front-end needs a "+
-		"longer --handshake-timeout", e.after, e.step)
+	what := fmt.Sprintf("it sent nothing for %v %s", e.after, e.step)
+	if e.msgs > 0 {
+		what = fmt.Sprintf("it sent %d message(s) but did not finish its handshake within %v of connecting (it stopped %s)", e.msgs, e.after, e.step)
+	}
+	return what + ", before its handshake was done (a VMM finishes it the moment it " +
+		"connects), and could hold the bridge against the front-end that should connect; a slower front-end needs a " +
+		"longer --handshake-timeout"
 }
 
 // resetError marks a failure to release the devices after a session: the

@@ -120,10 +120,15 @@ func (s *session) replyRequired(r Request) bool {
 // breaks the protocol. The returned error says why the connection ended
 // (nil for a clean close).
 func (s *session) serve() error {
-	deadline := false
+	// The handshake's deadline counts from the connection: a front-end
+	// that keeps sending other requests without finishing it holds the
+	// bridge as surely as a silent one.
+	deadline, by, msgs := false, time.Now().Add(s.b.handshake), 0
 	for {
 		if d := s.b.handshake; d > 0 && !s.handshakeDone() {
-			s.conn.SetReadDeadline(time.Now().Add(d))
+			if !deadline {
+				s.conn.SetReadDeadline(by)
+			}
 			deadline = true
 		} else if deadline {
 			s.conn.SetReadDeadline(time.Time{})
@@ -135,10 +140,11 @@ func (s *session) serve() error {
 				return nil
 			}
 			if errors.Is(err, os.ErrDeadlineExceeded) {
-				return &idleError{pid: s.pid, after: s.b.handshake, step: s.handshakeStep()}
+				return &idleError{pid: s.pid, after: s.b.handshake, step: s.handshakeStep(), msgs: msgs}
 			}
 			return err
 		}
+		msgs++
 		if err := s.one(m); err != nil {
 			return err
 		}

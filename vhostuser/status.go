@@ -63,6 +63,12 @@ func (b *Bridge) publishStatus(st Status) {
 	st.Sessions, st.Refused, st.LastError = b.status.Sessions, b.status.Refused, b.status.LastError
 	b.status = st
 	changed := !reflect.DeepEqual(st, b.told)
+	if changed && onlyCounters(st, b.told) {
+		// A refusal changes only the last error, in words a front-end
+		// chooses (each value refused differently): published at most
+		// warnBurst times per warnWindow, the latest with the next.
+		changed, _ = b.errPublish.allow()
+	}
 	if changed {
 		b.told = st
 	}
@@ -103,4 +109,12 @@ func (b *Bridge) noteError(err error) {
 	b.mu.Lock()
 	b.status.LastError = err.Error()
 	b.mu.Unlock()
+}
+
+// onlyCounters says whether a and b differ at most in their counters and
+// last error.
+func onlyCounters(a, b Status) bool {
+	a.Sessions, a.Refused, a.LastError = 0, 0, ""
+	b.Sessions, b.Refused, b.LastError = 0, 0, ""
+	return reflect.DeepEqual(a, b)
 }

@@ -56,7 +56,7 @@ func vhostUserCommand() *cli.Command {
 			&cli.StringFlag{Name: "owner", Usage: "USER[:GROUP] (names or ids) that owns the socket; netctl drops to it once the devices are open"},
 			&cli.StringFlag{Name: "profile", Value: vhostuser.ProfileThroughput, Usage: "throughput, latency (vhost busy-polls) or compat (checksum and TSO only)"},
 			&cli.DurationFlag{Name: "handshake-timeout", Value: vhostuser.DefaultHandshakeTimeout,
-				Usage: "drop a front-end that stays silent this long before finishing its handshake (GET_FEATURES, SET_PROTOCOL_FEATURES), so it cannot hold the socket; 0: no deadline"},
+				Usage: "drop a front-end that has not finished its handshake (GET_FEATURES, SET_PROTOCOL_FEATURES) this long after it connected, so it cannot hold the socket; 0: no deadline"},
 			&cli.StringFlag{Name: "json-status", Usage: "keep FILE up to date (rewritten atomically when the status changes) with the front-end, features and rings"},
 		},
 		Action: runVhostUser,
