@@ -39,11 +39,12 @@ func TestReviewBrokenConfigPassesTextMentions(t *testing.T) {
 
 // TestReviewKeyTwinPassesRelease: libvirt allows a domain named like
 // the key state.VMKey gives another domain's name ("x-" and 32 hex
-// digits): the two share one record file. The twin, which netctl
-// manages nothing in, must pass release and started at once, and the
-// other domain's record must stay. Before the fix release failed ("the
-// record for domain ... is domain ...'s") after taking the other
-// domain's lock, and started waited for that lock.
+// digits). Such a name is hashed too now, so the two never share a record
+// file or lock; the twin, which netctl manages nothing in, passes release
+// and started at once, and the other domain's record stays. Before the
+// hook's name check release failed ("the record for domain ... is domain
+// ...'s") after taking the other domain's lock, and started waited for
+// that lock; before VMKey hashed "x-" names they shared the file.
 func TestReviewKeyTwinPassesRelease(t *testing.T) {
 	f := newFake(t)
 	h, log, vd := newTestHook(t, f)
@@ -53,8 +54,8 @@ func TestReviewKeyTwinPassesRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	twin := state.VMKey("web 1")
-	if !strings.HasPrefix(twin, "x-") || state.VMKey(twin) != twin {
-		t.Fatalf("key %q", twin)
+	if !strings.HasPrefix(twin, "x-") || state.VMKey(twin) == twin {
+		t.Fatalf("domain %q's key is %q: the twin shares web 1's record and lock", twin, state.VMKey(twin))
 	}
 	l, err := h.Store.Lock(ctx, state.DomainLockKey("web 1")) // web 1's hook call in progress
 	if err != nil {
