@@ -30,7 +30,11 @@ func TestSamplerRacesCollect(t *testing.T) {
 		defer wg.Done()
 		c.SampleEvery(ctx, time.Millisecond)
 	}()
-	const steps, step = 400, 1000 // 400,000 descriptors: six wraps
+	// 400,000 descriptors (six wraps), at most 100 every 200 µs: the
+	// sampler would have to stall over 65 ms (half a turn at that pace)
+	// for a read gap it cannot explain, which the -race run on a loaded
+	// 2-core machine did at 1000 a step (41392 counted twice).
+	const steps, step = 4000, 100
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
