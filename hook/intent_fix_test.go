@@ -47,12 +47,7 @@ func TestReviewStaleIntentLeavesTapInTheMaking(t *testing.T) {
 	ctx := context.Background()
 	crashed := *h
 	crashed.Devices = crashBeforeTap{f}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		crashed.Run(ctx, "netctl-all", "prepare", "begin", bytes.NewReader(allXML(t, vd)))
-	}()
-	<-done
+	runToCrash(&crashed, ctx, "netctl-all", "prepare", "begin", bytes.NewReader(allXML(t, vd)))
 	if rec, err := h.Store.LoadDomain("netctl-all"); err != nil || len(rec.Taps) != 1 || rec.Taps[0].Ifindex != 0 {
 		t.Fatalf("no intent record after the crash: %+v %v", rec, err)
 	}
@@ -93,12 +88,7 @@ func TestReviewTwoStaleIntentsFreeTheTap(t *testing.T) {
 		}{{"netctl-all", crashBeforeTap{f}, allXML(t, vd)}, {"other", crashingDevices{f}, other}} {
 			crashed := *h
 			crashed.Devices = c.dev
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				crashed.Run(ctx, c.name, "prepare", "begin", bytes.NewReader(c.x))
-			}()
-			<-done
+			runToCrash(&crashed, ctx, c.name, "prepare", "begin", bytes.NewReader(c.x))
 		}
 		for _, d := range order {
 			if _, err := h.Run(ctx, d, "release", "end", nil); err != nil {
@@ -131,29 +121,9 @@ func TestReviewPrepareAfterCrashAfterPublish(t *testing.T) {
 				runtime.Goexit()
 				return nil
 			}
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				h.Run(ctx, "netctl-all", "prepare", "begin", bytes.NewReader(allXML(t, vd)))
-			}()
-			<-done
+			runToCrash(h, ctx, "netctl-all", "prepare", "begin", bytes.NewReader(allXML(t, vd)))
 			publishVDPA = publish
-			switch next {
-			case "prepare":
-				if _, err := h.Run(ctx, "netctl-all", "prepare", "begin", bytes.NewReader(allXML(t, vd))); err != nil {
-					t.Fatalf("prepare after a crash: %v\nlog:\n%s", err, log)
-				}
-				if _, err := h.Run(ctx, "netctl-all", "release", "end", nil); err != nil {
-					t.Fatal(err)
-				}
-			case "release":
-				if _, err := h.Run(ctx, "netctl-all", "release", "end", nil); err != nil {
-					t.Fatalf("release after a crash: %v", err)
-				}
-			}
-			if got := f.snapshot(); got != "eth0#2" {
-				t.Errorf("left %s\nlog:\n%s", got, log)
-			}
+			afterCrash(t, h, f, log, vd, next)
 			if _, err := os.Lstat(filepath.Join(vd, "vm1vdpa0")); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("the published link is left: %v", err)
 			}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -252,31 +253,11 @@ func TestPrepareAfterCrashAfterTap(t *testing.T) {
 			ctx := context.Background()
 			crashed := *h
 			crashed.Devices = crashingDevices{f}
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				crashed.Run(ctx, "netctl-all", "prepare", "begin", bytes.NewReader(allXML(t, vd)))
-			}()
-			<-done
+			runToCrash(&crashed, ctx, "netctl-all", "prepare", "begin", bytes.NewReader(allXML(t, vd)))
 			if !strings.Contains(f.snapshot(), "vm1tap0") {
 				t.Fatalf("the crash came before the tap: %s", f.snapshot())
 			}
-			switch next {
-			case "prepare":
-				if _, err := h.Run(ctx, "netctl-all", "prepare", "begin", bytes.NewReader(allXML(t, vd))); err != nil {
-					t.Fatalf("prepare after a crash: %v\nlog:\n%s", err, log)
-				}
-				if _, err := h.Run(ctx, "netctl-all", "release", "end", nil); err != nil {
-					t.Fatal(err)
-				}
-			case "release":
-				if _, err := h.Run(ctx, "netctl-all", "release", "end", nil); err != nil {
-					t.Fatalf("release after a crash: %v", err)
-				}
-			}
-			if got := f.snapshot(); got != "eth0#2" {
-				t.Errorf("left %s\nlog:\n%s", got, log)
-			}
+			afterCrash(t, h, f, log, vd, next)
 		})
 	}
 }
@@ -290,12 +271,7 @@ func TestCrashedIntentLeavesOthersTap(t *testing.T) {
 	ctx := context.Background()
 	crashed := *h
 	crashed.Devices = crashingDevices{f}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		crashed.Run(ctx, "netctl-all", "prepare", "begin", bytes.NewReader(allXML(t, vd)))
-	}()
-	<-done
+	runToCrash(&crashed, ctx, "netctl-all", "prepare", "begin", bytes.NewReader(allXML(t, vd)))
 	delete(f.links, "vm1tap0") // ip link del vm1tap0, by hand
 	other := bytes.ReplaceAll(allXML(t, vd), []byte("<name>netctl-all</name>"), []byte("<name>other</name>"))
 	other = bytes.ReplaceAll(other, []byte("vm1vdpa0"), []byte("vm2vdpa0"))
@@ -334,4 +310,41 @@ func FuzzRunPassesOthers(f *testing.F) {
 			}
 		}
 	})
+}
+
+// runToCrash runs a prepare (or any call) of h on a goroutine of its own
+// and waits for it: a Devices or hook that calls runtime.Goexit there
+// stands for a kill at that step (deferred calls run; err is still nil,
+// so Prepare's undo does not).
+func runToCrash(h *Hook, ctx context.Context, domain, op, subop string, r io.Reader) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.Run(ctx, domain, op, subop, r)
+	}()
+	<-done
+}
+
+// afterCrash is what follows a crashed prepare of netctl-all: next is
+// "prepare" (a new start, then its release) or "release"; either way
+// nothing of the domain's is left on the host.
+func afterCrash(t *testing.T, h *Hook, f *fakeDevices, log *bytes.Buffer, vd, next string) {
+	t.Helper()
+	ctx := context.Background()
+	switch next {
+	case "prepare":
+		if _, err := h.Run(ctx, "netctl-all", "prepare", "begin", bytes.NewReader(allXML(t, vd))); err != nil {
+			t.Fatalf("prepare after a crash: %v\nlog:\n%s", err, log)
+		}
+		if _, err := h.Run(ctx, "netctl-all", "release", "end", nil); err != nil {
+			t.Fatal(err)
+		}
+	case "release":
+		if _, err := h.Run(ctx, "netctl-all", "release", "end", nil); err != nil {
+			t.Fatalf("release after a crash: %v", err)
+		}
+	}
+	if got := f.snapshot(); got != "eth0#2" {
+		t.Errorf("left %s\nlog:\n%s", got, log)
+	}
 }

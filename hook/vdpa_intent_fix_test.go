@@ -52,31 +52,11 @@ func TestReviewPrepareAfterCrashAfterVDPA(t *testing.T) {
 			ctx := context.Background()
 			crashed := *h
 			crashed.Devices = crashAfterVDPA{realishVDPA{f}}
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				crashed.Run(ctx, "netctl-all", "prepare", "begin", bytes.NewReader(allXML(t, vd)))
-			}()
-			<-done
+			runToCrash(&crashed, ctx, "netctl-all", "prepare", "begin", bytes.NewReader(allXML(t, vd)))
 			if _, ok := f.vdpas["vm1vdpa0"]; !ok {
 				t.Fatalf("the crash came before the vdpa device: %s", f.snapshot())
 			}
-			switch next {
-			case "prepare":
-				if _, err := h.Run(ctx, "netctl-all", "prepare", "begin", bytes.NewReader(allXML(t, vd))); err != nil {
-					t.Fatalf("prepare after a crash: %v\nlog:\n%s", err, log)
-				}
-				if _, err := h.Run(ctx, "netctl-all", "release", "end", nil); err != nil {
-					t.Fatal(err)
-				}
-			case "release":
-				if _, err := h.Run(ctx, "netctl-all", "release", "end", nil); err != nil {
-					t.Fatalf("release after a crash: %v", err)
-				}
-			}
-			if got := f.snapshot(); got != "eth0#2" {
-				t.Errorf("left %s\nlog:\n%s", got, log)
-			}
+			afterCrash(t, h, f, log, vd, next)
 		})
 	}
 }
@@ -100,12 +80,7 @@ func TestReviewVDPAIntentLeavesOthersDevice(t *testing.T) {
 	ctx := context.Background()
 	crashed := *h
 	crashed.Devices = crashBeforeVDPA{realishVDPA{f}}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		crashed.Run(ctx, "netctl-all", "prepare", "begin", bytes.NewReader(allXML(t, vd)))
-	}()
-	<-done
+	runToCrash(&crashed, ctx, "netctl-all", "prepare", "begin", bytes.NewReader(allXML(t, vd)))
 	if _, ok := f.vdpas["vm1vdpa0"]; ok {
 		t.Fatalf("the crash came after the vdpa device")
 	}
