@@ -323,6 +323,15 @@ type hookSettings struct {
 	config, runDir string
 }
 
+// runDirOrDefault is the run dir the hook uses: --run-dir (or
+// NETCTL_RUN_DIR by hand), else state.DefaultDir.
+func (s hookSettings) runDirOrDefault() string {
+	if s.runDir == "" {
+		return state.DefaultDir
+	}
+	return s.runDir
+}
+
 // hookOps are the operations the hook acts in; every other one exits 0
 // at once, reading neither stdin nor the config.
 var hookOps = map[string]bool{"prepare begin": true, "started begin": true, "reconnect begin": true, "release end": true}
@@ -347,9 +356,9 @@ func runHookQemu(stderr io.Writer, set hookSettings, domain, op, subop string, s
 			time.Now().UTC().Format(time.RFC3339), domain, op, subop, cfgErr)
 	}
 	var st *state.Store
-	stErr := hook.CheckTrustedDir(set.runDir)
+	stErr := hook.CheckTrustedDir(set.runDirOrDefault())
 	if stErr == nil {
-		st, stErr = state.Open(set.runDir)
+		st, stErr = state.Open(set.runDirOrDefault())
 	}
 	if stErr != nil {
 		// Without its records the hook can neither know nor release

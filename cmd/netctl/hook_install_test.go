@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/netctl/netctl/hook"
 	"github.com/netctl/netctl/internal/errs"
 	"github.com/netctl/netctl/state"
 )
@@ -164,5 +165,22 @@ func TestHookStatusReadsInstalledRunDir(t *testing.T) {
 	}
 	if got := installedRunDir(hooks); got != state.DefaultDir {
 		t.Errorf("a script without --run-dir: %q, want %s", got, state.DefaultDir)
+	}
+}
+
+// TestHookDefaultRunDirTrusted: without --run-dir (the installed script
+// passes none for the default) the hook keeps its records in
+// /run/netctl, and the run dir check takes that default, not "" (which
+// it refused as a relative path: every managed domain failed to start on
+// a real libvirtd, TestHostLibvirtdNetctlHook).
+func TestHookDefaultRunDirTrusted(t *testing.T) {
+	if got := (hookSettings{}).runDirOrDefault(); got != state.DefaultDir {
+		t.Fatalf("default run dir %q, want %s", got, state.DefaultDir)
+	}
+	if err := hook.CheckTrustedDir((hookSettings{}).runDirOrDefault()); err != nil {
+		t.Errorf("the default run dir is refused: %v", err)
+	}
+	if err := hook.CheckTrustedDir(""); err == nil {
+		t.Errorf("an empty run dir is taken")
 	}
 }
