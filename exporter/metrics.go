@@ -44,6 +44,9 @@ var (
 	descQueueCompleted = prometheus.NewDesc("netctl_queue_completed_descriptors_total",
 		"Descriptor chains the device returned on a queue's ring (used-ring entries: for tx one per packet, for rx one per buffer), since netctl first read the ring. direction is the guest's.",
 		withNIC("queue", "direction"), nil)
+	descQueueUncounted = prometheus.NewDesc("netctl_queue_uncounted_steps_total",
+		"Steps of a queue's ring indices netctl did not count because they could not be told from the indices going back (more than half of the 16-bit range between two reads: a loadvm or snapshot revert, a reset not seen): each may hide up to 32768 descriptors.",
+		withNIC("queue", "direction"), nil)
 	descWorkerCPU = prometheus.NewDesc("netctl_vhost_worker_cpu_seconds_total",
 		"CPU time of the vhost-net worker thread of a queue pair (one per /dev/vhost-net fd).",
 		withNIC("queue"), nil)
@@ -83,7 +86,7 @@ var linkDescs = func() (m [2][4]*prometheus.Desc) {
 
 // allDescs are every metric the exporter can give.
 func allDescs() []*prometheus.Desc {
-	d := []*prometheus.Desc{descNICUp, descNICInfo, descQueuePairs, descSourceUp, descSourceMissing, descQueueOffered, descQueueCompleted, descWorkerCPU,
+	d := []*prometheus.Desc{descNICUp, descNICInfo, descQueuePairs, descSourceUp, descSourceMissing, descQueueOffered, descQueueCompleted, descQueueUncounted, descWorkerCPU,
 		descVDPAReceived, descVDPACompleted, descTargetUp, descTargetError, descScrapeSeconds, descScrapeNICs}
 	for _, dir := range linkDescs {
 		d = append(d, dir[:]...)
@@ -185,6 +188,7 @@ func nicMetrics(s stats.NICStats, up bool, labels []string, emit func(prometheus
 		seenQ[k] = true
 		counter(descQueueOffered, float64(q.Offered), k[0], k[1])
 		counter(descQueueCompleted, float64(q.Completed), k[0], k[1])
+		counter(descQueueUncounted, float64(q.Uncounted), k[0], k[1])
 	}
 	if len(s.Workers) > 0 {
 		sources[stats.SourceVhost] = true

@@ -93,6 +93,20 @@ func (s *virtioStatus) fingerprint() string {
 	return fmt.Sprintf("%v/%v/%d/%v", s.Status.Statuses, s.Broken, s.NumVQs, s.GuestFeatures.Transports)
 }
 
+// accessPlatform says the guest negotiated VIRTIO_F_ACCESS_PLATFORM
+// (bit 33; QEMU names it VIRTIO_F_IOMMU_PLATFORM): the device reaches
+// guest memory through the platform's IOMMU, so ring addresses are I/O
+// virtual addresses.
+func (s *virtioStatus) accessPlatform() bool {
+	for _, f := range s.GuestFeatures.Transports {
+		switch name, _, _ := strings.Cut(f, ":"); strings.TrimSpace(name) {
+		case "VIRTIO_F_IOMMU_PLATFORM", "VIRTIO_F_ACCESS_PLATFORM":
+			return true
+		}
+	}
+	return false
+}
+
 // packed says the guest negotiated packed rings (VIRTIO_F_RING_PACKED,
 // feature bit 34).
 func (s *virtioStatus) packed() bool {

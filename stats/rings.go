@@ -36,6 +36,12 @@ type ringState struct {
 	// index range): nothing is counted from then on until a collection
 	// has checked the ring over QMP, which takes it as a reset.
 	suspect string
+	// suspectStep: the suspect read was a step of more than half a turn
+	// (a loadvm that took the indices back, or a reset whose new rings
+	// are at the same place): a collection that finds the rings where
+	// they were takes what it reads as the new base and counts nothing
+	// for that step (rather than a jump that may never have happened).
+	suspectStep bool
 	// partial: some data queues could not be asked for safely (a
 	// vhost-user or vdpa device's own queues while vhost is stopped):
 	// each collection tries again.
@@ -52,10 +58,17 @@ type ringQueue struct {
 	lastAvail, lastUsed uint16
 	offered, completed  uint64
 	primed              bool
+	// uncounted: steps not counted because they were ambiguous (more than
+	// half a turn: a step back such as a loadvm, or a reset unseen).
+	uncounted uint64
 }
 
-// halfTurn: a jump of more than half the 16-bit index range between
-// two reads no collection validated is not taken as traffic.
+// halfTurn: a step of more than half the 16-bit index range between
+// two reads is never taken as traffic: it is as likely the indices going
+// back (a loadvm, a snapshot revert: guest memory restored in the same
+// QEMU, rings and status unchanged) as that many descriptors. Between
+// reads no collection validated it makes the ring suspect; in a
+// validated read it becomes the new base, counted as one uncounted step.
 const halfTurn = 1 << 15
 
 // advance accumulates new 16-bit indices: the ring counts mod 65536, so
@@ -63,32 +76,44 @@ const halfTurn = 1 << 15
 // long as fewer than 65536 descriptors passed between two reads. The
 // first read is the base: the counts start at 0 (what netctl saw, not
 // the ring's raw index). validated: a collection has just checked over
-// QMP that the ring is where it was; else (the sampler) a jump of more
-// than half a turn, or indices back at exactly 0, is refused (why is
-// not ""), and nothing is counted.
-func (q *ringQueue) advance(avail, used uint16, validated bool) (why string) {
+// QMP that the ring is where it was, and a step of more than half a
+// turn is taken as the new base, not counted; else (the sampler) such a
+// step, or indices back at exactly 0, is refused (why is not ""; step:
+// it was the half-turn case), and nothing is counted.
+func (q *ringQueue) advance(avail, used uint16, validated bool) (why string, step bool) {
 	if !q.primed {
 		q.lastAvail, q.lastUsed, q.primed = avail, used, true
-		return ""
+		return "", false
 	}
 	if avail == 0 && used == 0 && (q.lastAvail != 0 || q.lastUsed != 0) {
 		// A ring's indices start at 0 when its driver sets it up: back at
 		// 0 is a reset (or the freed ring's memory zeroed), far likelier
 		// than both indices wrapping to 0 at once.
 		if !validated {
-			return fmt.Sprintf("queue %d: its indices went back to 0 from avail %d, used %d", q.vq, q.lastAvail, q.lastUsed)
+			return fmt.Sprintf("queue %d: its indices went back to 0 from avail %d, used %d", q.vq, q.lastAvail, q.lastUsed), false
 		}
 		q.lastAvail, q.lastUsed = 0, 0
-		return ""
+		return "", false
 	}
 	da, du := avail-q.lastAvail, used-q.lastUsed
-	if !validated && (da > halfTurn || du > halfTurn) {
-		return fmt.Sprintf("queue %d: avail %d -> %d, used %d -> %d is more than half a turn of the 16-bit index", q.vq, q.lastAvail, avail, q.lastUsed, used)
+	if da > halfTurn || du > halfTurn {
+		if !validated {
+			return fmt.Sprintf("queue %d: avail %d -> %d, used %d -> %d is more than half a turn of the 16-bit index", q.vq, q.lastAvail, avail, q.lastUsed, used), true
+		}
+		q.rebase(avail, used)
+		return "", false
 	}
 	q.offered += uint64(da)
 	q.completed += uint64(du)
 	q.lastAvail, q.lastUsed = avail, used
-	return ""
+	return "", false
+}
+
+// rebase takes what was read as the new base: the step to it is not
+// counted (one uncounted step).
+func (q *ringQueue) rebase(avail, used uint16) {
+	q.lastAvail, q.lastUsed, q.primed = avail, used, true
+	q.uncounted++
 }
 
 // restart is a device reset: the driver starts its rings at 0 again;
@@ -113,7 +138,7 @@ func (r *ringState) stats() []QueueStats {
 			dir = "tx"
 		}
 		out = append(out, QueueStats{Pair: q.vq / 2, Direction: dir, Offered: q.offered, Completed: q.completed,
-			AvailIdx: q.lastAvail, UsedIdx: q.lastUsed})
+			AvailIdx: q.lastAvail, UsedIdx: q.lastUsed, Uncounted: q.uncounted})
 	}
 	return out
 }
@@ -184,26 +209,34 @@ func (r *ringState) sample(validated bool, now func() time.Time) error {
 			why := fmt.Sprintf("queue %d: avail flags %#x idx %d, used flags %#x idx %d are not a split ring's (ring size %d): the ring moved",
 				q.vq, availFlags, avail, usedFlags, used, q.num)
 			if !validated {
-				r.suspect = why
+				r.suspect, r.suspectStep = why, false
 			}
 			return fmt.Errorf("%s: %w", why, ErrNotAvailable)
 		}
 	}
+	next := slices.Clone(r.queues)
 	if validated && r.suspect != "" {
 		// A read since the last collection saw what this ring never does,
-		// and the rings are where they were: a reset (the driver set its
-		// rings up again in the same place); the new rings count from 0.
-		for i := range r.queues {
-			r.queues[i].restart()
+		// and the rings are where they were. Indices back at 0 or memory
+		// that was not a ring: a reset (the driver set its rings up again
+		// in the same place), the new rings count from 0. A step of more
+		// than half a turn: a loadvm (the indices went back) or a reset
+		// whose new rings are past 0 already; what is read now is the new
+		// base, nothing counted for the step.
+		for i := range next {
+			if r.suspectStep {
+				next[i].rebase(v[4*i+3], v[4*i+1])
+			} else {
+				next[i].restart()
+			}
 		}
-		r.suspect = ""
+		r.suspect, r.suspectStep = "", false
 	}
 	// Check every queue before counting any: one suspect queue holds
 	// back the whole read.
-	next := slices.Clone(r.queues)
 	for i := range next {
-		if why := next[i].advance(v[4*i+3], v[4*i+1], validated); why != "" {
-			r.suspect = why
+		if why, step := next[i].advance(v[4*i+3], v[4*i+1], validated); why != "" {
+			r.suspect, r.suspectStep = why, step
 			return fmt.Errorf("not counted until the monitor confirms the rings (a reset?): %s: %w", why, ErrNotAvailable)
 		}
 	}
@@ -344,6 +377,14 @@ func (c *Collector) readRings(ctx context.Context, sess *session, s *NICStats) {
 		s.missing(SourceRings, "packed ring: not counted (the guest negotiated VIRTIO_F_RING_PACKED: netctl reads split rings only)")
 		return
 	}
+	if st.accessPlatform() {
+		// The addresses QEMU gives are I/O virtual addresses behind the
+		// guest's vIOMMU (if it has one: SEV/TDX guests negotiate the bit
+		// without), not guest-physical: gpa2hva would name some other page.
+		c.Forget(t)
+		s.missing(SourceRings, "IOMMU platform: not counted (the guest negotiated VIRTIO_F_ACCESS_PLATFORM, iommu_platform=on: the ring addresses QEMU reports are I/O virtual addresses netctl cannot translate)")
+		return
+	}
 	if !st.driverOK() {
 		if r != nil {
 			// A reset under way: whatever status the driver comes back
@@ -380,7 +421,11 @@ func (c *Collector) readRings(ctx context.Context, sess *session, s *NICStats) {
 		// addresses are a reset: the rings start at 0 again. A failed
 		// read with the same status and addresses (a remap) keeps the
 		// indices.
-		reset := r.fingerprint != nr.fingerprint || r.stopped || r.suspect != ""
+		reset := r.fingerprint != nr.fingerprint || r.stopped || (r.suspect != "" && !r.suspectStep)
+		// A suspect step with the status unchanged (a loadvm moves no
+		// ring; a reset the status did not show): where the rings are
+		// again, what is read is the new base; elsewhere they count from 0.
+		rebase := !reset && r.suspect != "" && r.suspectStep
 		old := map[int]ringQueue{}
 		for _, q := range r.queues {
 			old[q.vq] = q
@@ -392,9 +437,13 @@ func (c *Collector) readRings(ctx context.Context, sess *session, s *NICStats) {
 			}
 			nq := &nr.queues[i]
 			nq.offered, nq.completed = o.offered, o.completed
-			nq.lastAvail, nq.lastUsed, nq.primed = o.lastAvail, o.lastUsed, o.primed
-			if reset || nq.availGPA != o.availGPA || nq.usedGPA != o.usedGPA {
+			nq.lastAvail, nq.lastUsed, nq.primed, nq.uncounted = o.lastAvail, o.lastUsed, o.primed, o.uncounted
+			switch {
+			case reset || nq.availGPA != o.availGPA || nq.usedGPA != o.usedGPA:
 				nq.restart()
+			case rebase:
+				nq.primed = false // the next read is the base
+				nq.uncounted++
 			}
 		}
 		r.mu.Unlock()
@@ -580,8 +629,10 @@ func gpa2hva(ctx context.Context, c *qmp.Client, gpa uint64) (uint64, error) {
 // until the next Collect has checked it over QMP, which then takes it as
 // a reset). Sampled every T, a queue is followed correctly up to 32768/T
 // descriptors per second (327,680/s at T = 100 ms; about 3.3 million/s
-// at 10 ms). Without Sample, Collect alone follows 65535 per collection
-// interval. A read that fails is left for the next Collect, which
+// at 10 ms). Without Sample, Collect alone follows 32768 per collection
+// interval (a larger step between two collections is taken as a new
+// base, counted in Uncounted: it cannot be told from a step back such as
+// a loadvm's). A read that fails is left for the next Collect, which
 // resolves the addresses again. Safe to call concurrently with Collect.
 func (c *Collector) Sample() {
 	c.mu.Lock()

@@ -85,6 +85,11 @@ type QueueStats struct {
 	// (not at the raw index); AvailIdx and UsedIdx are the raw 16-bit
 	// indices of the last read. (Extension of the agreed API.)
 	AvailIdx, UsedIdx uint16
+	// Uncounted: steps of the indices not counted because they could not
+	// be told from a step back (more than half the 16-bit range between
+	// two reads: a loadvm or snapshot revert, a reset unseen). Each one
+	// may hide up to half a turn of traffic. (Extension of the agreed API.)
+	Uncounted uint64
 }
 
 // WorkerStats is a vhost-net worker thread (one per queue pair, one per
