@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -127,14 +126,4 @@ func firstMapping(t *testing.T, pid int) uint64 {
 		t.Fatalf("/proc/%d/maps: %q", pid, b)
 	}
 	return v
-}
-
-// init makes this test binary TestVMProcErr's target process (a
-// sleeping stand-in QEMU) when NETCTL_TEST_SLEEPER=1, before any test
-// runs.
-func init() {
-	if os.Getenv("NETCTL_TEST_SLEEPER") == "1" {
-		time.Sleep(120 * time.Second)
-		os.Exit(0)
-	}
 }

@@ -42,9 +42,12 @@ func TestHostReadRefusesSetuidExec(t *testing.T) {
 	if _, err := os.Stat(prog); err != nil {
 		prog = "/bin/sleep"
 	}
-	cmd := exec.Command("python3", "-c", `import os, sys
-os.setgroups([]); os.setresgid(65534, 65534, 65534); os.setresuid(65534, 0, 0)
-os.execv(sys.argv[1], ["qemu-system-x86_64", "300"])`, prog)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), "NETCTL_TEST_SLEEPER=setid", "NETCTL_TEST_EXEC="+prog)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -109,14 +112,15 @@ func TestHostReadRefusesNonDumpable(t *testing.T) {
 	trust.UIDs[65534] = "nobody (test)"
 	t.Cleanup(func() { trust = saved })
 
-	py := "/usr/bin/python3"
-	if _, err := os.Stat(py); err != nil {
-		t.Skip("needs /usr/bin/python3")
+	// This test binary, named qemu-system-x86_64 (its init, see
+	// procerr_vm_test.go). Run by nobody, it needs an executable nobody
+	// can reach: a copy outside the test's private directories.
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
 	}
-	cmd := &exec.Cmd{Path: py, Args: []string{"qemu-system-x86_64", "-c", `import ctypes, time
-ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
-print("ready", flush=True)
-time.sleep(300)`},
+	exe := copyExecutable(t, self)
+	cmd := &exec.Cmd{Path: exe, Args: []string{"qemu-system-x86_64"}, Env: append(os.Environ(), "NETCTL_TEST_SLEEPER=nodump"),
 		SysProcAttr: &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -133,10 +137,34 @@ time.sleep(300)`},
 		t.Fatalf("the non-dumpable process: %v", err)
 	}
 	pid := cmd.Process.Pid
-	exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	exe, _ = os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
 	v, err := readU16s(pid, []uint64{elfHeaderAddr(t, pid, exe)})
 	if err == nil || !errors.Is(err, ErrNotAvailable) {
 		t.Fatalf("a non-dumpable process named qemu-system-x86_64 (pid %d, %s): the read gave %#x, %v; want a refusal (ErrNotAvailable)", pid, exe, v, err)
 	}
 	t.Logf("refused: %v", err)
+}
+
+// copyExecutable copies the file at path into a fresh directory under
+// /tmp that every user can enter, mode 0755, and returns the copy's path
+// (removed at the test's end).
+func copyExecutable(t *testing.T, path string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/tmp", "netctl-stats-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := dir + "/qemu-system-x86_64"
+	if err := os.WriteFile(dst, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dst
 }
