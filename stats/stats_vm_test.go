@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -44,10 +45,15 @@ func testRingsVhostLinux(t *testing.T, k *testenv.Kernel) {
 	if vmlinuz == "" {
 		t.Fatal("NETCTL_VM_VMLINUZ is not set: run this test through netctl-vm exec (make test-vm)")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	// Two boots of a TCG guest inside the TCG test VM (the second one a
+	// reboot): each takes minutes on a loaded host.
+	ctx, cancel := context.WithTimeout(context.Background(), 16*time.Minute)
 	defer cancel()
-	mac := "52:54:00:94:00:02"
-	g, _, err := l2.StartLinux(ctx, l2.Config{Vmlinuz: vmlinuz, NICs: []l2.NIC{{ID: "nic0", MAC: mac, Tap: "l2st0", Netdev: "queues=2", Device: "mq=on,vectors=6"}}}, 1, 5*time.Minute, t.Logf)
+	mac, trigger := "52:54:00:94:00:02", "52:54:00:94:00:03"
+	// nic1 is only the trigger of the guest's driver resets (RebindOn).
+	g, _, err := l2.StartLinux(ctx, l2.Config{Vmlinuz: vmlinuz, Reboot: true, RebindOn: trigger, NICs: []l2.NIC{
+		{ID: "nic0", MAC: mac, Tap: "l2st0", Netdev: "queues=2", Device: "mq=on,vectors=6"},
+		{ID: "nic1", MAC: trigger, Tap: "l2st1", NoVhost: true}}}, 2, 5*time.Minute, t.Logf)
 	if g != nil {
 		defer func() {
 			if t.Failed() {
@@ -59,9 +65,16 @@ func testRingsVhostLinux(t *testing.T, k *testenv.Kernel) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts, err := Targets(ctx, t.TempDir(), "", g.QMP)
-	if err != nil || len(ts) != 1 {
-		t.Fatalf("targets %+v: %v", ts, err)
+	all, err := Targets(ctx, t.TempDir(), "", g.QMP)
+	var ts []Target
+	nic0 := -1
+	for i, tg := range all {
+		if tg.NIC == "nic0" {
+			ts, nic0 = append(ts, tg), i
+		}
+	}
+	if err != nil || len(all) != 2 || len(ts) != 1 {
+		t.Fatalf("targets %+v: %v", all, err)
 	}
 	tg := ts[0]
 	if tg.Backend != policy.BackendVhostNet || tg.Link != "l2st0" || tg.QueuePairs != 2 || tg.PID != g.PID {
@@ -71,7 +84,7 @@ func testRingsVhostLinux(t *testing.T, k *testenv.Kernel) {
 	var s NICStats
 	// The guest's driver may still be starting: wait for DRIVER_OK.
 	for ctx.Err() == nil {
-		s = c.Collect(ctx, ts)[0]
+		s = c.Collect(ctx, all)[nic0]
 		if !strings.Contains(s.Missing[SourceRings], "has not started the device") {
 			break
 		}
@@ -91,6 +104,99 @@ func testRingsVhostLinux(t *testing.T, k *testenv.Kernel) {
 		t.Errorf("workers %+v", s.Workers)
 	}
 	pauseAndFlap(ctx, t, c, g.QMP, "nic0", ts[0], s)
+	rebindAndReboot(ctx, t, c, g, ts[0], mac)
+}
+
+// qmpRun runs one QMP command on sock (a connection of its own).
+func qmpRun(ctx context.Context, t *testing.T, sock, cmd string, args any) {
+	t.Helper()
+	qc, err := qmp.Dial(ctx, sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer qc.Close()
+	if _, err := qc.Execute(ctx, cmd, args); err != nil {
+		t.Fatalf("%s: %v", cmd, err)
+	}
+}
+
+// waitConsole waits until the L2 console holds n lines matching re.
+func waitConsole(ctx context.Context, t *testing.T, g *l2.Guest, re *regexp.Regexp, n int, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for len(re.FindAllString(g.Console(), -1)) < n {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			t.Fatalf("the L2 console has not shown %q %d times after %v:\n%s", re, n, timeout, g.Console())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// rebindAndReboot: with the 100 ms sampler running, the guest's driver
+// resets nic0 twice (unbind and bind: what a virtio_net reload does to
+// the device; its new rings are set up again, likely on the same pages,
+// their indices from 0), then the guest reboots (QMP system_reset) and
+// its driver starts the device again. The counts go on from where they
+// were and never jump: TX completions grow with what the tap received
+// from the guest (the packets the guest sent, its own count; a reset
+// may leave out the few the guest sent before the next read, never add
+// any), the RX ring's offered buffers with the completed ones plus at
+// most one ring's refill per reset; no queue grows by more than a few
+// hundred.
+func rebindAndReboot(ctx context.Context, t *testing.T, c *Collector, g *l2.Guest, tg Target, mac string) {
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go c.SampleEvery(sctx, 100*time.Millisecond)
+	base := c.Collect(ctx, []Target{tg})[0]
+	if len(base.Queues) != 4 || base.Link == nil {
+		t.Fatalf("before the resets: queues %+v link %+v missing %v", base.Queues, base.Link, base.Missing)
+	}
+	check := func(when string, resets int) {
+		t.Helper()
+		var s NICStats
+		// Until the guest's driver has started the device again.
+		for i := 0; i < 60; i++ {
+			if s = c.Collect(ctx, []Target{tg})[0]; len(s.Queues) == len(base.Queues) && s.Link != nil {
+				break
+			}
+			time.Sleep(time.Second)
+		}
+		if len(s.Queues) != len(base.Queues) || s.Link == nil {
+			t.Fatalf("%s: queues %+v link %+v missing %v", when, s.Queues, s.Link, s.Missing)
+		}
+		tx, tx0 := queue(s, 0, "tx"), queue(base, 0, "tx")
+		rx, rx0 := queue(s, 0, "rx"), queue(base, 0, "rx")
+		sent := s.Link.TX.Packets - base.Link.TX.Packets
+		grewTx := tx.Completed - tx0.Completed
+		if grewTx > sent+2 || grewTx+2+8*uint64(resets) < sent {
+			t.Errorf("%s: pair 0 TX completions grew %d, the tap received %d from the guest", when, grewTx, sent)
+		}
+		if off, done := rx.Offered-rx0.Offered, rx.Completed-rx0.Completed; off > done+64+256*uint64(resets) {
+			t.Errorf("%s: pair 0 RX offered grew %d, completed %d: more than a refill per reset", when, off, done)
+		}
+		for i, q := range s.Queues {
+			q0 := base.Queues[i]
+			if q.Offered-q0.Offered > 2000 || q.Completed-q0.Completed > 2000 {
+				t.Errorf("%s: queue %d/%s grew offered %d completed %d: a jump", when, q.Pair, q.Direction, q.Offered-q0.Offered, q.Completed-q0.Completed)
+			}
+		}
+		t.Logf("%s: tx +%d (tap +%d), rx offered +%d completed +%d; queues %+v", when, grewTx, sent,
+			rx.Offered-rx0.Offered, rx.Completed-rx0.Completed, s.Queues)
+	}
+	rebound, rearmed := regexp.MustCompile(`L2-REBOUND \d+`), regexp.MustCompile(`L2-REARMED \d+`)
+	for i := 1; i <= 2; i++ {
+		qmpRun(ctx, t, g.QMP, "set_link", map[string]any{"name": "nic1", "up": false})
+		waitConsole(ctx, t, g, rebound, i, 2*time.Minute)
+		qmpRun(ctx, t, g.QMP, "set_link", map[string]any{"name": "nic1", "up": true})
+		waitConsole(ctx, t, g, rearmed, i, 2*time.Minute)
+		time.Sleep(3 * time.Second) // the driver sends on link up (IPv6 neighbour discovery)
+		check(fmt.Sprintf("driver reset %d", i), i)
+	}
+	qmpRun(ctx, t, g.QMP, "system_reset", nil)
+	waitConsole(ctx, t, g, regexp.MustCompile(`L2-INIT`), 2, 5*time.Minute)
+	waitConsole(ctx, t, g, regexp.MustCompile(`L2-NIC \S+ mac=`+regexp.QuoteMeta(mac)), 2, 2*time.Minute)
+	time.Sleep(3 * time.Second)
+	check("rebooted", 3)
 }
 
 // pauseAndFlap: QMP stop and cont (what virsh suspend, a snapshot and
@@ -103,17 +209,7 @@ func testRingsVhostLinux(t *testing.T, k *testenv.Kernel) {
 // index (the bug: up to 65535 per queue, twice per pause). The
 // backend stays vhost-net while vhost is stopped.
 func pauseAndFlap(ctx context.Context, t *testing.T, c *Collector, sock, nic string, tg Target, base NICStats) {
-	run := func(cmd string, args any) {
-		t.Helper()
-		qc, err := qmp.Dial(ctx, sock)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer qc.Close()
-		if _, err := qc.Execute(ctx, cmd, args); err != nil {
-			t.Fatalf("%s: %v", cmd, err)
-		}
-	}
+	run := func(cmd string, args any) { t.Helper(); qmpRun(ctx, t, sock, cmd, args) }
 	check := func(when string, s NICStats, linkDown bool) {
 		t.Helper()
 		if len(s.Queues) != len(base.Queues) || s.Link == nil || base.Link == nil {
@@ -138,7 +234,7 @@ func pauseAndFlap(ctx context.Context, t *testing.T, c *Collector, sock, nic str
 		run("stop", nil)
 		c.Sample()
 		check(fmt.Sprintf("paused %d", i), c.Collect(ctx, []Target{tg})[0], false)
-		if ts, err := Targets(ctx, t.TempDir(), "", sock); err != nil || len(ts) != 1 || ts[0].Backend != policy.BackendVhostNet {
+		if ts, err := Targets(ctx, t.TempDir(), "", sock); err != nil || len(ts) == 0 || ts[0].NIC != nic || ts[0].Backend != policy.BackendVhostNet {
 			t.Errorf("paused %d: targets %+v (%v): want the backend vhost-net still", i, ts, err)
 		}
 		run("cont", nil)

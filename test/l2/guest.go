@@ -37,6 +37,8 @@ type NIC struct {
 	Tap    string // ifname= of the tap QEMU creates in L1
 	Netdev string // extra -netdev tap options ("vnet_hdr=off")
 	Device string // extra -device options ("mrg_rxbuf=off")
+	// NoVhost: QEMU's userspace virtio-net (vhost=on otherwise).
+	NoVhost bool
 }
 
 // Config of one L2 boot.
@@ -44,6 +46,17 @@ type Config struct {
 	Vmlinuz string // the L1 kernel's bzImage, as L1 sees it (under /host)
 	NICs    []NIC
 	MemMB   int // default 256
+	// Reboot: a reset (QMP system_reset, the guest's reboot) restarts the
+	// guest instead of ending QEMU (-no-reboot otherwise).
+	Reboot bool
+	// RebindOn: the MAC of a NIC whose carrier going down (QMP set_link
+	// off) makes the guest's init unbind every other virtio-net device
+	// from its driver and bind it again (a reset of those devices by
+	// their driver, what a virtio_net reload does to them), bring them
+	// up, and print "L2-REBOUND n"; once it sees the carrier back it prints
+	// "L2-REARMED n" (wait for it before the next set_link off: a slow
+	// guest may not look in between).
+	RebindOn string
 }
 
 // GuestNIC is what the L2 init printed for one NIC.
@@ -62,6 +75,7 @@ type Guest struct {
 	Serial string // the serial log as L1 sees it
 	Args   []string
 
+	reboot  bool // Config.Reboot: a reset restarts the guest
 	cmd     *exec.Cmd
 	stderr  bytes.Buffer
 	done    chan struct{}
@@ -184,17 +198,24 @@ func Start(ctx context.Context, cfg Config) (*Guest, error) {
 	if cfg.MemMB == 0 {
 		cfg.MemMB = 256
 	}
-	g := &Guest{QMP: Root + Run + "/qmp.sock", Serial: Root + Run + "/serial.log", done: make(chan struct{})}
+	g := &Guest{QMP: Root + Run + "/qmp.sock", Serial: Root + Run + "/serial.log", done: make(chan struct{}), reboot: cfg.Reboot}
 	os.Remove(g.QMP)
 	os.Remove(g.Serial)
-	g.Args = []string{QEMU, "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+	appendArgs := "console=ttyS0 quiet panic=-1 mitigations=off " + BootTrims
+	if cfg.RebindOn != "" {
+		appendArgs += " l2.rebind=" + strings.ToLower(cfg.RebindOn)
+	}
+	g.Args = []string{QEMU, "-nodefaults", "-no-user-config", "-display", "none",
 		"-machine", "pc", "-accel", "tcg", "-m", fmt.Sprint(cfg.MemMB), "-smp", "1",
 		"-kernel", Run + "/vmlinux", "-initrd", Run + "/initrd.gz",
-		"-append", "console=ttyS0 quiet panic=-1 mitigations=off " + BootTrims,
+		"-append", appendArgs,
 		"-serial", "file:" + Run + "/serial.log",
 		"-qmp", "unix:" + Run + "/qmp.sock,server=on,wait=off"}
+	if !cfg.Reboot {
+		g.Args = append(g.Args, "-no-reboot")
+	}
 	for i, n := range cfg.NICs {
-		nd := fmt.Sprintf("tap,id=n%d,ifname=%s,script=no,downscript=no,vhost=on", i, n.Tap)
+		nd := fmt.Sprintf("tap,id=n%d,ifname=%s,script=no,downscript=no,vhost=%s", i, n.Tap, map[bool]string{false: "on", true: "off"}[n.NoVhost])
 		if n.Netdev != "" {
 			nd += "," + n.Netdev
 		}
@@ -260,10 +281,13 @@ func (g *Guest) WaitNICs(ctx context.Context, n int, timeout time.Duration) (map
 		for _, m := range nicLine.FindAllStringSubmatch(g.Console(), -1) {
 			nics[m[2]] = GuestNIC{Name: m[1], MAC: m[2], Driver: m[3], Features: m[4]}
 		}
-		return len(nics) >= n || strings.Contains(g.Console(), "L2-ERR")
+		return len(nics) >= n || strings.Contains(g.Console(), "L2-ERR") || (g.reboot && g.diedBooting())
 	})
 	if err == nil && len(nics) < n {
 		err = fmt.Errorf("the L2 init failed: %s", regexp.MustCompile(`(?m)^.*L2-ERR.*$`).FindString(g.Console()))
+		if g.diedBooting() {
+			err = errors.New("the L2 kernel died while booting")
+		}
 	}
 	if err != nil {
 		return nics, fmt.Errorf("waiting for %d NICs in L2 (%d so far): %w", n, len(nics), err)

@@ -12,7 +12,32 @@ echo "L2-INIT uptime=$(up)"
 while read -r m; do insmod /mods/$m.ko || echo "L2-ERR insmod $m"; done < /mods/order
 ip link set lo up
 known=" lo "
+# l2.rebind=MAC (l2.Config.RebindOn): when that NIC's carrier goes down, unbind every other
+# virtio-net device from virtio_net and bind it again, bring it up, print L2-REBOUND n; once
+# the carrier is back, print L2-REARMED n (the next carrier loss is the next trigger).
+trig=$(sed -n 's/.*l2\.rebind=\([^ ]*\).*/\1/p' /proc/cmdline)
+rebound=0
+tdown=0
+rebind() {
+  drv=/sys/bus/virtio/drivers/virtio_net
+  for v in $drv/virtio*; do
+    [ "$(readlink -f "$v")" = "$(readlink -f "$1/device")" ] && continue
+    echo "${v##*/}" > $drv/unbind || echo "L2-ERR unbind ${v##*/}"
+    echo "${v##*/}" > $drv/bind || echo "L2-ERR bind ${v##*/}"
+  done
+  for n in /sys/class/net/*; do ip link set "${n##*/}" up; done
+  rebound=$((rebound+1))
+  echo "L2-REBOUND $rebound uptime=$(up)"
+}
 while true; do
+  if [ -n "$trig" ]; then
+    for d in /sys/class/net/*; do
+      [ "$(cat "$d/address")" = "$trig" ] || continue
+      c=$(cat "$d/carrier" 2>/dev/null)
+      if [ "$c" = 0 ] && [ $tdown = 0 ]; then tdown=1; rebind "$d"; fi
+      if [ "$c" = 1 ] && [ $tdown = 1 ]; then tdown=0; echo "L2-REARMED $rebound uptime=$(up)"; fi
+    done
+  fi
   for d in /sys/class/net/*; do
     n=${d##*/}
     case "$known" in *" $n "*) continue;; esac

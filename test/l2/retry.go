@@ -15,11 +15,16 @@ var bootDeath = regexp.MustCompile(`Kernel panic - not syncing|Oops: |BUG: kerne
 // does that now and then on a loaded host (a double fault or a jump to 0
 // in start_kernel, long before any device is probed), which says nothing
 // about netctl or vhost-net.
+//
+// A guest started with Config.Reboot does not exit when its kernel
+// panics (panic=-1 reboots it): its console alone says so.
 func (g *Guest) diedBooting() bool {
-	select {
-	case <-g.done:
-	default:
-		return false
+	if !g.reboot {
+		select {
+		case <-g.done:
+		default:
+			return false
+		}
 	}
 	c := g.Console()
 	return bootDeath.MatchString(c) && !nicLine.MatchString(c)
