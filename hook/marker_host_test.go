@@ -14,7 +14,7 @@ import (
 )
 
 // TestHostHookTapMarker: on the real kernel, a tap the hook's CreateTap
-// makes carries the alias TapAlias and HookTapIndex finds it; a tap made
+// makes carries the alias TapAlias and MarkedTapIndex finds it; a tap made
 // by hand under a name the domain names does not, so a reconnect without
 // a record does not record it and the release leaves it (before the
 // marker, the reconnect recorded it as netctl's and the release deleted
@@ -22,7 +22,7 @@ import (
 func TestHostHookTapMarker(t *testing.T) {
 	testenv.Host(t)
 	dev := RealDevices{}
-	ix, err := dev.CreateTap(Interface{Kind: KindTap, Name: "nchook0", Queues: 2}, 0)
+	ix, err := dev.CreateTap(tapSpec(Interface{Kind: KindTap, Name: "nchook0", Queues: 2}, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,8 +30,8 @@ func TestHostHookTapMarker(t *testing.T) {
 	if err != nil || l.Attrs().Alias != TapAlias || l.Attrs().Index != ix {
 		t.Fatalf("hook's tap: %+v, %v; want alias %q, ifindex %d", l, err, TapAlias, ix)
 	}
-	if got := dev.HookTapIndex("nchook0"); got != ix {
-		t.Errorf("HookTapIndex(hook's tap) = %d, want %d", got, ix)
+	if got := dev.MarkedTapIndex("nchook0"); got != ix {
+		t.Errorf("MarkedTapIndex(hook's tap) = %d, want %d", got, ix)
 	}
 	if err := dev.DeleteLink("nchook0", ix); err != nil {
 		t.Fatal(err)
@@ -45,8 +45,8 @@ func TestHostHookTapMarker(t *testing.T) {
 	}
 	tp.Close()
 	handIx := linkIndexForTest(t, "vm1tap0")
-	if got := dev.HookTapIndex("vm1tap0"); got != 0 {
-		t.Errorf("HookTapIndex(operator's tap) = %d, want 0", got)
+	if got := dev.MarkedTapIndex("vm1tap0"); got != 0 {
+		t.Errorf("MarkedTapIndex(operator's tap) = %d, want 0", got)
 	}
 	run := filepath.Join(t.TempDir(), "run")
 	st, err := state.Open(run)
