@@ -260,7 +260,7 @@ func (h *Hook) Prepare(ctx context.Context, p *Plan) (res *Result, err error) {
 				return nil, fmt.Errorf("domain %s: interface %s: %w", p.Domain, ifaceName(it.MAC, i), err)
 			}
 			undo = append(undo, func() {
-				if err := h.Devices.DeleteTap(it.Name, ifindex); err != nil {
+				if _, err := h.Devices.DeleteTap(it.Name, ifindex); err != nil {
 					h.logf("%s prepare: undo: %v", p.Domain, err)
 				}
 			})
@@ -537,9 +537,14 @@ func (h *Hook) release(ctx context.Context, rec *state.Domain, res *Result) erro
 			}
 			t.Ifindex = ix
 		}
-		if err := h.Devices.DeleteTap(t.Name, t.Ifindex); err != nil {
+		deleted, err := h.Devices.DeleteTap(t.Name, t.Ifindex)
+		if err != nil {
 			errsSeen = append(errsSeen, err)
 			keepTaps = append(keepTaps, t)
+			continue
+		}
+		if !deleted {
+			res.Notes = append(res.Notes, fmt.Sprintf("tap %s is gone, or is not the tap netctl made (not ifindex %d, or without netctl's mark, alias %q): left alone", t.Name, t.Ifindex, TapAlias))
 			continue
 		}
 		res.Done = append(res.Done, "deleted tap "+t.Name)

@@ -95,15 +95,16 @@ func (f *fakeDevices) DeleteLink(name string, ifindex int) error {
 }
 
 // DeleteTap deletes only a marked tap with that ifindex.
-func (f *fakeDevices) DeleteTap(name string, ifindex int) error {
+func (f *fakeDevices) DeleteTap(name string, ifindex int) (bool, error) {
 	if err := f.fail("del " + name); err != nil {
-		return err
+		return false, err
 	}
 	if ix, ok := f.links[name]; ok && f.marked[name] && ix == ifindex {
 		delete(f.links, name)
 		delete(f.marked, name)
+		return true, nil
 	}
-	return nil
+	return false, nil
 }
 
 func (f *fakeDevices) CreateVDPA(_ context.Context, it hostnic.VDPASpec) (string, error) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/vishvananda/netlink"
@@ -76,4 +77,42 @@ func linkIndexForTest(t *testing.T, name string) int {
 		return 0
 	}
 	return l.Attrs().Index
+}
+
+// TestHostHookReleaseLeavesUnmarkedTap: a domain's record names tap
+// vm1tap0 with its ifindex, but the tap there carries no netctl mark (its
+// alias was taken off, or the record was written by hand over the
+// operator's tap): release leaves it and says so. Before hostnic's
+// DeleteTap, release deleted any link with the recorded name and
+// ifindex.
+func TestHostHookReleaseLeavesUnmarkedTap(t *testing.T) {
+	testenv.Host(t)
+	tp, err := macvtap.CreateTap(macvtap.TapConfig{Name: "vm1tap0", VnetHdr: true, Persistent: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp.Close()
+	ix := linkIndexForTest(t, "vm1tap0")
+	run := filepath.Join(t.TempDir(), "run")
+	st, err := state.Open(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, _ := state.NetNS()
+	rec := &state.Domain{Schema: state.DomainSchema, Name: "netctl-all", Status: state.DomainStarted, NetNS: ns,
+		Taps: []state.HookTap{{Link: state.Link{Name: "vm1tap0", Ifindex: ix, Created: true}, Owner: NoOwner}}}
+	if err := st.SaveDomain(rec); err != nil {
+		t.Fatal(err)
+	}
+	h := &Hook{Config: cfgWith(t, `{"vdpa_dir": "`+filepath.Join(run, "vdpa")+`"}`), Store: st, Devices: RealDevices{}}
+	res, err := h.Run(context.Background(), "netctl-all", "release", "end", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := linkIndexForTest(t, "vm1tap0"); got != ix {
+		t.Errorf("the unmarked tap vm1tap0 after release: ifindex %d, want %d (kept)", got, ix)
+	}
+	if len(res.Done) != 0 || len(res.Notes) != 1 || !strings.Contains(res.Notes[0], "left alone") {
+		t.Errorf("release said done %q, notes %q; want one note that the tap is left alone", res.Done, res.Notes)
+	}
 }

@@ -32,9 +32,9 @@ type Host interface {
 	// someone else made is never taken for netctl's.
 	MarkedTapIndex(name string) int
 	// DeleteTap deletes tap name only while it carries netctl's mark and
-	// has ifindex; a tap that is gone, has another ifindex or no mark
-	// is left alone and is no error.
-	DeleteTap(name string, ifindex int) error
+	// has ifindex, and says whether it did; a tap that is gone, has
+	// another ifindex or no mark is left alone (false) and is no error.
+	DeleteTap(name string, ifindex int) (deleted bool, err error)
 
 	// CreateMacvtap creates a macvtap on spec.Lower and opens its queues.
 	CreateMacvtap(spec MacvtapSpec) (OpenLink, error)

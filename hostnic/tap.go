@@ -153,9 +153,12 @@ func (Real) MarkedTapIndex(name string) int {
 	return l.Attrs().Index
 }
 
-func (r Real) DeleteTap(name string, ifindex int) error {
+func (r Real) DeleteTap(name string, ifindex int) (bool, error) {
 	if ifindex <= 0 || r.MarkedTapIndex(name) != ifindex {
-		return nil // gone, another link of that name, or not marked netctl's
+		return false, nil // gone, another link of that name, or not marked netctl's
 	}
-	return macvtap.DeleteLinkIfSame(name, ifindex)
+	if err := macvtap.DeleteLinkIfSame(name, ifindex); err != nil {
+		return false, err
+	}
+	return true, nil
 }
