@@ -86,19 +86,32 @@ func (Real) CreateVDPA(ctx context.Context, spec VDPASpec) (string, error) {
 			cancel()
 		}
 	}()
-	if drv, _ := vdpa.BoundDriver(spec.Name); drv != vdpa.DriverVhostVDPA {
-		if err := vdpa.Bind(spec.Name, vdpa.DriverVhostVDPA); err != nil {
-			return "", err
-		}
+	if err := bindVhostVDPA(spec.Name); err != nil {
+		return "", err
 	}
 	wctx, cancel := context.WithTimeout(ctx, vhostNodeWait)
 	defer cancel()
-	p, err := waitVhostNode(wctx, spec.Name)
+	p, err := waitNode(wctx, spec.Name)
 	if err != nil {
 		return "", err
 	}
 	ok = true
 	return p, nil
+}
+
+// The steps of CreateVDPA after the device is added, as variables so
+// that a test fails each and sees the device deleted again.
+var (
+	bindVhostVDPA = bindVhost
+	waitNode      = waitVhostNode
+)
+
+// bindVhost binds device name to vhost_vdpa unless it is bound to it.
+func bindVhost(name string) error {
+	if drv, _ := vdpa.BoundDriver(name); drv != vdpa.DriverVhostVDPA {
+		return vdpa.Bind(name, vdpa.DriverVhostVDPA)
+	}
+	return nil
 }
 
 // waitVhostNode waits until the device's /dev/vhost-vdpa-N is there (the

@@ -3,9 +3,11 @@ package hostnic
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -120,6 +122,24 @@ func TestVMVDPACreatePublishDelete(t *testing.T) {
 	}
 	if err := h.DeleteVDPA(ctx, "netctl-hn0"); err != nil {
 		t.Errorf("second DeleteVDPA: %v", err)
+	}
+
+	// Each step after the add fails in turn: the device is deleted again.
+	for step, fail := range map[string]func(){
+		"bind": func() { bindVhostVDPA = func(string) error { return fmt.Errorf("injected bind failure") } },
+		"node": func() {
+			waitNode = func(context.Context, string) (string, error) { return "", fmt.Errorf("injected: no node") }
+		},
+	} {
+		fail()
+		_, err := h.CreateVDPA(ctx, VDPASpec{Name: "netctl-hn0", Mgmtdev: "vduse"})
+		bindVhostVDPA, waitNode = bindVhost, waitVhostNode
+		if err == nil || !strings.Contains(err.Error(), "injected") {
+			t.Errorf("CreateVDPA with its %s step failing: %v", step, err)
+		}
+		if h.VDPAExists("netctl-hn0") {
+			t.Fatalf("CreateVDPA whose %s step failed left the device", step)
+		}
 	}
 
 	// Added again under the name: another identity.
