@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/netctl/netctl/hostnic"
 	"github.com/netctl/netctl/policy"
 	"github.com/netctl/netctl/state"
 	"github.com/netctl/netctl/vdpa"
@@ -50,7 +51,7 @@ func (a *attacher) openBackend(ctx context.Context, dec policy.Decision, nic *st
 		} else {
 			spec := TapSpec{Name: p.Tap, Queues: p.Queues, MTU: p.MTU, Shared: p.SharedTap}
 			if p.Tap == "" {
-				spec.Name, spec.Create, spec.MAC = "nctl%d", true, tapMAC(p.mac)
+				spec.Name, spec.Create, spec.MAC = hostnic.TapTemplate, true, tapMAC(p.mac)
 			}
 			b, err = a.h.OpenTap(spec)
 			if err != nil {
@@ -99,9 +100,9 @@ func (a *attacher) createMacvtap(nic *state.NIC) (Backend, error) {
 	p := a.p
 	n := 0
 	for tries := 0; tries < 64; tries++ {
-		for ; n < 1<<16 && a.h.LinkExists(fmt.Sprintf("nctlmv%d", n), 0); n++ {
+		for ; n < 1<<16 && a.h.LinkExists(fmt.Sprintf(hostnic.MacvtapTemplate, n), 0); n++ {
 		}
-		name := fmt.Sprintf("nctlmv%d", n)
+		name := fmt.Sprintf(hostnic.MacvtapTemplate, n)
 		nic.Macvtap = &state.Link{Name: name, Lower: p.mvLower, Mode: p.mvMode.String(), Created: true}
 		if err := a.record("the macvtap to create"); err != nil {
 			nic.Macvtap = nil

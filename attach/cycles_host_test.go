@@ -35,7 +35,7 @@ func TestHostAttachDetachCycles(t *testing.T) {
 		sock, _ := qemutest.StartPaused(t, fmt.Sprintf("cyc%d", i), args...)
 		socks = append(socks, sock)
 	}
-	desc, err := RealHost{}.Probe(context.Background())
+	desc, err := RealHost{}.Probe(context.Background(), probeSpec)
 	if err != nil {
 		t.Fatal(err)
 	}

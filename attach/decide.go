@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/netctl/netctl/hostnic"
 	"github.com/netctl/netctl/policy"
 	"github.com/netctl/netctl/policy/host"
 	"github.com/netctl/netctl/state"
@@ -20,10 +21,7 @@ func (a *attacher) decide(ctx context.Context, version string) (policy.Decision,
 	if p.Mgmtdev != "" {
 		// The device must exist to be probed: create it first (undone
 		// on any later failure, including a decision against it).
-		name := "netctl-" + p.ID
-		if len(name) > 32 {
-			name = name[:32]
-		}
+		name := hostnic.VDPAName(p.ID)
 		// MAC, MTU and max_vqp go to the device only when asked for: a
 		// management device may refuse config attributes (VDUSE does).
 		spec := VDPASpec{Name: name, Mgmtdev: p.Mgmtdev, MTU: p.MTU}
@@ -44,7 +42,7 @@ func (a *attacher) decide(ctx context.Context, version string) (policy.Decision,
 		if err := a.record("the vdpa device to create"); err != nil {
 			return policy.Decision{}, err
 		}
-		if err := a.h.CreateVDPA(ctx, spec); err != nil {
+		if _, err := a.h.CreateVDPA(ctx, spec); err != nil {
 			if errors.Is(err, unix.EEXIST) {
 				// Made by someone else since it was looked at.
 				a.nic.VDPA = nil
@@ -59,7 +57,7 @@ func (a *attacher) decide(ctx context.Context, version string) (policy.Decision,
 	}
 	probeFn := p.Probe
 	if probeFn == nil {
-		probeFn = a.h.Probe
+		probeFn = func(ctx context.Context) (*host.Description, error) { return a.h.Probe(ctx, probeSpec) }
 	}
 	desc, err := probeFn(ctx)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/netctl/netctl/hostnic"
 	"github.com/netctl/netctl/qmp"
 	"github.com/netctl/netctl/state"
 )
@@ -173,13 +174,13 @@ func findBySocket(store *state.Store, sock, id string) *state.NIC {
 func cleanupHost(ctx context.Context, h Host, nic *state.NIC) error {
 	var errs []error
 	for i, l := range []*state.Link{nic.Tap, nic.Macvtap} {
-		if l != nil && l.Created && notCreatedLink([]string{"tap", "macvtap"}[i], l) == "" {
+		if l != nil && l.Created && hostnic.NotCreatedLink([]string{"tap", "macvtap"}[i], l) == "" {
 			if err := h.DeleteLink(l.Name, l.Ifindex); err != nil {
 				errs = append(errs, err)
 			}
 		}
 	}
-	if nic.VDPA != nil && nic.VDPA.Created && notCreatedVDPA(nic.VDPA) == "" {
+	if nic.VDPA != nil && nic.VDPA.Created && hostnic.NotCreatedVDPA(nic.VDPA) == "" {
 		if err := h.DeleteVDPA(ctx, nic.VDPA.Name); err != nil {
 			errs = append(errs, err)
 		}

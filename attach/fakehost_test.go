@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/netctl/netctl/hostnic"
 	"github.com/netctl/netctl/policy/host"
 	"github.com/netctl/netctl/vdpa"
 )
@@ -20,6 +21,9 @@ import (
 // a real eventfd (so it can cross the fake QMP socket), and fail makes the
 // Nth call of a method fail.
 type fakeHost struct {
+	// Host is nil: a call of a method attach never makes (the hook's
+	// persistent taps, vdpa identity) panics the test.
+	hostnic.Host
 	mu      sync.Mutex
 	links   map[string]int // name -> ifindex
 	vdpas   map[string]bool
@@ -67,7 +71,7 @@ func (h *fakeHost) fd(what string) int {
 	return fd
 }
 
-func (h *fakeHost) Probe(ctx context.Context) (*host.Description, error) {
+func (h *fakeHost) Probe(ctx context.Context, _ hostnic.ProbeSpec) (*host.Description, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if err := h.failing("Probe"); err != nil {
@@ -174,22 +178,22 @@ func (h *fakeHost) OpenVhostNet() (int, error) {
 	return h.fd("vhost-net"), nil
 }
 
-func (h *fakeHost) CreateVDPA(ctx context.Context, spec VDPASpec) error {
+func (h *fakeHost) CreateVDPA(ctx context.Context, spec VDPASpec) (string, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.onCreateVDPA != nil {
 		h.onCreateVDPA()
 	}
 	if err := h.failing("CreateVDPA"); err != nil {
-		return err
+		return "", err
 	}
 	if h.vdpas[spec.Name] {
 		// As the kernel answers (vdpa.Client.AddDevice).
-		return fmt.Errorf("vdpa: dev add %s: a device of that name exists: %w", spec.Name, unix.EEXIST)
+		return "", fmt.Errorf("vdpa: dev add %s: a device of that name exists: %w", spec.Name, unix.EEXIST)
 	}
 	h.vdpas[spec.Name] = true
 	h.desc.VDPA.Devices = append(h.desc.VDPA.Devices, host.VDPADevice{Name: spec.Name, Driver: "vhost_vdpa", Features: []string{"VERSION_1", "ACCESS_PLATFORM", "CSUM", "GUEST_CSUM", "MAC"}, FeaturesHex: "0x300000023"})
-	return nil
+	return "/dev/vhost-vdpa-0", nil
 }
 
 func (h *fakeHost) DeleteVDPA(ctx context.Context, name string) error {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/netctl/netctl/hostnic"
 	"github.com/netctl/netctl/qemuproc"
 	"github.com/netctl/netctl/qmp"
 	"github.com/netctl/netctl/state"
@@ -344,8 +345,8 @@ func collect(ctx context.Context, r GCRequest, store *state.Store, c *qmp.Client
 		case l.link == nil:
 		case !l.link.Created:
 			done = append(done, fmt.Sprintf("left %s %s alone (netctl did not create it)", l.kind, l.link.Name))
-		case notCreatedLink(l.kind, l.link) != "":
-			done = append(done, fmt.Sprintf("left %s %s alone (%s)", l.kind, l.link.Name, notCreatedLink(l.kind, l.link)))
+		case hostnic.NotCreatedLink(l.kind, l.link) != "":
+			done = append(done, fmt.Sprintf("left %s %s alone (%s)", l.kind, l.link.Name, hostnic.NotCreatedLink(l.kind, l.link)))
 		case !r.Host.LinkExists(l.link.Name, l.link.Ifindex):
 			done = append(done, fmt.Sprintf("%s %s is already gone", l.kind, l.link.Name))
 		default:
@@ -361,7 +362,7 @@ func collect(ctx context.Context, r GCRequest, store *state.Store, c *qmp.Client
 	if v := n.VDPA; v != nil {
 		if !v.Created {
 			done = append(done, fmt.Sprintf("left vdpa device %s alone (netctl did not create it)", v.Name))
-		} else if why := notCreatedVDPA(v); why != "" {
+		} else if why := hostnic.NotCreatedVDPA(v); why != "" {
 			done = append(done, fmt.Sprintf("left vdpa device %s alone (%s)", v.Name, why))
 		} else if err := dryOr(r.DryRun, func() error { return r.Host.DeleteVDPA(ctx, v.Name) }); err != nil {
 			errs = append(errs, err)

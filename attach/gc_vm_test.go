@@ -98,7 +98,7 @@ func TestVMGCVDPA(t *testing.T) {
 	}
 	defer d2.Close()
 	// netctl-v2 is the test's (vdpa dev add, bound to vhost_vdpa).
-	if err := (RealHost{}).CreateVDPA(ctx, VDPASpec{Name: "netctl-v2", Mgmtdev: "vduse"}); err != nil {
+	if _, err := (RealHost{}).CreateVDPA(ctx, VDPASpec{Name: "netctl-v2", Mgmtdev: "vduse"}); err != nil {
 		t.Fatal(err)
 	}
 	defer (RealHost{}).DeleteVDPA(context.Background(), "netctl-v2")

@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/netctl/netctl/hostnic"
 	"github.com/netctl/netctl/internal/errs"
 	"github.com/netctl/netctl/policy"
 	"github.com/netctl/netctl/state"
@@ -205,7 +205,7 @@ func (h *Hook) Prepare(ctx context.Context, p *Plan) (res *Result, err error) {
 		if it.Kind != KindDirect {
 			continue
 		}
-		notes, err := h.Devices.DirectNotes(it)
+		notes, err := h.Devices.DirectNotes(it.Name)
 		if err != nil {
 			return nil, fmt.Errorf("domain %s: interface %s: %w", p.Domain, ifaceName(it.MAC, i), err)
 		}
@@ -221,9 +221,9 @@ func (h *Hook) Prepare(ctx context.Context, p *Plan) (res *Result, err error) {
 	// Decide for every interface before anything is made; a vdpa
 	// interface is decided once its device exists (its features are the
 	// device's), and a refusal then deletes it again.
-	desc, err := h.Devices.Probe(ctx, slices.ContainsFunc(p.Interfaces, func(it Interface) bool { return it.Kind == KindDirect }))
+	desc, err := h.Devices.Probe(ctx, hostnic.ProbeSpec{QEMU: true, Macvtap: slices.ContainsFunc(p.Interfaces, func(it Interface) bool { return it.Kind == KindDirect })})
 	if err != nil {
-		return nil, fmt.Errorf("domain %s: %w", p.Domain, err)
+		return nil, fmt.Errorf("domain %s: probing the host: %w", p.Domain, err)
 	}
 	decided := func(i int, it Interface, d policy.Decision) {
 		h.logf("%s prepare: %s", p.Domain, summary(it, ifaceName(it.MAC, i), d))
@@ -254,13 +254,13 @@ func (h *Hook) Prepare(ctx context.Context, p *Plan) (res *Result, err error) {
 			if err := save(); err != nil {
 				return nil, fmt.Errorf("domain %s: %w", p.Domain, err)
 			}
-			ifindex, err := h.Devices.CreateTap(it, p.Owner)
+			ifindex, err := h.Devices.CreateTap(tapSpec(it, p.Owner))
 			if err != nil {
 				rec.Taps = rec.Taps[:len(rec.Taps)-1]
 				return nil, fmt.Errorf("domain %s: interface %s: %w", p.Domain, ifaceName(it.MAC, i), err)
 			}
 			undo = append(undo, func() {
-				if err := h.Devices.DeleteLink(it.Name, ifindex); err != nil {
+				if _, err := h.Devices.DeleteTap(it.Name, ifindex); err != nil {
 					h.logf("%s prepare: undo: %v", p.Domain, err)
 				}
 			})
@@ -275,7 +275,7 @@ func (h *Hook) Prepare(ctx context.Context, p *Plan) (res *Result, err error) {
 			res.Done = append(res.Done, d+")")
 			h.logf("%s prepare: %s", p.Domain, d+")")
 		case KindVDPA:
-			if err := h.checkLinkFree(it.Link); err != nil {
+			if err := hostnic.CheckUnpublished(it.Link); err != nil {
 				return nil, fmt.Errorf("domain %s: interface %s: %w", p.Domain, ifaceName(it.MAC, i), err)
 			}
 			// The intent first (no node, no identity: not made yet), as
@@ -286,7 +286,7 @@ func (h *Hook) Prepare(ctx context.Context, p *Plan) (res *Result, err error) {
 			if err := save(); err != nil {
 				return nil, fmt.Errorf("domain %s: %w", p.Domain, err)
 			}
-			vhost, err := h.Devices.CreateVDPA(ctx, it)
+			vhost, err := h.Devices.CreateVDPA(ctx, vdpaSpec(it))
 			if err != nil {
 				rec.VDPAs = rec.VDPAs[:len(rec.VDPAs)-1]
 				return nil, fmt.Errorf("domain %s: interface %s: %w", p.Domain, ifaceName(it.MAC, i), err)
@@ -325,7 +325,7 @@ func (h *Hook) Prepare(ctx context.Context, p *Plan) (res *Result, err error) {
 			if err := publishVDPA(it.Link, vhost); err != nil {
 				return nil, fmt.Errorf("domain %s: interface %s: %w", p.Domain, ifaceName(it.MAC, i), err)
 			}
-			undo = append(undo, func() { unpublish(it.Link, vhost) })
+			undo = append(undo, func() { hostnic.Unpublish(it.Link, vhost) })
 			if err := save(); err != nil {
 				return nil, fmt.Errorf("domain %s: %w", p.Domain, err)
 			}
@@ -350,43 +350,8 @@ func macString(it Interface) string {
 	return it.MAC.String()
 }
 
-// checkLinkFree refuses a published path that exists already (a record
-// from an earlier start was released before this is called).
-func (h *Hook) checkLinkFree(p string) error {
-	if _, err := os.Lstat(p); err == nil {
-		return fmt.Errorf("%s exists and netctl did not publish it for this domain: remove it, or name another vdpa device in <source dev>: %w", p, errs.ErrConflict)
-	}
-	return nil
-}
-
-// publishVDPA is publish (a test stops the hook right after it).
-var publishVDPA = publish
-
-// publish makes link a symlink to vhost, creating its directory.
-func publish(link, vhost string) error {
-	if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
-		return fmt.Errorf("publish %s: %w", link, err)
-	}
-	if err := os.Symlink(vhost, link); err != nil {
-		if errors.Is(err, os.ErrExist) {
-			return fmt.Errorf("publish %s: it exists and netctl did not make it: remove it: %w", link, errs.ErrConflict)
-		}
-		return fmt.Errorf("publish %s: %w", link, err)
-	}
-	return nil
-}
-
-// unpublish removes link if it still points at vhost.
-func unpublish(link, vhost string) error {
-	t, err := os.Readlink(link)
-	if err != nil || t != vhost {
-		return nil
-	}
-	if err := os.Remove(link); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("remove %s: %w", link, err)
-	}
-	return nil
-}
+// publishVDPA is hostnic.Publish (a test stops the hook right after it).
+var publishVDPA = hostnic.Publish
 
 // startedLockWait bounds how long started waits for the domain's lock:
 // started only marks a record, and libvirt stops the domain when the
@@ -488,7 +453,7 @@ func (h *Hook) Reconnect(ctx context.Context, p *Plan) (*Result, error) {
 		for _, it := range p.Interfaces {
 			switch it.Kind {
 			case KindTap:
-				if ix := h.Devices.HookTapIndex(it.Name); ix != 0 {
+				if ix := h.Devices.MarkedTapIndex(it.Name); ix != 0 {
 					rec.Taps = append(rec.Taps, state.HookTap{Link: state.Link{Name: it.Name, Ifindex: ix, Created: true},
 						MAC: macString(it), Queues: max(it.Queues, 1), Owner: p.Owner, MTU: it.MTU})
 				}
@@ -572,9 +537,14 @@ func (h *Hook) release(ctx context.Context, rec *state.Domain, res *Result) erro
 			}
 			t.Ifindex = ix
 		}
-		if err := h.Devices.DeleteLink(t.Name, t.Ifindex); err != nil {
+		deleted, err := h.Devices.DeleteTap(t.Name, t.Ifindex)
+		if err != nil {
 			errsSeen = append(errsSeen, err)
 			keepTaps = append(keepTaps, t)
+			continue
+		}
+		if !deleted {
+			res.Notes = append(res.Notes, fmt.Sprintf("tap %s is gone, or is not the tap netctl made (not ifindex %d, or without netctl's mark, alias %q): left alone", t.Name, t.Ifindex, TapAlias))
 			continue
 		}
 		res.Done = append(res.Done, "deleted tap "+t.Name)
@@ -582,7 +552,7 @@ func (h *Hook) release(ctx context.Context, rec *state.Domain, res *Result) erro
 	var keepVDPA []state.HookVDPA
 	for _, v := range rec.VDPAs {
 		if v.Link != "" {
-			if err := unpublish(v.Link, v.Vhost); err != nil {
+			if err := hostnic.Unpublish(v.Link, v.Vhost); err != nil {
 				errsSeen = append(errsSeen, err)
 			}
 		}
@@ -668,7 +638,7 @@ func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) 
 // and no other domain's record may hold it or mean to make it; else 0
 // and why it is left.
 func (h *Hook) pendingTap(domain, name string) (int, string) {
-	ix := h.Devices.HookTapIndex(name)
+	ix := h.Devices.MarkedTapIndex(name)
 	if ix == 0 {
 		return 0, "there is no tap by that name that netctl made: nothing to delete"
 	}

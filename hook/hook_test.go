@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/netctl/netctl/hostnic"
 	"github.com/netctl/netctl/internal/errs"
 	"github.com/netctl/netctl/policy/host"
 	"github.com/netctl/netctl/state"
@@ -21,6 +22,9 @@ import (
 // fakeDevices keeps links and vdpa devices in maps and fails the call
 // named in failAt.
 type fakeDevices struct {
+	// Host is nil: a call of a method the hook never makes (attach's
+	// open taps and fds) panics the test.
+	hostnic.Host
 	links  map[string]int
 	vdpas  map[string]string
 	ids    map[string]uint64 // vdpa device name -> identity (sysfs inode)
@@ -59,15 +63,15 @@ func (f *fakeDevices) fail(call string) error {
 	return nil
 }
 
-// HookTapIndex: the fake marks the taps its CreateTap made.
-func (f *fakeDevices) HookTapIndex(name string) int {
+// MarkedTapIndex: the fake marks the taps its CreateTap made.
+func (f *fakeDevices) MarkedTapIndex(name string) int {
 	if !f.marked[name] {
 		return 0
 	}
 	return f.links[name]
 }
 
-func (f *fakeDevices) CreateTap(it Interface, owner int) (int, error) {
+func (f *fakeDevices) CreateTap(it hostnic.PersistentTap) (int, error) {
 	if err := f.fail("tap " + it.Name); err != nil {
 		return 0, err
 	}
@@ -90,7 +94,20 @@ func (f *fakeDevices) DeleteLink(name string, ifindex int) error {
 	return nil
 }
 
-func (f *fakeDevices) CreateVDPA(_ context.Context, it Interface) (string, error) {
+// DeleteTap deletes only a marked tap with that ifindex.
+func (f *fakeDevices) DeleteTap(name string, ifindex int) (bool, error) {
+	if err := f.fail("del " + name); err != nil {
+		return false, err
+	}
+	if ix, ok := f.links[name]; ok && f.marked[name] && ix == ifindex {
+		delete(f.links, name)
+		delete(f.marked, name)
+		return true, nil
+	}
+	return false, nil
+}
+
+func (f *fakeDevices) CreateVDPA(_ context.Context, it hostnic.VDPASpec) (string, error) {
 	if err := f.fail("vdpa " + it.Name); err != nil {
 		return "", err
 	}
@@ -129,7 +146,7 @@ func (f *fakeDevices) DeleteVDPA(_ context.Context, name string) error {
 	return nil
 }
 
-func (f *fakeDevices) Probe(_ context.Context, _ bool) (*host.Description, error) {
+func (f *fakeDevices) Probe(_ context.Context, _ hostnic.ProbeSpec) (*host.Description, error) {
 	if err := f.fail("probe"); err != nil {
 		return nil, err
 	}
@@ -147,14 +164,14 @@ func (f *fakeDevices) DescribeVDPA(_ context.Context, name string) (host.VDPADev
 	return host.VDPADevice{Name: name, Driver: "vhost_vdpa", Features: f.vdpaFeatures.Names(), FeaturesHex: fmt.Sprintf("%#x", uint64(f.vdpaFeatures))}, nil
 }
 
-func (f *fakeDevices) DirectNotes(it Interface) ([]string, error) {
-	if err := f.fail("direct " + it.Name); err != nil {
+func (f *fakeDevices) DirectNotes(lower string) ([]string, error) {
+	if err := f.fail("direct " + lower); err != nil {
 		return nil, err
 	}
-	if _, ok := f.links[it.Name]; !ok {
-		return nil, fmt.Errorf("no lower %s: %w", it.Name, errs.ErrInvalid)
+	if _, ok := f.links[lower]; !ok {
+		return nil, fmt.Errorf("no lower %s: %w", lower, errs.ErrInvalid)
 	}
-	return []string{"direct on " + it.Name + ": rx-gro is off"}, nil
+	return []string{"direct on " + lower + ": rx-gro is off"}, nil
 }
 
 func (f *fakeDevices) snapshot() string {

@@ -9,13 +9,18 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/netctl/netctl/hostnic"
 )
 
 // crashBeforeTap stops the calling goroutine as CreateTap is called: the
 // intent record is saved, the tap not yet made (a SIGKILL in that window).
 type crashBeforeTap struct{ *fakeDevices }
 
-func (c crashBeforeTap) CreateTap(Interface, int) (int, error) { runtime.Goexit(); return 0, nil }
+func (c crashBeforeTap) CreateTap(hostnic.PersistentTap) (int, error) {
+	runtime.Goexit()
+	return 0, nil
+}
 
 // meanwhile runs during CreateTap, right after the tap is made and
 // before Prepare records its ifindex: what another hook process (another
@@ -25,8 +30,8 @@ type meanwhile struct {
 	then func()
 }
 
-func (m meanwhile) CreateTap(it Interface, owner int) (int, error) {
-	ix, err := m.fakeDevices.CreateTap(it, owner)
+func (m meanwhile) CreateTap(it hostnic.PersistentTap) (int, error) {
+	ix, err := m.fakeDevices.CreateTap(it)
 	if err == nil {
 		m.then()
 	}
@@ -115,14 +120,14 @@ func TestReviewPrepareAfterCrashAfterPublish(t *testing.T) {
 			h, log, vd := newTestHook(t, f)
 			ctx := context.Background()
 			publishVDPA = func(link, vhost string) error {
-				if err := publish(link, vhost); err != nil {
+				if err := hostnic.Publish(link, vhost); err != nil {
 					return err
 				}
 				runtime.Goexit()
 				return nil
 			}
 			runToCrash(h, ctx, "netctl-all", "prepare", "begin", bytes.NewReader(allXML(t, vd)))
-			publishVDPA = publish
+			publishVDPA = hostnic.Publish
 			afterCrash(t, h, f, log, vd, next)
 			if _, err := os.Lstat(filepath.Join(vd, "vm1vdpa0")); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("the published link is left: %v", err)

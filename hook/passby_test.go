@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/netctl/netctl/hostnic"
 	"github.com/netctl/netctl/internal/errs"
 	"github.com/netctl/netctl/state"
 )
@@ -233,8 +234,8 @@ func TestStartedIsBestEffort(t *testing.T) {
 // window a SIGKILL or an OOM kill can hit.
 type crashingDevices struct{ *fakeDevices }
 
-func (c crashingDevices) CreateTap(it Interface, owner int) (int, error) {
-	ix, err := c.fakeDevices.CreateTap(it, owner)
+func (c crashingDevices) CreateTap(it hostnic.PersistentTap) (int, error) {
+	ix, err := c.fakeDevices.CreateTap(it)
 	if err == nil {
 		runtime.Goexit()
 	}

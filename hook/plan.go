@@ -11,6 +11,7 @@ import (
 
 	"libvirt.org/go/libvirtxml"
 
+	"github.com/netctl/netctl/hostnic"
 	"github.com/netctl/netctl/internal/errs"
 	"github.com/netctl/netctl/state"
 )
@@ -548,7 +549,7 @@ func checkDriverBackend(it *Interface, iface string) error {
 // is all libvirt needs in system mode (libvirtd opens the tap as root and
 // hands QEMU the fds). An owner would let any process of that uid add
 // queues to the tap, or take a single-queue tap before QEMU does.
-const NoOwner = -1
+const NoOwner = hostnic.NoOwner
 
 // TapOwnerSeclabel is the tap_owner value that gives each domain's taps
 // to the user of its DAC seclabel (what QEMU runs as).
@@ -586,18 +587,8 @@ func ifnameOK(s string) bool {
 	return s != "" && len(s) <= 15 && s != "." && s != ".." && !strings.ContainsAny(s, "/: \t\n\r\v\f%\x00")
 }
 
-func vdpaNameOK(s string) bool {
-	if s == "" || len(s) > 32 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
-}
+// vdpaNameOK is the rule for a vdpa device's name netctl touches.
+var vdpaNameOK = hostnic.ValidVDPAName
 
 // clip bounds a string from outside for an error message.
 func clip(s string) string {

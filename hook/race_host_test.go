@@ -13,6 +13,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/netctl/netctl/hostnic"
 	"github.com/netctl/netctl/internal/errs"
 	"github.com/netctl/netctl/internal/testenv"
 	"github.com/netctl/netctl/policy/host"
@@ -27,7 +28,7 @@ type quickProbe struct {
 	desc host.Description
 }
 
-func (q quickProbe) Probe(context.Context, bool) (*host.Description, error) {
+func (q quickProbe) Probe(context.Context, hostnic.ProbeSpec) (*host.Description, error) {
 	d := q.desc
 	return &d, nil
 }

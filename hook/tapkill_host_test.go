@@ -26,7 +26,7 @@ func TestHostReviewTapKilledMidCreate(t *testing.T) {
 	if os.Getenv("NETCTL_REVIEW_TAP_CHILD") == "1" {
 		for i := 0; ; i++ {
 			name := fmt.Sprintf("rvk%d", i)
-			ix, err := RealDevices{}.CreateTap(Interface{Kind: KindTap, Name: name}, NoOwner)
+			ix, err := RealDevices{}.CreateTap(tapSpec(Interface{Kind: KindTap, Name: name}, NoOwner))
 			if err == nil {
 				RealDevices{}.DeleteLink(name, ix)
 			}

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/netctl/netctl/hostnic"
 	"github.com/netctl/netctl/internal/errs"
 )
 
@@ -14,7 +15,7 @@ import (
 // CreateVDPA does ("vdpa NAME exists and netctl did not create it").
 type realishVDPA struct{ *fakeDevices }
 
-func (r realishVDPA) CreateVDPA(ctx context.Context, it Interface) (string, error) {
+func (r realishVDPA) CreateVDPA(ctx context.Context, it hostnic.VDPASpec) (string, error) {
 	if _, ok := r.vdpas[it.Name]; ok {
 		return "", fmt.Errorf("vdpa %s exists and netctl did not create it for this domain: %w", it.Name, errs.ErrConflict)
 	}
@@ -26,7 +27,7 @@ func (r realishVDPA) CreateVDPA(ctx context.Context, it Interface) (string, erro
 // before the record names it.
 type crashAfterVDPA struct{ realishVDPA }
 
-func (c crashAfterVDPA) CreateVDPA(ctx context.Context, it Interface) (string, error) {
+func (c crashAfterVDPA) CreateVDPA(ctx context.Context, it hostnic.VDPASpec) (string, error) {
 	p, err := c.realishVDPA.CreateVDPA(ctx, it)
 	if err == nil {
 		runtime.Goexit()
@@ -65,7 +66,7 @@ func TestReviewPrepareAfterCrashAfterVDPA(t *testing.T) {
 // the intent is recorded, the device not made.
 type crashBeforeVDPA struct{ realishVDPA }
 
-func (crashBeforeVDPA) CreateVDPA(context.Context, Interface) (string, error) {
+func (crashBeforeVDPA) CreateVDPA(context.Context, hostnic.VDPASpec) (string, error) {
 	runtime.Goexit()
 	return "", nil
 }

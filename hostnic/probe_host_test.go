@@ -1,4 +1,4 @@
-package attach
+package hostnic
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"github.com/netctl/netctl/state"
 )
 
-// TestHostProbeKeepsTapOffloadsPerBoot: RealHost.Probe with a CacheDir
+// TestHostProbeKeepsTapOffloadsPerBoot: Real.Probe with a CacheDir
 // probes the tap's offloads on a scratch tap once and keeps them for this
 // boot; the next Probe takes them from there (shown by planting a smaller
 // set under this boot's id: it is what Probe returns); a cache of another
@@ -21,8 +21,8 @@ import (
 func TestHostProbeKeepsTapOffloadsPerBoot(t *testing.T) {
 	testenv.Host(t)
 	dir := t.TempDir()
-	h := RealHost{CacheDir: dir}
-	d, err := h.Probe(context.Background())
+	h := Real{CacheDir: dir}
+	d, err := h.Probe(context.Background(), ProbeSpec{})
 	if err != nil || !d.Tap.Available || len(d.Tap.Offloads) < 2 {
 		t.Fatalf("first probe: %+v, %v", d.Tap, err)
 	}
@@ -43,7 +43,7 @@ func TestHostProbeKeepsTapOffloadsPerBoot(t *testing.T) {
 		}
 	}
 	plant(boot, "csum")
-	if d, err := h.Probe(context.Background()); err != nil || strings.Join(d.Tap.Offloads, " ") != "csum" {
+	if d, err := h.Probe(context.Background(), ProbeSpec{}); err != nil || strings.Join(d.Tap.Offloads, " ") != "csum" {
 		t.Errorf("with this boot's cache: %+v, %v (want the cached csum alone)", d.Tap, err)
 	}
 	for _, bad := range []struct {
@@ -51,7 +51,7 @@ func TestHostProbeKeepsTapOffloadsPerBoot(t *testing.T) {
 		offloads []string
 	}{{"00000000-0000-4000-8000-000000000000", []string{"csum"}}, {boot, []string{"csum", "warp"}}} {
 		plant(bad.boot, bad.offloads...)
-		if d, err := h.Probe(context.Background()); err != nil || strings.Join(d.Tap.Offloads, " ") != probed {
+		if d, err := h.Probe(context.Background(), ProbeSpec{}); err != nil || strings.Join(d.Tap.Offloads, " ") != probed {
 			t.Errorf("cache %+v: %+v, %v (want probed anew: %s)", bad, d.Tap, err, probed)
 		}
 		if b, _ := os.ReadFile(path); !strings.Contains(string(b), boot) || strings.Contains(string(b), "warp") {
