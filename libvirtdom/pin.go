@@ -219,3 +219,25 @@ func sameDriver(a, b *libvirtxml.DomainInterfaceDriver) bool {
 	y, err2 := marshalDriver(b)
 	return err1 == nil && err2 == nil && x == y
 }
+
+// Unpin is domainXML with every interface's <driver> stripped of what
+// Pin writes (the name, event_idx and the <host/> and <guest/> offload
+// attributes but host gso), keeping the rest (queues, txmode, ...): the
+// definition to decide on afresh, as if no earlier pin, and no user, had
+// chosen a backend or forced an offload. It only feeds a decision; netctl
+// never defines it.
+func Unpin(domainXML []byte) ([]byte, error) {
+	out, _, err := Pin(domainXML, func(x *libvirtxml.DomainInterface) *libvirtxml.DomainInterfaceDriver {
+		if x.Driver == nil {
+			return nil
+		}
+		d := *x.Driver
+		d.Name, d.EventIDX, d.Guest = "", "", nil
+		d.Host = nil
+		if x.Driver.Host != nil && x.Driver.Host.GSO != "" {
+			d.Host = &libvirtxml.DomainInterfaceDriverHost{GSO: x.Driver.Host.GSO}
+		}
+		return &d
+	})
+	return out, err
+}

@@ -139,3 +139,37 @@ func TestParseDomainBounded(t *testing.T) {
 		t.Errorf("truncated: %v", err)
 	}
 }
+
+// TestUnpin: what Pin wrote is gone (name, event_idx, offloads but gso),
+// queues stay, and pinning the unpinned definition again gives the pinned
+// one.
+func TestUnpin(t *testing.T) {
+	in, err := os.ReadFile(filepath.Join("testdata", "netctl-offloads.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	un, err := Unpin(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := ParseDomain(un)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drv := d.Devices.Interfaces[0].Driver
+	if drv == nil || drv.Name != "" || drv.Queues != 2 || drv.Guest != nil || drv.EventIDX != "" || (drv.Host != nil && *drv.Host != libvirtxml.DomainInterfaceDriverHost{GSO: drv.Host.GSO}) {
+		t.Errorf("Unpin left %+v", drv)
+	}
+	dec := decision(t, policy.BackendUserspace, "")
+	pin := func(x *libvirtxml.DomainInterface) *libvirtxml.DomainInterfaceDriver {
+		return DriverFor(x.Driver, dec, 0).Driver
+	}
+	a, _, err := Pin(in, pin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _, err := Pin(un, pin)
+	if err != nil || string(a) != string(b) {
+		t.Errorf("Pin(Unpin(x)) != Pin(x): %v\n%s\n%s", err, a, b)
+	}
+}

@@ -46,11 +46,14 @@ func hookPinCommand() *cli.Command {
 			"hook's prepare does and writes the decided <driver name='vhost'|'qemu'>, queues and <host/>/<guest/> offload\n" +
 			"attributes into that definition (virsh define), changing nothing else, so that libvirt starts QEMU with exactly\n" +
 			"what netctl decided at the next start. What libvirt's XML cannot express (vhost-net busy polling, some QEMU\n" +
-			"properties) is listed. A domain or interface netctl does not manage is never touched. --dry-run prints the diff.",
+			"properties) is listed. A domain or interface netctl does not manage is never touched. --dry-run prints the diff.\n" +
+			"The hook honours a <driver name> and forced offloads in the definition, and a pin writes both: after a host\n" +
+			"change (vhost_net loaded, a newer kernel) or a new profile, pin --redecide decides without them.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "libvirt", Aliases: []string{"c", "connect"}, Value: libvirtdom.DefaultURI, Usage: "libvirt URI (as virsh -c): qemu:///system or qemu+unix:///system?socket=PATH"},
 			&cli.StringFlag{Name: "config", Usage: "the hook's host config (default: $NETCTL_HOOK_CONFIG, else " + hook.DefaultConfigPath + ")"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "print what would change and define nothing"},
+			&cli.BoolFlag{Name: "redecide", Usage: "decide as if the managed interfaces had no <driver name> and no <host/>/<guest/> offload attributes (an earlier pin's, or the user's own)"},
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "give up after this long"},
 			&cli.BoolFlag{Name: "json", Aliases: []string{"j"}, Usage: "print JSON"},
 		},
@@ -71,7 +74,7 @@ func hookPinCommand() *cli.Command {
 			}
 			ctx, interrupted, stop := interruptible(c.Duration("timeout"))
 			defer stop()
-			rep, notes, err := hookPin(ctx, c.String("libvirt"), cfg, c.Args().First(), c.Bool("dry-run"))
+			rep, notes, err := hookPin(ctx, c.String("libvirt"), cfg, c.Args().First(), c.Bool("dry-run"), c.Bool("redecide"))
 			if err != nil {
 				return interruptedErr("hook pin", interrupted, err)
 			}
@@ -86,7 +89,12 @@ func hookPinCommand() *cli.Command {
 
 // hookPin pins the decisions into domain ref's persistent definition.
 // notes are lines for people (the running domain, nothing to do).
-func hookPin(ctx context.Context, uri string, cfg *hook.Config, ref string, dryRun bool) (*pinReport, []string, error) {
+//
+// The hook decides from the definition, so the <driver> name and offload
+// attributes a pin wrote are what the next decision starts from (they
+// read as the user's own choice): with redecide the decision is made on
+// the definition without them (libvirtdom.Unpin), as on the first pin.
+func hookPin(ctx context.Context, uri string, cfg *hook.Config, ref string, dryRun, redecide bool) (*pinReport, []string, error) {
 	conn, err := libvirtdom.Dial(ctx, uri)
 	if err != nil {
 		return nil, nil, err
@@ -100,8 +108,14 @@ func hookPin(ctx context.Context, uri string, cfg *hook.Config, ref string, dryR
 	if err != nil {
 		return nil, nil, err
 	}
+	decideOn := before
+	if redecide {
+		if decideOn, err = libvirtdom.Unpin(before); err != nil {
+			return nil, nil, fmt.Errorf("domain %s: %w", dom.Name, err)
+		}
+	}
 	h := &hook.Hook{Config: cfg, Devices: hook.RealDevices{}, Log: io.Discard}
-	_, ds, err := h.Decide(ctx, before)
+	_, ds, err := h.Decide(ctx, decideOn)
 	if err != nil {
 		return nil, nil, fmt.Errorf("domain %s: %w", dom.Name, err)
 	}
@@ -190,7 +204,10 @@ func printPin(w io.Writer, rep *pinReport, notes []string) {
 		case it.After == "":
 			fmt.Fprintf(w, "  <driver> already as decided\n")
 		default:
-			fmt.Fprintf(w, "  - %s\n  + %s\n", firstNonEmptyStr(it.Before, "(no <driver>)"), it.After)
+			for _, l := range strings.Split(strings.TrimSpace(firstNonEmptyStr(it.Before, "(no <driver>)")), "\n") {
+				fmt.Fprintf(w, "  - %s\n", strings.TrimSpace(l))
+			}
+			fmt.Fprintf(w, "  + %s\n", it.After)
 		}
 		for _, u := range it.Unexpressed {
 			fmt.Fprintf(w, "  not in libvirt's XML: %s\n", u)

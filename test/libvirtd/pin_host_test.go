@@ -40,7 +40,7 @@ const unmanagedIface = `    <interface type='ethernet'>
 // starts) carries the pinned properties (profile compat: ECN and UFO
 // off); hook status shows what runs
 // (from the live XML) beside what was decided; a second pin changes
-// nothing.
+// nothing, and after a profile change only pin --redecide re-decides.
 func TestHostLibvirtdHookPin(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "netctl")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/netctl/netctl/cmd/netctl").CombinedOutput(); err != nil {
@@ -232,6 +232,28 @@ func TestHostLibvirtdHookPin(t *testing.T) {
 	}
 	if st := netctl("hook", "status", "pinme"); !strings.Contains(st, "prepared nothing") {
 		t.Errorf("hook status after destroy: want no record")
+	}
+	// A new profile in the metadata: the pinned attributes read as forced
+	// and hold the old decision, until pin --redecide.
+	cur := dumpInactive("pinme")
+	re := strings.NewReplacer(`profile="compat"`, `profile="throughput"`, `profile='compat'`, `profile='throughput'`).Replace(cur)
+	if re == cur {
+		t.Fatalf("no profile compat in the definition:\n%s", cur)
+	}
+	if err := os.WriteFile(filepath.Join(g.Dir, "domain.xml"), []byte(re), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := d.Virsh("define", filepath.Join(g.Dir, "domain.xml")); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if out := netctl("hook", "pin", "pinme"); !strings.Contains(out, "pinned already") {
+		t.Errorf("hook pin after the profile change: want the pinned attributes to hold")
+	}
+	if out := netctl("hook", "pin", "--redecide", "pinme"); !strings.Contains(out, `ecn="on"`) {
+		t.Errorf("hook pin --redecide for profile throughput: want ECN pinned on")
+	}
+	if x := dumpInactive("pinme"); !strings.Contains(x, "ecn='on'") || withoutDriverOf(t, x, "52:54:00:78:01:02") != withoutDriverOf(t, re, "52:54:00:78:01:02") {
+		t.Errorf("after hook pin --redecide:\n%s", x)
 	}
 	for _, n := range []string{"pinme", "other"} {
 		if out, err := d.Virsh("undefine", n); err != nil {
