@@ -25,7 +25,7 @@ sleep 3600
 
 // TestHostLibvirtdomClient drives the test's private libvirtd through
 // libvirtdom: Dial (default URI and qemu+unix with ?socket=), Lookup by
-// name and by UUID, the live XML, a hotplug of netctl's
+// name, by UUID and by a name that reads as a UUID, the live XML, a hotplug of netctl's
 // <interface type='ethernet'> on a tap made beforehand (driver qemu: this
 // host has no vhost-net) that virsh domiflist shows, its interface stats,
 // a QEMU monitor passthrough that libvirt logs as tainting the domain, and
@@ -76,6 +76,29 @@ func TestHostLibvirtdomClient(t *testing.T) {
 	byUUID, err := c.Lookup(ctx, strings.ToUpper(dom.UUID))
 	if err != nil || byUUID.Name != "lvdom" || byUUID.UUID != dom.UUID {
 		t.Errorf("Lookup by UUID: %+v %v", byUUID, err)
+	}
+	// A domain whose name reads as a UUID (not its own): tried as a UUID
+	// first, then found by its name.
+	const uuidName = "0f0e0d0c-0b0a-0908-0706-050403020100"
+	ug, err := d.NewGuest(ctx, uuidName, readyScript)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ug.Dir, "domain.xml"), []byte(ug.DomainXML("")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := d.Virsh("define", filepath.Join(ug.Dir, "domain.xml")); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	byName, err := c.Lookup(ctx, uuidName)
+	if err != nil || byName.Name != uuidName || byName.UUID == uuidName {
+		t.Errorf("Lookup of a domain named like a UUID: %+v %v", byName, err)
+	}
+	if running, err := c.Running(ctx, byName); err != nil || running {
+		t.Errorf("Running of a defined domain: %v %v", running, err)
+	}
+	if out, err := d.Virsh("undefine", uuidName); err != nil {
+		t.Errorf("%v\n%s", err, out)
 	}
 	if _, err := c.Lookup(ctx, "no-such-domain"); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("Lookup of a missing domain: %v", err)
