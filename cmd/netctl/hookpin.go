@@ -123,7 +123,7 @@ func hookPin(ctx context.Context, uri string, cfg *hook.Config, ref string, dryR
 	if len(ds) == 0 {
 		return rep, []string{"netctl manages no interface of domain " + dom.Name + ": its definition is left as it is"}, nil
 	}
-	byMAC := map[string]int{} // MAC -> index in rep.Interfaces
+	byMAC := map[string]int{} // MAC -> index in ds and in rep.Interfaces
 	for _, d := range ds {
 		it := d.Interface
 		pi := pinIface{Kind: string(it.Kind), Name: it.Name, Backend: d.Decision.Backend, Skipped: d.Skip}
@@ -149,7 +149,7 @@ func hookPin(ctx context.Context, uri string, cfg *hook.Config, ref string, dryR
 		if !ok {
 			return nil
 		}
-		p := libvirtdom.DriverFor(x.Driver, ds[decidedIndex(ds, m)].Decision, 0)
+		p := libvirtdom.DriverFor(x.Driver, ds[i].Decision, 0)
 		rep.Interfaces[i].Unexpressed = p.Unexpressed
 		return p.Driver
 	})
@@ -180,16 +180,6 @@ func hookPin(ctx context.Context, uri string, cfg *hook.Config, ref string, dryR
 		notes = append(notes, "domain "+dom.Name+" runs now with what it started with (netctl hook status "+dom.Name+" shows what runs)")
 	}
 	return rep, notes, nil
-}
-
-// decidedIndex is the index in ds of the interface with mac.
-func decidedIndex(ds []hook.Decided, mac net.HardwareAddr) int {
-	for i, d := range ds {
-		if d.Interface.MAC != nil && d.Interface.MAC.String() == mac.String() {
-			return i
-		}
-	}
-	return -1
 }
 
 func printPin(w io.Writer, rep *pinReport, notes []string) {
