@@ -27,7 +27,9 @@ sleep 3600
 // libvirtdom: Dial (default URI and qemu+unix with ?socket=), Lookup by
 // name, by UUID and by a name that reads as a UUID, the live XML, a hotplug of netctl's
 // <interface type='ethernet'> on a tap made beforehand (driver qemu: this
-// host has no vhost-net) that virsh domiflist shows, its interface stats,
+// host has no vhost-net) that virsh domiflist shows, libvirt's refusal of
+// the same one again (with libvirt's message), an attach and detach with Config on a defined
+// domain's persistent XML, its interface stats,
 // a QEMU monitor passthrough that libvirt logs as tainting the domain, and
 // a detach whose device-removed event Removal.Wait sees; after it the
 // live XML has no such interface. A socket nobody listens on gives the
@@ -97,6 +99,23 @@ func TestHostLibvirtdomClient(t *testing.T) {
 	if running, err := c.Running(ctx, byName); err != nil || running {
 		t.Errorf("Running of a defined domain: %v %v", running, err)
 	}
+	// Config: the persistent definition only (virsh attach-device --config).
+	cfgIface, _, err := libvirtdom.NIC{Tap: "nctlh9", MAC: net.HardwareAddr{0x52, 0x54, 0, 0x78, 2, 9}}.XML(policy.Decision{Backend: policy.BackendUserspace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Attach(ctx, byName, cfgIface, libvirtdom.Config); err != nil {
+		t.Fatalf("Attach --config: %v", err)
+	}
+	if x, err := c.XML(ctx, byName, true); err != nil || !strings.Contains(string(x), "nctlh9") {
+		t.Errorf("the persistent XML after Attach --config lacks nctlh9: %v\n%s", err, x)
+	}
+	if err := c.Detach(ctx, byName, cfgIface, libvirtdom.Config); err != nil {
+		t.Fatalf("Detach --config: %v", err)
+	}
+	if x, err := c.XML(ctx, byName, true); err != nil || strings.Contains(string(x), "nctlh9") {
+		t.Errorf("the persistent XML after Detach --config has nctlh9: %v", err)
+	}
 	if out, err := d.Virsh("undefine", uuidName); err != nil {
 		t.Errorf("%v\n%s", err, out)
 	}
@@ -157,6 +176,17 @@ func TestHostLibvirtdomClient(t *testing.T) {
 	t.Logf("runs: %s", runs)
 	if runs.Driver != "qemu" || runs.Target != "nctlh0" || !strings.Contains(runs.String(), "<host tso4='on'/>") || !strings.Contains(runs.String(), "<guest tso4='off'/>") {
 		t.Errorf("RunsOf: %+v", runs)
+	}
+	// libvirt refuses the same interface again (its tap is in use: "Unable
+	// to create tap device nctlh0: Device or resource busy"); its message
+	// comes back, and nothing is added.
+	if err := c.Attach(ctx, dom, ifx, libvirtdom.Live); err == nil {
+		t.Error("a second Attach of the same interface succeeded")
+	} else {
+		t.Logf("a second Attach: %v", err)
+		if out, _ := d.Virsh("domiflist", "lvdom"); strings.Count(out, "52:54:00:78:02:01") != 1 {
+			t.Errorf("virsh domiflist after the refused Attach:\n%s", out)
+		}
 	}
 	if _, err := c.InterfaceStats(ctx, dom, "nctlh0"); err != nil {
 		t.Errorf("InterfaceStats: %v", err)
