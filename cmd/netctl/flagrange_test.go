@@ -32,6 +32,7 @@ var badNumbers = map[string]struct {
 	"attach --timeout":               {[]string{"--vm", "nctl-no-such-vm", "--id", "n1"}, []string{"0s", "-1s"}},
 	"detach --timeout":               {[]string{"--vm", "nctl-no-such-vm", "--id", "n1"}, []string{"0s", "-1s"}},
 	"gc --timeout":                   {[]string{"--dry-run"}, []string{"0s", "-1s"}},
+	"hook pin --timeout":             {[]string{"nctl-no-such-domain"}, []string{"0s", "-1s"}},
 	"vm list --timeout":              {nil, []string{"0s", "-1s"}},
 	"selftest --queues":              {nil, []string{"0", "-1", "257"}},
 	"selftest --frames":              {nil, []string{"-5", "0", "100001"}},

@@ -17,6 +17,7 @@ import (
 
 	"github.com/netctl/netctl/hook"
 	"github.com/netctl/netctl/internal/errs"
+	"github.com/netctl/netctl/libvirtdom"
 	"github.com/netctl/netctl/state"
 )
 
@@ -32,6 +33,7 @@ func hookCommand() *cli.Command {
 			hookInstallCommand(),
 			hookQemuCommand(),
 			hookStatusCommand(),
+			hookPinCommand(),
 		},
 	}
 }
@@ -416,6 +418,7 @@ func hookStatusCommand() *cli.Command {
 			&cli.BoolFlag{Name: "json", Aliases: []string{"j"}, Usage: "print JSON"},
 			&cli.StringFlag{Name: "dir", Value: "/etc/libvirt/hooks", Usage: "libvirt's hook directory, where the installed script names the run dir"},
 			&cli.StringFlag{Name: "run-dir", Usage: "read the records here instead"},
+			&cli.StringFlag{Name: "libvirt", Aliases: []string{"c", "connect"}, Value: libvirtdom.DefaultURI, Usage: "libvirt URI to read what runs from (the live domain's XML); '' to not ask"},
 		},
 		Action: func(c *cli.Context) error {
 			rd := c.String("run-dir")
@@ -431,11 +434,21 @@ func hookStatusCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			if c.Bool("json") {
-				if ds == nil {
-					ds = []*state.Domain{}
+			// What runs, from libvirt, beside what was decided: never one
+			// for the other.
+			var live []statusRecord
+			if c.String("libvirt") != "" {
+				live = liveStatus(c.String("libvirt"), 5*time.Second, ds)
+			} else {
+				for _, d := range ds {
+					live = append(live, statusRecord{Domain: d})
 				}
-				return printJSON(c.App.Writer, ds)
+			}
+			if c.Bool("json") {
+				if live == nil {
+					live = []statusRecord{}
+				}
+				return printJSON(c.App.Writer, live)
 			}
 			for _, b := range bad {
 				fmt.Fprintf(c.App.ErrWriter, "unreadable record, left alone: %v\n", b)
@@ -448,8 +461,11 @@ func hookStatusCommand() *cli.Command {
 				}
 				return nil
 			}
-			for _, d := range ds {
+			for i, d := range ds {
 				fmt.Fprintf(c.App.Writer, "%s: %s since %s\n", d.Name, d.Status, d.Updated.Format(time.RFC3339))
+				if l := live[i].Live; l != nil {
+					fmt.Fprintf(c.App.Writer, "  libvirt: %s\n", l.State)
+				}
 				for _, t := range d.Taps {
 					owner := fmt.Sprintf("owner %d", t.Owner)
 					if t.Owner == hook.NoOwner {
@@ -461,7 +477,8 @@ func hookStatusCommand() *cli.Command {
 					fmt.Fprintf(c.App.Writer, "  vdpa %s from %s: %s -> %s, mac %s\n", v.Name, v.Mgmtdev, v.Link, v.Vhost, v.MAC)
 				}
 				for _, it := range d.Interfaces {
-					fmt.Fprintf(c.App.Writer, "  interface %s (%s %s): backend %s, profile %s\n", it.MAC, it.Kind, it.Name, it.Backend, it.Profile)
+					fmt.Fprintf(c.App.Writer, "  interface %s (%s %s): decided backend %s, profile %s\n", it.MAC, it.Kind, it.Name, it.Backend, it.Profile)
+					fmt.Fprintf(c.App.Writer, "    runs: %s\n", live[i].Live.runsLine(it.MAC))
 					if len(it.Forced) > 0 {
 						fmt.Fprintf(c.App.Writer, "    forced: %s\n", strings.Join(it.Forced, " "))
 					}

@@ -1,0 +1,218 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"libvirt.org/go/libvirtxml"
+
+	"github.com/netctl/netctl/hook"
+	"github.com/netctl/netctl/libvirtdom"
+)
+
+// pinIface is one interface in hook pin's report.
+type pinIface struct {
+	MAC         string   `json:"mac"`
+	Kind        string   `json:"kind"`
+	Name        string   `json:"name"`
+	Backend     string   `json:"backend,omitempty"`
+	Before      string   `json:"driver_before,omitempty"`
+	After       string   `json:"driver_after,omitempty"`
+	Unexpressed []string `json:"not_in_libvirt_xml,omitempty"`
+	Skipped     string   `json:"skipped,omitempty"`
+}
+
+// pinReport is hook pin's result.
+type pinReport struct {
+	Domain     string     `json:"domain"`
+	UUID       string     `json:"uuid"`
+	Interfaces []pinIface `json:"interfaces"`
+	Defined    bool       `json:"defined"`
+	DryRun     bool       `json:"dry_run,omitempty"`
+}
+
+func hookPinCommand() *cli.Command {
+	const path = "netctl hook pin"
+	return &cli.Command{
+		Name:      "pin",
+		Usage:     "write the hook's decisions (<driver> name, queues, offloads) into a domain's persistent definition",
+		ArgsUsage: "DOMAIN",
+		Description: "For each interface the hook manages in DOMAIN's persistent definition (name or UUID), netctl decides as the\n" +
+			"hook's prepare does and writes the decided <driver name='vhost'|'qemu'>, queues and <host/>/<guest/> offload\n" +
+			"attributes into that definition (virsh define), changing nothing else, so that libvirt starts QEMU with exactly\n" +
+			"what netctl decided at the next start. What libvirt's XML cannot express (vhost-net busy polling, some QEMU\n" +
+			"properties) is listed. A domain or interface netctl does not manage is never touched. --dry-run prints the diff.\n" +
+			"The hook honours a <driver name> and forced offloads in the definition, and a pin writes both: after a host\n" +
+			"change (vhost_net loaded, a newer kernel) or a new profile, pin --redecide decides without them.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "libvirt", Aliases: []string{"c", "connect"}, Value: libvirtdom.DefaultURI, Usage: "libvirt URI (as virsh -c): qemu:///system or qemu+unix:///system?socket=PATH"},
+			&cli.StringFlag{Name: "config", Usage: "the hook's host config (default: $NETCTL_HOOK_CONFIG, else " + hook.DefaultConfigPath + ")"},
+			&cli.BoolFlag{Name: "dry-run", Usage: "print what would change and define nothing"},
+			&cli.BoolFlag{Name: "redecide", Usage: "decide as if the managed interfaces had no <driver name> and no <host/>/<guest/> offload attributes (an earlier pin's, or the user's own)"},
+			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "give up after this long"},
+			&cli.BoolFlag{Name: "json", Aliases: []string{"j"}, Usage: "print JSON"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return usageErr(path, "give one domain (name or UUID)")
+			}
+			if c.Duration("timeout") <= 0 {
+				return usageErr(path, "--timeout %s: use a positive duration", c.Duration("timeout"))
+			}
+			cfgPath := c.String("config")
+			if cfgPath == "" {
+				cfgPath = hookConfigPath()
+			}
+			cfg, err := hook.LoadConfig(cfgPath)
+			if err != nil {
+				return err
+			}
+			ctx, interrupted, stop := interruptible(c.Duration("timeout"))
+			defer stop()
+			rep, notes, err := hookPin(ctx, c.String("libvirt"), cfg, c.Args().First(), c.Bool("dry-run"), c.Bool("redecide"))
+			if err != nil {
+				return interruptedErr("hook pin", interrupted, err)
+			}
+			if c.Bool("json") {
+				return printJSON(c.App.Writer, rep)
+			}
+			printPin(&safeWriter{c.App.Writer}, rep, notes)
+			return nil
+		},
+	}
+}
+
+// hookPin pins the decisions into domain ref's persistent definition.
+// notes are lines for people (the running domain, nothing to do).
+//
+// The hook decides from the definition, so the <driver> name and offload
+// attributes a pin wrote are what the next decision starts from (they
+// read as the user's own choice): with redecide the decision is made on
+// the definition without them (libvirtdom.Unpin), as on the first pin.
+func hookPin(ctx context.Context, uri string, cfg *hook.Config, ref string, dryRun, redecide bool) (*pinReport, []string, error) {
+	conn, err := libvirtdom.Dial(ctx, uri)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer conn.Close()
+	dom, err := conn.Lookup(ctx, ref)
+	if err != nil {
+		return nil, nil, err
+	}
+	before, err := conn.XML(ctx, dom, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	decideOn := before
+	if redecide {
+		if decideOn, err = libvirtdom.Unpin(before); err != nil {
+			return nil, nil, fmt.Errorf("domain %s: %w", dom.Name, err)
+		}
+	}
+	h := &hook.Hook{Config: cfg, Devices: hook.RealDevices{}, Log: io.Discard}
+	_, ds, err := h.Decide(ctx, decideOn)
+	if err != nil {
+		return nil, nil, fmt.Errorf("domain %s: %w", dom.Name, err)
+	}
+	rep := &pinReport{Domain: dom.Name, UUID: dom.UUID, Interfaces: []pinIface{}, DryRun: dryRun}
+	if len(ds) == 0 {
+		return rep, []string{"netctl manages no interface of domain " + dom.Name + ": its definition is left as it is"}, nil
+	}
+	byMAC := map[string]int{} // MAC -> index in ds and in rep.Interfaces
+	for _, d := range ds {
+		it := d.Interface
+		pi := pinIface{Kind: string(it.Kind), Name: it.Name, Backend: d.Decision.Backend, Skipped: d.Skip}
+		if it.MAC == nil {
+			pi.Skipped = "no <mac address> in the definition to find it by"
+		} else {
+			pi.MAC = it.MAC.String()
+		}
+		if pi.Skipped == "" {
+			byMAC[pi.MAC] = len(rep.Interfaces)
+		}
+		rep.Interfaces = append(rep.Interfaces, pi)
+	}
+	after, changes, err := libvirtdom.Pin(before, func(x *libvirtxml.DomainInterface) *libvirtxml.DomainInterfaceDriver {
+		if x.MAC == nil {
+			return nil
+		}
+		m, err := net.ParseMAC(x.MAC.Address)
+		if err != nil {
+			return nil
+		}
+		i, ok := byMAC[m.String()]
+		if !ok {
+			return nil
+		}
+		p := libvirtdom.DriverFor(x.Driver, ds[i].Decision, 0)
+		rep.Interfaces[i].Unexpressed = p.Unexpressed
+		return p.Driver
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("domain %s: %w", dom.Name, err)
+	}
+	for _, ch := range changes {
+		m, _ := net.ParseMAC(ch.MAC)
+		if i, ok := byMAC[m.String()]; ok {
+			rep.Interfaces[i].Before, rep.Interfaces[i].After = ch.Before, ch.After
+		}
+	}
+	var notes []string
+	switch {
+	case len(changes) == 0:
+		notes = append(notes, "domain "+dom.Name+" is pinned already: nothing to define")
+		return rep, notes, nil
+	case dryRun:
+		notes = append(notes, "dry run: nothing defined")
+		return rep, notes, nil
+	}
+	if _, err := conn.Define(ctx, after); err != nil {
+		return nil, nil, fmt.Errorf("domain %s: defining the pinned definition: %w", dom.Name, err)
+	}
+	rep.Defined = true
+	notes = append(notes, "defined: libvirt starts the domain with these at its next start")
+	if running, err := conn.Running(ctx, dom); err == nil && running {
+		notes = append(notes, "domain "+dom.Name+" runs now with what it started with (netctl hook status "+dom.Name+" shows what runs)")
+	}
+	return rep, notes, nil
+}
+
+func printPin(w io.Writer, rep *pinReport, notes []string) {
+	for _, it := range rep.Interfaces {
+		fmt.Fprintf(w, "interface %s (%s %s)", firstNonEmptyStr(it.MAC, "without MAC"), it.Kind, it.Name)
+		if it.Skipped != "" {
+			fmt.Fprintf(w, ": not pinned: %s\n", it.Skipped)
+			continue
+		}
+		fmt.Fprintf(w, ": backend %s\n", it.Backend)
+		switch {
+		case it.After == "":
+			fmt.Fprintf(w, "  <driver> already as decided\n")
+		default:
+			for _, l := range strings.Split(strings.TrimSpace(firstNonEmptyStr(it.Before, "(no <driver>)")), "\n") {
+				fmt.Fprintf(w, "  - %s\n", strings.TrimSpace(l))
+			}
+			fmt.Fprintf(w, "  + %s\n", it.After)
+		}
+		for _, u := range it.Unexpressed {
+			fmt.Fprintf(w, "  not in libvirt's XML: %s\n", u)
+		}
+	}
+	for _, n := range notes {
+		fmt.Fprintln(w, n)
+	}
+}
+
+func firstNonEmptyStr(s ...string) string {
+	for _, x := range s {
+		if strings.TrimSpace(x) != "" {
+			return x
+		}
+	}
+	return ""
+}
