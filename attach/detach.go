@@ -77,7 +77,7 @@ func Detach(ctx context.Context, r DetachRequest) error {
 		// QEMU is gone (its name is unknown), or the NIC was attached
 		// under another name for the VM: find the record by its socket.
 		if n := findBySocket(store, r.QMP, r.ID); n != nil {
-			nic, err, key = n, nil, state.KeyFor(n.VM, n.QMP)
+			nic, err, key = n, nil, n.Key()
 		}
 	}
 	if errors.Is(err, state.ErrNotFound) {

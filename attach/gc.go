@@ -141,6 +141,14 @@ func GC(ctx context.Context, r GCRequest) (*GCResult, error) {
 	var socks []string
 	bySock := map[string][]*state.NIC{}
 	for _, n := range recs {
+		if n.Libvirt != nil {
+			// libvirt owns the domain's QEMU: its NICs go through libvirt
+			// (netctl detach, or the hook's release when it stops).
+			res.NICs = append(res.NICs, Collected{VM: n.VM, ID: n.ID, QMP: n.QMP, QEMUPID: n.QEMUPID, Verdict: GCUnknown, Action: GCKept,
+				Why: "a NIC of libvirt domain " + n.Libvirt.UUID + ": netctl detach --vm " + n.Libvirt.UUID + " --id " + n.ID +
+					" removes it, and the hook's release does when the domain stops; gc leaves libvirt's domains alone"})
+			continue
+		}
 		if _, ok := bySock[n.QMP]; !ok {
 			socks = append(socks, n.QMP)
 		}
@@ -193,7 +201,7 @@ func gcVM(ctx context.Context, r GCRequest, store *state.Store, netns uint64, so
 		n := old
 		if !r.DryRun {
 			// Read again under the lock: a detach may have finished it.
-			cur, err := store.Load(state.KeyFor(old.VM, old.QMP), old.ID)
+			cur, err := store.Load(old.Key(), old.ID)
 			if errors.Is(err, state.ErrNotFound) {
 				continue
 			}
@@ -374,7 +382,7 @@ func collect(ctx context.Context, r GCRequest, store *state.Store, c *qmp.Client
 		return done, errors.Join(errs...).Error() + " (the record stays)"
 	}
 	if !r.DryRun {
-		if err := store.Remove(state.KeyFor(n.VM, n.QMP), n.ID); err != nil {
+		if err := store.Remove(n.Key(), n.ID); err != nil {
 			return done, err.Error()
 		}
 	}

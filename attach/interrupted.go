@@ -110,7 +110,7 @@ func undoInterrupted(ctx context.Context, h Host, store *state.Store, c *qmp.Cli
 	if err := cleanupHost(ctx, h, n); err != nil {
 		return err
 	}
-	return store.Remove(state.KeyFor(n.VM, n.QMP), n.ID)
+	return store.Remove(n.Key(), n.ID)
 }
 
 // vdpaInOtherRecord drops from an attaching record a vdpa device that

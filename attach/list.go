@@ -2,9 +2,12 @@ package attach
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"time"
 
+	"github.com/netctl/netctl/libvirtdom"
 	"github.com/netctl/netctl/state"
 )
 
@@ -29,13 +32,17 @@ func list(ctx context.Context, r ListRequest) (nics []Listed, bad []error, err e
 	if err != nil {
 		return nil, nil, fmt.Errorf("list: %w", err)
 	}
-	key := ""
-	if r.VMName != "" {
-		key = state.VMKey(r.VMName)
-	}
-	recs, bad, err := store.List(key)
+	all, bad, err := store.List("")
 	if err != nil {
 		return nil, nil, fmt.Errorf("list: %w", err)
+	}
+	// --vm NAME: a hand-run QEMU's records are under its name's key; a
+	// libvirt domain's under its UUID, with the name in the record.
+	var recs []*state.NIC
+	for _, n := range all {
+		if r.VMName == "" || n.Key() == state.VMKey(r.VMName) || (n.Libvirt != nil && (n.VM == r.VMName || n.Libvirt.UUID == r.VMName)) {
+			recs = append(recs, n)
+		}
 	}
 	if r.CheckTimeout <= 0 {
 		r.CheckTimeout = 2 * time.Second
@@ -50,6 +57,7 @@ func list(ctx context.Context, r ListRequest) (nics []Listed, bad []error, err e
 	if h == nil {
 		h = RealHost{}
 	}
+	domains := map[string]libvirtAnswer{} // per URI and UUID: asked once
 	for _, n := range recs {
 		l := Listed{NIC: n}
 		for _, k := range []*state.Link{n.Tap, n.Macvtap} {
@@ -61,6 +69,8 @@ func list(ctx context.Context, r ListRequest) (nics []Listed, bad []error, err e
 			}
 		}
 		switch {
+		case n.Libvirt != nil:
+			l.Present, l.Check = libvirtPresent(ctx, n, r.CheckTimeout, domains)
 		case !state.SameProcess(n.QEMUPID, n.QEMUStart):
 			l.Present, l.Check = "gone", fmt.Sprintf("QEMU pid %d has exited: run netctl gc to clean up", n.QEMUPID)
 		default:
@@ -92,4 +102,70 @@ func peripheralIDs(ctx context.Context, sock string, timeout time.Duration) (map
 	}
 	defer c.Close()
 	return deviceIDs(ctx, c)
+}
+
+// libvirtAnswer is what libvirt said about one domain: its live
+// interfaces' aliases, or why it could not say.
+type libvirtAnswer struct {
+	running bool
+	aliases map[string]bool
+	err     error
+}
+
+// libvirtPresent asks libvirt whether the domain of a NIC netctl attached
+// through libvirt runs and has the NIC's interface (by its alias).
+func libvirtPresent(ctx context.Context, n *state.NIC, timeout time.Duration, asked map[string]libvirtAnswer) (present, check string) {
+	k := n.Libvirt.URI + " " + n.Libvirt.UUID
+	a, ok := asked[k]
+	if !ok {
+		a = askLibvirt(ctx, n.Libvirt.URI, n.Libvirt.UUID, timeout)
+		asked[k] = a
+	}
+	detach := "netctl detach --vm " + n.Libvirt.UUID + " --id " + n.ID
+	switch {
+	case errors.Is(a.err, libvirtdom.ErrUnreachable):
+		return "unknown", a.err.Error()
+	case errors.Is(a.err, os.ErrNotExist):
+		return "gone", "libvirt has no domain " + n.Libvirt.UUID + " any more: " + detach + " deletes what netctl made"
+	case a.err != nil:
+		return "unknown", a.err.Error()
+	case !a.running:
+		return "gone", "libvirt domain " + n.Libvirt.UUID + " is not running: " + detach + " deletes what netctl made"
+	case a.aliases[n.Libvirt.Alias]:
+		return "yes", ""
+	}
+	return "gone", "the domain has no interface " + n.Libvirt.Alias + " any more: " + detach + " deletes what netctl made"
+}
+
+func askLibvirt(ctx context.Context, uri, uuid string, timeout time.Duration) libvirtAnswer {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	c, err := libvirtdom.Dial(ctx, uri)
+	if err != nil {
+		return libvirtAnswer{err: err}
+	}
+	defer c.Close()
+	d, err := c.Lookup(ctx, uuid)
+	if err != nil {
+		return libvirtAnswer{err: err}
+	}
+	run, err := c.Running(ctx, d)
+	if err != nil || !run {
+		return libvirtAnswer{err: err}
+	}
+	b, err := c.XML(ctx, d, false)
+	if err != nil {
+		return libvirtAnswer{err: err}
+	}
+	x, err := libvirtdom.ParseDomain(b)
+	if err != nil {
+		return libvirtAnswer{err: err}
+	}
+	a := libvirtAnswer{running: true, aliases: map[string]bool{}}
+	if x.Devices != nil {
+		for i := range x.Devices.Interfaces {
+			a.aliases[libvirtdom.Alias(&x.Devices.Interfaces[i])] = true
+		}
+	}
+	return a
 }

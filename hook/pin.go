@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/netctl/netctl/hostnic"
 	"slices"
 
 	"github.com/netctl/netctl/policy"
@@ -37,7 +38,7 @@ func (h *Hook) Decide(ctx context.Context, domainXML []byte) (*Plan, []Decided, 
 	if len(p.Interfaces) == 0 {
 		return p, nil, nil
 	}
-	desc, err := h.Devices.Probe(ctx, slices.ContainsFunc(p.Interfaces, func(it Interface) bool { return it.Kind == KindDirect }))
+	desc, err := h.Devices.Probe(ctx, hostnic.ProbeSpec{QEMU: true, Macvtap: slices.ContainsFunc(p.Interfaces, func(it Interface) bool { return it.Kind == KindDirect })})
 	if err != nil {
 		return nil, nil, fmt.Errorf("domain %s: %w", p.Domain, err)
 	}

@@ -16,7 +16,7 @@ import (
 // through this package. The libvirt face and the CNI plugin join this
 // list when they come (a libvirt client package that only talks to
 // libvirtd is no face).
-var faces = []string{"attach", "hook"}
+var faces = []string{"attach", "hook", "libvirtattach"}
 
 // hostObjectCalls make, bind or delete a NIC's host objects: only this
 // package calls them for a face.

@@ -1,7 +1,9 @@
 package hostnic
 
 import (
+	"crypto/rand"
 	"fmt"
+	"net"
 	"regexp"
 	"strings"
 
@@ -71,4 +73,12 @@ func ValidVDPAName(s string) bool {
 		}
 	}
 	return true
+}
+
+// RandomMAC is 52:54:00 (QEMU's prefix, locally administered) and three
+// random bytes: the guest's MAC when none is asked for.
+func RandomMAC() net.HardwareAddr {
+	b := make([]byte, 3)
+	rand.Read(b)
+	return net.HardwareAddr{0x52, 0x54, 0x00, b[0], b[1], b[2]}
 }

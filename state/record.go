@@ -109,6 +109,46 @@ type NIC struct {
 	Attached   time.Time         `json:"attached"`
 	// Note says why the status is what it is (a detach timeout).
 	Note string `json:"note,omitempty"`
+	// Libvirt: the NIC was attached to a libvirt domain through libvirt's
+	// API (netctl attach --vm DOMAIN); the record is keyed by the
+	// domain's UUID (LibvirtKey), QEMUPID and QMP may be unknown (0, "").
+	Libvirt *Libvirt `json:"libvirt,omitempty"`
+}
+
+// Libvirt is the libvirt domain a NIC was attached to.
+type Libvirt struct {
+	URI  string `json:"uri"`  // the connection netctl used (qemu:///system)
+	UUID string `json:"uuid"` // the domain's, canonical lower case
+	// Alias is the device's alias in the domain (ua-netctl-ID): detach
+	// and the hook find the interface by it.
+	Alias string `json:"alias"`
+	// Persistent: the interface was added to the persistent definition
+	// too (--persistent).
+	Persistent bool `json:"persistent,omitempty"`
+}
+
+var uuidPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+
+// LibvirtKey is the record key of a libvirt domain's NICs: its UUID,
+// after a prefix no VM name's key (VMKey) can have ('=' is not in a
+// literal key).
+func LibvirtKey(uuid string) string { return "lv=" + uuid }
+
+// Key is the key the record is stored under: LibvirtKey of the domain's
+// UUID for a libvirt domain's NIC, else KeyFor(VM, QMP).
+func (n *NIC) Key() string {
+	if n.Libvirt != nil {
+		return LibvirtKey(n.Libvirt.UUID)
+	}
+	return KeyFor(n.VM, n.QMP)
+}
+
+// legacyKey is Key as older netctl wrote it (libvirt records are new).
+func (n *NIC) legacyKey() string {
+	if n.Libvirt != nil {
+		return n.Key()
+	}
+	return legacyKeyFor(n.VM, n.QMP)
 }
 
 // idPattern is what QEMU accepts as an id (id_wellformed: a letter, then
@@ -175,11 +215,23 @@ func (n *NIC) Validate() error {
 	if !netdevPattern.MatchString(n.Netdev) {
 		return fmt.Errorf("netdev id %.64q is not a QEMU id: %w", n.Netdev, ErrInvalid)
 	}
-	if n.QEMUPID <= 0 || n.QEMUPID > 1<<22 {
-		return fmt.Errorf("qemu_pid %d out of range: %w", n.QEMUPID, ErrInvalid)
-	}
-	if n.QMP == "" || len(n.QMP) > 4096 {
-		return fmt.Errorf("qmp socket path empty or over 4096 bytes: %w", ErrInvalid)
+	if n.Libvirt != nil {
+		if !uuidPattern.MatchString(n.Libvirt.UUID) {
+			return fmt.Errorf("libvirt domain uuid %.64q is not a canonical UUID: %w", n.Libvirt.UUID, ErrInvalid)
+		}
+		if len(n.Libvirt.URI) > 4096 || len(n.Libvirt.Alias) > 64 {
+			return fmt.Errorf("libvirt uri or alias too long: %w", ErrInvalid)
+		}
+		if n.QEMUPID < 0 || n.QEMUPID > 1<<22 || len(n.QMP) > 4096 {
+			return fmt.Errorf("qemu_pid %d or qmp out of range: %w", n.QEMUPID, ErrInvalid)
+		}
+	} else {
+		if n.QEMUPID <= 0 || n.QEMUPID > 1<<22 {
+			return fmt.Errorf("qemu_pid %d out of range: %w", n.QEMUPID, ErrInvalid)
+		}
+		if n.QMP == "" || len(n.QMP) > 4096 {
+			return fmt.Errorf("qmp socket path empty or over 4096 bytes: %w", ErrInvalid)
+		}
 	}
 	switch n.Backend {
 	case "vdpa", "vhost-net", "userspace":

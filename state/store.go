@@ -258,13 +258,13 @@ func (s *Store) Save(n *NIC) error {
 	if err != nil {
 		return fmt.Errorf("state: encode: %w", err)
 	}
-	key := KeyFor(n.VM, n.QMP)
+	key := n.Key()
 	if err := writeAtomic(filepath.Join(s.Dir, "nics"), s.recordPath(key, n.ID), append(b, '\n'), true); err != nil {
 		return err
 	}
 	// The record is now under its own name: an older netctl's file of the
 	// same NIC would list it twice.
-	return s.removeLegacy(s.legacyPath(legacyKeyFor(n.VM, n.QMP), n.ID), key, n.ID)
+	return s.removeLegacy(s.legacyPath(n.legacyKey(), n.ID), key, n.ID)
 }
 
 // Create writes a new record like Save, but only if the VM has no
@@ -296,7 +296,7 @@ func (s *Store) Create(n *NIC) error {
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("state: close %s: %w", tmp.Name(), err)
 	}
-	final := s.recordPath(KeyFor(n.VM, n.QMP), n.ID)
+	final := s.recordPath(n.Key(), n.ID)
 	if err := os.Link(tmp.Name(), final); err != nil { // link, unlike rename, never replaces
 		if errors.Is(err, os.ErrExist) {
 			return fmt.Errorf("state: %s: a record of NIC %s on this VM was written meanwhile: %w", final, n.ID, ErrExists)
@@ -314,7 +314,7 @@ var ErrExists = errors.New("a record of that NIC exists")
 // NIC id on the VM with key, and leaves it alone if it holds another's.
 func (s *Store) removeLegacy(p, key, id string) error {
 	r, err := readRecord(p)
-	if err != nil || KeyFor(r.VM, r.QMP) != key || r.ID != id {
+	if err != nil || r.Key() != key || r.ID != id {
 		return nil // none, unreadable (List reports it), or another VM's
 	}
 	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -415,7 +415,7 @@ func (s *Store) findRekeyedLegacy(key, id string) (*NIC, string) {
 			break
 		}
 		p := filepath.Join(dir, name)
-		if n, err := readRecord(p); err == nil && KeyFor(n.VM, n.QMP) == key && n.ID == id && legacyName(legacyKeyFor(n.VM, n.QMP), n.ID) == name {
+		if n, err := readRecord(p); err == nil && n.Key() == key && n.ID == id && legacyName(n.legacyKey(), n.ID) == name {
 			return n, p
 		}
 	}
@@ -437,7 +437,7 @@ func (s *Store) Load(key, id string) (*NIC, error) {
 		// An older netctl's file: its name may be another VM's too.
 		lp := s.legacyPath(key, id)
 		n, err = readRecord(lp)
-		if err == nil && (KeyFor(n.VM, n.QMP) != key || n.ID != id) {
+		if err == nil && (n.Key() != key || n.ID != id) {
 			return nil, fmt.Errorf("state: %s holds VM %.64q's NIC %q, not %q of %s: %w", lp, n.VM, n.ID, id, key, ErrNotFound)
 		}
 		if errors.Is(err, ErrNotFound) {
@@ -450,7 +450,7 @@ func (s *Store) Load(key, id string) (*NIC, error) {
 	if err != nil {
 		return nil, err
 	}
-	if KeyFor(n.VM, n.QMP) != key || n.ID != id {
+	if n.Key() != key || n.ID != id {
 		return nil, fmt.Errorf("state: %s holds VM %.64q's NIC %q, not %q of %s (remove the file if no NIC needs it): %w", p, n.VM, n.ID, id, key, ErrInvalid)
 	}
 	return n, nil
@@ -524,11 +524,11 @@ func (s *Store) List(key string) (nics []*NIC, bad []error, err error) {
 			bad = append(bad, err)
 			continue
 		}
-		k := KeyFor(r.VM, r.QMP)
+		k := r.Key()
 		current := strings.Contains(n, "@")
 		want := recordName(k, r.ID)
 		if !current {
-			want = legacyName(legacyKeyFor(r.VM, r.QMP), r.ID)
+			want = legacyName(r.legacyKey(), r.ID)
 		}
 		if want != n {
 			bad = append(bad, fmt.Errorf("state: %s: the record is for %s (remove the file if no NIC needs it): %w", p, recordName(k, r.ID), ErrInvalid))
@@ -545,12 +545,12 @@ func (s *Store) List(key string) (nics []*NIC, bad []error, err error) {
 		nics = append(nics, r)
 	}
 	for _, r := range legacy {
-		if !seen[nicKey{KeyFor(r.VM, r.QMP), r.ID}] {
+		if !seen[nicKey{r.Key(), r.ID}] {
 			nics = append(nics, r)
 		}
 	}
 	sort.SliceStable(nics, func(i, j int) bool {
-		ki, kj := KeyFor(nics[i].VM, nics[i].QMP), KeyFor(nics[j].VM, nics[j].QMP)
+		ki, kj := nics[i].Key(), nics[j].Key()
 		if ki != kj {
 			return ki < kj
 		}

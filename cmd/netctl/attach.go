@@ -11,6 +11,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/netctl/netctl/attach"
+	"github.com/netctl/netctl/libvirtattach"
+	"github.com/netctl/netctl/libvirtdom"
 	"github.com/netctl/netctl/state"
 )
 
@@ -57,10 +59,20 @@ func attachCommand() *cli.Command {
 			&cli.StringFlag{Name: "profile", Value: "throughput", Usage: "throughput, latency (adds vhost busy-polling) or compat"},
 			&cli.DurationFlag{Name: "timeout", Value: 60 * time.Second, Usage: "give up after this long"},
 			&cli.BoolFlag{Name: "json", Aliases: []string{"j"}, Usage: "print the NIC's record as JSON"},
+			&cli.StringFlag{Name: "libvirt", Usage: "--vm names a libvirt domain (name or UUID) on this libvirt URI: libvirt hotplugs netctl's tap (default for a VM libvirt runs: " + libvirtdom.DefaultURI + ")"},
+			&cli.BoolFlag{Name: "persistent", Usage: "libvirt domain: also add the NIC to its persistent definition"},
 		),
 		Action: func(c *cli.Context) error {
 			if c.Duration("timeout") <= 0 {
 				return usageErr(path, "--timeout %s: use a positive duration", c.Duration("timeout"))
+			}
+			if uri, ok, err := libvirtFor(c, path); err != nil {
+				return err
+			} else if ok {
+				return attachLibvirt(c, path, uri)
+			}
+			if c.Bool("persistent") {
+				return usageErr(path, "--persistent is for a libvirt domain (--libvirt URI, or --vm naming a domain libvirt runs)")
 			}
 			if q := c.Int("queues"); q < 1 || q > 256 {
 				return usageErr(path, "--queues %d: out of range 1..256", q)
@@ -126,8 +138,13 @@ func printAttached(w io.Writer, n *state.NIC) {
 	if vm == "" {
 		vm = n.QMP
 	}
-	fmt.Fprintf(w, "attached %s to %s (QEMU %s, pid %d, %s): %s, %d queue pair(s), mac %s\n",
-		n.ID, vm, n.QEMUVersion, n.QEMUPID, n.Machine, backendLabel(n.Backend), n.Queues, n.MAC)
+	if n.Libvirt != nil {
+		fmt.Fprintf(w, "attached %s to libvirt domain %s (uuid %s, QEMU %s, alias %s): %s, %d queue pair(s), mac %s\n",
+			n.ID, vm, n.Libvirt.UUID, n.QEMUVersion, n.Libvirt.Alias, backendLabel(n.Backend), n.Queues, n.MAC)
+	} else {
+		fmt.Fprintf(w, "attached %s to %s (QEMU %s, pid %d, %s): %s, %d queue pair(s), mac %s\n",
+			n.ID, vm, n.QEMUVersion, n.QEMUPID, n.Machine, backendLabel(n.Backend), n.Queues, n.MAC)
+	}
 	fmt.Fprintf(w, "  backend:    %s\n", chainLine(n.Steps))
 	switch {
 	case n.Tap != nil:
@@ -164,10 +181,22 @@ func detachCommand() *cli.Command {
 		Flags: append(targetFlags(),
 			&cli.StringFlag{Name: "id", Usage: "the NIC's device id", Required: true},
 			&cli.DurationFlag{Name: "timeout", Value: attach.DefaultDetachTimeout, Usage: "how long to wait for the guest to release the NIC"},
+			&cli.StringFlag{Name: "libvirt", Usage: "--vm names a libvirt domain (name or UUID) on this libvirt URI (default for a NIC netctl attached through libvirt: the URI it used)"},
 		),
 		Action: func(c *cli.Context) error {
 			if c.Duration("timeout") <= 0 {
 				return usageErr(path, "--timeout %s: use a positive duration", c.Duration("timeout"))
+			}
+			if uri, ok, err := libvirtDetachFor(c, path); err != nil {
+				return err
+			} else if ok {
+				ctx, interrupted, stop := interruptible(c.Duration("timeout") + 30*time.Second)
+				defer stop()
+				if err := libvirtattach.Detach(ctx, libvirtattach.DetachRequest{URI: uri, Domain: c.String("vm"), ID: c.String("id"), StateDir: runDir(), Wait: c.Duration("timeout")}); err != nil {
+					return interruptedErr("detach", interrupted, err)
+				}
+				fmt.Fprintf(c.App.Writer, "detached %s\n", c.String("id"))
+				return nil
 			}
 			ctx, interrupted, stop := interruptible(c.Duration("timeout") + 30*time.Second)
 			defer stop()
@@ -233,7 +262,12 @@ func printList(w io.Writer, nics []attach.Listed) {
 			link += " (missing)"
 		}
 		vm := n.VM
-		if vm == "" {
+		switch {
+		case n.Libvirt != nil && vm == "":
+			vm = "libvirt:" + n.Libvirt.UUID
+		case n.Libvirt != nil:
+			vm += " (libvirt)"
+		case vm == "":
 			vm = n.QMP
 		}
 		present := n.Present
@@ -248,7 +282,7 @@ func printList(w io.Writer, nics []attach.Listed) {
 	gone := 0
 	for _, n := range nics {
 		fmt.Fprintf(w, "%s: %s\n", n.ID, chainLine(n.Steps))
-		if n.Present == "gone" {
+		if n.Present == "gone" && n.Libvirt == nil { // a libvirt domain's: its own line says detach
 			gone++
 		}
 	}

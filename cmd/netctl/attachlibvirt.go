@@ -1,0 +1,95 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/netctl/netctl/libvirtattach"
+	"github.com/netctl/netctl/qemuproc"
+	"github.com/netctl/netctl/state"
+)
+
+// libvirtFor says whether attach's --vm is a libvirt domain, and on which
+// URI: --libvirt URI says so; else a QEMU named --vm whose monitor is
+// libvirt's is one (on the default URI). Flags that only mean something
+// for a hand-run QEMU are refused with --libvirt.
+func libvirtFor(c *cli.Context, path string) (uri string, ok bool, err error) {
+	vm := c.String("vm")
+	if c.IsSet("libvirt") {
+		if vm == "" || c.String("qmp") != "" {
+			return "", false, usageErr(path, "--libvirt needs --vm DOMAIN (a name or UUID), not --qmp")
+		}
+		uri, ok = c.String("libvirt"), true
+	} else if vm != "" && c.String("qmp") == "" {
+		if v, ferr := qemuproc.Find(vm); ferr == nil {
+			for _, m := range v.Monitors {
+				ok = ok || m.Libvirt
+			}
+		}
+	}
+	if !ok {
+		return "", false, nil
+	}
+	for _, f := range []string{"tap", "shared-tap", "macvtap", "vdpa", "mgmtdev", "bus"} {
+		if c.IsSet(f) {
+			return "", false, usageErr(path, "--%s is for a hand-run QEMU: on a libvirt domain netctl makes its own tap and libvirt plugs it in", f)
+		}
+	}
+	return uri, true, nil
+}
+
+// attachLibvirt is netctl attach on a libvirt domain (libvirtattach).
+func attachLibvirt(c *cli.Context, path, uri string) error {
+	ctx, interrupted, stop := interruptible(c.Duration("timeout"))
+	defer stop()
+	nic, err := libvirtattach.Attach(ctx, libvirtattach.Request{URI: uri, Domain: c.String("vm"), ID: c.String("id"),
+		Backend: c.String("backend"), Queues: c.Int("queues"), MAC: c.String("mac"), MTU: c.Int("mtu"), Profile: c.String("profile"),
+		Persistent: c.Bool("persistent"), StateDir: runDir()})
+	if err != nil {
+		return interruptedErr("attach", interrupted, err)
+	}
+	if c.Bool("json") {
+		return printJSON(c.App.Writer, nic)
+	}
+	printAttached(c.App.Writer, nic)
+	return nil
+}
+
+// libvirtDetachFor says whether detach's --vm is a libvirt domain, and on
+// which URI: --libvirt URI, or a record of NIC --id that netctl attached
+// through libvirt to a domain of that name or UUID (then its URI).
+func libvirtDetachFor(c *cli.Context, path string) (uri string, ok bool, err error) {
+	vm := c.String("vm")
+	if c.IsSet("libvirt") {
+		if vm == "" || c.String("qmp") != "" {
+			return "", false, usageErr(path, "--libvirt needs --vm DOMAIN (a name or UUID), not --qmp")
+		}
+		return c.String("libvirt"), true, nil
+	}
+	if vm == "" || c.String("qmp") != "" {
+		return "", false, nil
+	}
+	store, err := state.Open(runDir())
+	if err != nil {
+		return "", false, nil // the QEMU path says what is wrong
+	}
+	recs, _, err := store.List("")
+	if err != nil {
+		return "", false, nil
+	}
+	var found []*state.NIC
+	for _, n := range recs {
+		if n.Libvirt != nil && n.ID == c.String("id") && (n.VM == vm || n.Libvirt.UUID == vm) {
+			found = append(found, n)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return "", false, nil
+	case 1:
+		return found[0].Libvirt.URI, true, nil
+	}
+	return "", false, fmt.Errorf("netctl attached NIC %s to %d libvirt domains named %s: name the domain by its UUID (netctl list): %w",
+		c.String("id"), len(found), vm, state.ErrInvalid)
+}

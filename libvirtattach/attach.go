@@ -1,0 +1,278 @@
+package libvirtattach
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"libvirt.org/go/libvirtxml"
+
+	"github.com/netctl/netctl/hostnic"
+	"github.com/netctl/netctl/internal/errs"
+	"github.com/netctl/netctl/libvirtdom"
+	"github.com/netctl/netctl/policy"
+	"github.com/netctl/netctl/policy/host"
+	"github.com/netctl/netctl/state"
+)
+
+// Request is one attach to a libvirt domain.
+type Request struct {
+	URI    string // libvirt's URI ("" qemu:///system)
+	Domain string // by name or UUID
+	ID     string // the NIC's id: its libvirt alias is ua-netctl-ID
+	// Backend: auto, vhost-net or userspace ("" auto). vdpa and macvtap
+	// are not offered through libvirt yet.
+	Backend    string
+	Queues     int
+	MAC        string // "" 52:54:00 and three random bytes
+	MTU        int
+	Profile    string // throughput (""), latency or compat
+	Persistent bool   // also add the interface to the persistent definition
+	StateDir   string // "" state.DefaultDir
+
+	// For tests: the host (nil hostnic.Real{}) and its probe (nil
+	// Host.Probe).
+	Host  hostnic.Host
+	Probe func(ctx context.Context) (*host.Description, error)
+}
+
+// Alias is the libvirt alias of NIC id: libvirt keeps user aliases that
+// start with "ua-" as they are given.
+func Alias(id string) string { return "ua-netctl-" + id }
+
+// step wraps a step's error with its name.
+func step(name string, err error) error { return fmt.Errorf("attach: %s: %w", name, err) }
+
+// Attach gives the running libvirt domain r.Domain a netctl NIC through
+// libvirt (see the package doc) and returns its record. On any failure
+// every step done is undone, and the error names the step and what to do.
+func Attach(ctx context.Context, r Request) (*state.NIC, error) {
+	h := r.Host
+	if h == nil {
+		h = hostnic.Real{}
+	}
+	if err := state.CheckID(r.ID); err != nil {
+		return nil, step("check the request", err)
+	}
+	switch r.Backend {
+	case "", "auto":
+		r.Backend = ""
+	case policy.BackendVhostNet, policy.BackendUserspace:
+	case policy.BackendVDPA:
+		return nil, step("check the request", fmt.Errorf("--backend vdpa on a libvirt domain is not supported by netctl yet: "+
+			"create the device (netctl vdpa dev add), then virsh attach-device with <interface type='vdpa'>: %w", errs.ErrNotAvailable))
+	default:
+		return nil, step("check the request", fmt.Errorf("backend %.32q: use auto, vhost-net or userspace: %w", r.Backend, errs.ErrInvalid))
+	}
+	if r.Queues == 0 {
+		r.Queues = 1
+	}
+	if r.Queues < 1 || r.Queues > policy.MaxQueues {
+		return nil, step("check the request", fmt.Errorf("%d queues: use 1 to %d: %w", r.Queues, policy.MaxQueues, errs.ErrInvalid))
+	}
+	mac := hostnic.RandomMAC()
+	if r.MAC != "" {
+		m, err := net.ParseMAC(r.MAC)
+		if err != nil || len(m) != 6 || m[0]&1 != 0 {
+			return nil, step("check the request", fmt.Errorf("--mac %.32q: give a unicast Ethernet address such as 52:54:00:12:34:56: %w", r.MAC, errs.ErrInvalid))
+		}
+		mac = m
+	}
+	if r.MTU != 0 && (r.MTU < 68 || r.MTU > 65521) {
+		return nil, step("check the request", fmt.Errorf("--mtu %d: use 68 to 65521: %w", r.MTU, errs.ErrInvalid))
+	}
+
+	c, err := libvirtdom.Dial(ctx, r.URI)
+	if err != nil {
+		return nil, step("connect to libvirt", err)
+	}
+	defer c.Close()
+	dom, err := c.Lookup(ctx, r.Domain)
+	if err != nil {
+		return nil, step("find the domain", err)
+	}
+	if run, err := c.Running(ctx, dom); err != nil {
+		return nil, step("find the domain", err)
+	} else if !run {
+		return nil, step("find the domain", fmt.Errorf("domain %s is not running: start it (virsh start %s); for its next start, "+
+			"netctl's hook serves interfaces its metadata names: %w", dom.Name, dom.Name, errs.ErrNotAvailable))
+	}
+	live, err := c.XML(ctx, dom, false)
+	if err != nil {
+		return nil, step("read the domain", err)
+	}
+	x, err := libvirtdom.ParseDomain(live)
+	if err != nil {
+		return nil, step("read the domain", err)
+	}
+	alias := Alias(r.ID)
+	if err := checkFree(x, alias, mac, r.ID); err != nil {
+		return nil, step("check the domain", err)
+	}
+
+	store, err := state.Open(r.StateDir)
+	if err != nil {
+		return nil, step("state", err)
+	}
+	key := state.LibvirtKey(dom.UUID)
+	lock, err := store.Lock(ctx, key)
+	if err != nil {
+		return nil, step("lock the domain", err)
+	}
+	defer lock.Unlock()
+
+	version, err := c.HypervisorVersion(ctx)
+	if err != nil {
+		return nil, step("ask libvirt for its QEMU's version", err)
+	}
+	nic := &state.NIC{Schema: state.Schema, VM: dom.Name, ID: r.ID, Netdev: "host" + alias,
+		Backend: policy.BackendUserspace, Queues: r.Queues, MAC: mac.String(), MTU: r.MTU, QEMUVersion: version,
+		Properties: map[string]string{}, Status: state.StatusAttaching, Attached: time.Now().UTC(),
+		Libvirt: &state.Libvirt{URI: c.URI, UUID: dom.UUID, Alias: alias, Persistent: r.Persistent}}
+	if len(nic.VM) > state.MaxVMName || state.CheckVMName(nic.VM) != nil {
+		nic.VM = "" // the UUID keys the record; a name netctl cannot keep is left out
+	}
+	nic.NetNS, _ = state.NetNS()
+	if err := store.Create(nic); err != nil {
+		if errors.Is(err, state.ErrExists) {
+			err = fmt.Errorf("%w: netctl already has NIC %s on domain %s (netctl list; netctl detach --vm %s --id %s): %w", err, r.ID, dom.Name, dom.UUID, r.ID, errs.ErrConflict)
+		}
+		return nil, step("record the intent to attach", err)
+	}
+	var undo []func(context.Context) error
+	fail := func(err error) (*state.NIC, error) {
+		// The undos run even when ctx is over (a deadline, a signal):
+		// on a context of their own.
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		for i := len(undo) - 1; i >= 0; i-- {
+			if uerr := undo[i](uctx); uerr != nil {
+				return nil, fmt.Errorf("%w; and rolling back failed, so something may be left (netctl list shows the record): %w", err, uerr)
+			}
+		}
+		if rerr := store.Remove(key, r.ID); rerr != nil {
+			return nil, fmt.Errorf("%w; and removing the record failed: %w", err, rerr)
+		}
+		return nil, err
+	}
+
+	dec, err := decide(ctx, r, h, version)
+	if err != nil {
+		return fail(err)
+	}
+	nic.Backend, nic.Features, nic.BusyPollUS = dec.Backend, dec.OfferNames, dec.BusyPollUS
+	for _, s := range dec.Steps {
+		nic.Steps = append(nic.Steps, state.Step{Backend: s.Backend, Chosen: s.Chosen, Reason: s.Reason})
+	}
+	for k, v := range dec.QEMU {
+		nic.Properties[k] = v
+	}
+
+	// The tap: its name is the kernel's choice (nctlN), known only once
+	// made, so the record names the template first: a kill in between
+	// leaves a marked tap the record cannot name, which the hook's and
+	// gc's rules never take for anyone's (no record holds it).
+	ifindex, err := h.CreateTap(hostnic.PersistentTap{Name: hostnic.TapTemplate, Queues: r.Queues, MTU: r.MTU, Owner: hostnic.NoOwner})
+	if err != nil {
+		return fail(step("create the tap", err))
+	}
+	tapName, err := hostnic.LinkName(ifindex)
+	if err != nil {
+		_, derr := h.DeleteTap(hostnic.TapTemplate, ifindex)
+		return fail(step("create the tap", errors.Join(err, derr)))
+	}
+	undo = append(undo, func(context.Context) error {
+		_, err := h.DeleteTap(tapName, ifindex)
+		return err
+	})
+	nic.Tap = &state.Link{Name: tapName, Ifindex: ifindex, Created: true}
+	if err := store.Save(nic); err != nil {
+		return fail(step("record the tap", err))
+	}
+
+	ixml, unexpressed, err := interfaceXML(tapName, mac, r, dec, alias)
+	if err != nil {
+		return fail(step("write the interface", err))
+	}
+	for _, u := range unexpressed {
+		nic.Note = strings.TrimPrefix(nic.Note+"; "+u, "; ")
+	}
+	m := libvirtdom.Live
+	if r.Persistent {
+		m |= libvirtdom.Config
+	}
+	if err := c.Attach(ctx, dom, ixml, m); err != nil {
+		return fail(step("hotplug through libvirt (nothing of it is left)", err))
+	}
+	nic.Status = state.StatusAttached
+	if err := store.Save(nic); err != nil {
+		// The NIC is in the domain: keep going, say so.
+		return nic, step("record the attached NIC (it is attached: netctl detach --vm "+dom.UUID+" --id "+r.ID+" removes it)", err)
+	}
+	return nic, nil
+}
+
+// checkFree refuses an id, alias or MAC the domain already uses, before
+// anything is made (libvirt would refuse a MAC in use only after the tap
+// exists).
+func checkFree(x *libvirtxml.Domain, alias string, mac net.HardwareAddr, id string) error {
+	if x.Devices == nil {
+		return nil
+	}
+	for _, it := range x.Devices.Interfaces {
+		if libvirtdom.Alias(&it) == alias {
+			return fmt.Errorf("the domain already has an interface with alias %s (netctl NIC %s): pick another --id: %w", alias, id, errs.ErrConflict)
+		}
+		if it.MAC != nil {
+			if m, err := net.ParseMAC(it.MAC.Address); err == nil && m.String() == mac.String() {
+				return fmt.Errorf("the domain already has an interface with MAC %s: give another --mac: %w", mac, errs.ErrConflict)
+			}
+		}
+	}
+	return nil
+}
+
+// interfaceXML is the <interface> libvirt gets: libvirtdom.NIC's, with
+// netctl's alias.
+func interfaceXML(tap string, mac net.HardwareAddr, r Request, dec policy.Decision, alias string) (string, []string, error) {
+	n := libvirtdom.NIC{Tap: tap, MAC: mac, MTU: r.MTU, Queues: r.Queues}
+	x, unexpressed, err := n.Interface(dec)
+	if err != nil {
+		return "", nil, err
+	}
+	x.Alias = &libvirtxml.DomainAlias{Name: alias}
+	s, err := x.Marshal()
+	if err != nil {
+		return "", nil, fmt.Errorf("interface XML: %w", err)
+	}
+	return s, unexpressed, nil
+}
+
+// decide probes the host and asks policy.Decide for libvirt's QEMU
+// version, as netctl attach does for a hand-run QEMU. No vdpa device is
+// offered (none is named).
+func decide(ctx context.Context, r Request, h hostnic.Host, version string) (policy.Decision, error) {
+	probe := r.Probe
+	if probe == nil {
+		probe = func(ctx context.Context) (*host.Description, error) { return h.Probe(ctx, hostnic.ProbeSpec{}) }
+	}
+	desc, err := probe(ctx)
+	if err != nil {
+		return policy.Decision{}, step("probe the host", err)
+	}
+	d := *desc
+	d.QEMU.Version, d.QEMU.Error = version, ""
+	if d.VDPA.Available {
+		d.VDPA.Available = false
+		d.VDPA.Error = "not offered through libvirt by netctl attach yet"
+	}
+	d.VDPA.Devices = nil
+	dec, err := policy.Decide(&d, policy.Request{Backend: r.Backend, Queues: r.Queues, Profile: r.Profile, QEMU: version})
+	if err != nil {
+		return policy.Decision{}, step("choose the backend", err)
+	}
+	return dec, nil
+}

@@ -1,0 +1,236 @@
+package libvirtattach
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/netctl/netctl/hostnic"
+	"github.com/netctl/netctl/internal/errs"
+	"github.com/netctl/netctl/libvirtdom"
+	"github.com/netctl/netctl/state"
+)
+
+// DetachRequest is one detach from a libvirt domain.
+type DetachRequest struct {
+	URI      string
+	Domain   string // by name or UUID
+	ID       string
+	StateDir string
+	// Wait bounds the wait for libvirt's device-removed event (0: 20 s).
+	// When the guest has not released the NIC by then, the record stays
+	// as detach-timeout and the tap is kept; detach again finishes it.
+	Wait time.Duration
+	Host hostnic.Host // nil hostnic.Real{}
+}
+
+// ErrPending: the guest has not released the NIC yet (libvirtdom's).
+var ErrPending = libvirtdom.ErrPending
+
+// Detach removes NIC r.ID netctl attached to domain r.Domain: libvirt
+// unplugs it (live, and from the persistent definition when it was
+// attached with Persistent), netctl waits for the device-removed event,
+// then deletes the tap it made and the record.
+func Detach(ctx context.Context, r DetachRequest) error {
+	h := r.Host
+	if h == nil {
+		h = hostnic.Real{}
+	}
+	if r.Wait <= 0 {
+		r.Wait = 20 * time.Second
+	}
+	if err := state.CheckID(r.ID); err != nil {
+		return fmt.Errorf("detach: %w", err)
+	}
+	c, err := libvirtdom.Dial(ctx, r.URI)
+	if err != nil {
+		return fmt.Errorf("detach: connect to libvirt: %w", err)
+	}
+	defer c.Close()
+	store, err := state.Open(r.StateDir)
+	if err != nil {
+		return fmt.Errorf("detach: state: %w", err)
+	}
+	dom, err := c.Lookup(ctx, r.Domain)
+	if errors.Is(err, os.ErrNotExist) {
+		// A transient domain that was destroyed: libvirt no longer knows
+		// it, and its QEMU (with the NIC) is gone. What netctl made stays.
+		return cleanGone(ctx, store, h, r)
+	}
+	if err != nil {
+		return fmt.Errorf("detach: %w", err)
+	}
+	key := state.LibvirtKey(dom.UUID)
+	lock, err := store.Lock(ctx, key)
+	if err != nil {
+		return fmt.Errorf("detach: lock the domain: %w", err)
+	}
+	defer lock.Unlock()
+	nic, err := store.Load(key, r.ID)
+	if errors.Is(err, state.ErrNotFound) {
+		return fmt.Errorf("detach: netctl has no NIC %s on domain %s (netctl list shows what it attached): %w", r.ID, dom.Name, errs.ErrInvalid)
+	}
+	if err != nil {
+		return fmt.Errorf("detach: %w", err)
+	}
+	if nic.Libvirt == nil || nic.Libvirt.UUID != dom.UUID {
+		return fmt.Errorf("detach: the record of NIC %s is not this domain's: %w", r.ID, errs.ErrInvalid)
+	}
+	alias := nic.Libvirt.Alias
+
+	if err := unplug(ctx, c, dom, nic, r.Wait); err != nil {
+		if errors.Is(err, ErrPending) {
+			nic.Status, nic.Note = state.StatusDetachTimeout, err.Error()
+			if serr := store.Save(nic); serr != nil {
+				err = fmt.Errorf("%w; and saving the record failed: %w", err, serr)
+			}
+			return fmt.Errorf("detach: %w: the tap stays until the guest releases %s; run netctl detach again", err, alias)
+		}
+		return fmt.Errorf("detach: %w", err)
+	}
+	if nic.Tap != nil && nic.Tap.Created {
+		if _, err := h.DeleteTap(nic.Tap.Name, nic.Tap.Ifindex); err != nil {
+			return fmt.Errorf("detach: delete tap %s (the NIC is out of the domain; the record stays: run netctl detach again): %w", nic.Tap.Name, err)
+		}
+	}
+	if err := store.Remove(key, r.ID); err != nil {
+		return fmt.Errorf("detach: remove the record: %w", err)
+	}
+	return nil
+}
+
+// unplug asks libvirt to remove the NIC's interface and waits for it to
+// be gone from the live domain. An interface already gone (a detach that
+// was interrupted, the domain restarted) is no error.
+func unplug(ctx context.Context, c *libvirtdom.Conn, dom libvirtdom.Domain, nic *state.NIC, wait time.Duration) error {
+	alias := nic.Libvirt.Alias
+	if nic.Libvirt.Persistent {
+		if err := detachConfig(ctx, c, dom, alias); err != nil {
+			return err
+		}
+	}
+	run, err := c.Running(ctx, dom)
+	if err != nil {
+		return err
+	}
+	if !run {
+		return nil // no live NIC: libvirt released its QEMU's
+	}
+	x, err := liveInterface(ctx, c, dom, alias)
+	if err != nil || x == "" {
+		return err
+	}
+	rm, err := c.WatchRemoved(ctx, dom)
+	if err != nil {
+		return err
+	}
+	defer rm.Close()
+	if err := c.Detach(ctx, dom, x, libvirtdom.Live); err != nil {
+		// Gone meanwhile: fine.
+		if again, lerr := liveInterface(ctx, c, dom, alias); lerr == nil && again == "" {
+			return nil
+		}
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	if err := rm.Wait(wctx, alias); err != nil {
+		// The event may have come before the watch saw it: ask again.
+		if again, lerr := liveInterface(ctx, c, dom, alias); lerr == nil && again == "" {
+			return nil
+		}
+		return err
+	}
+	return nil
+}
+
+// liveInterface is the live domain's interface with alias, as XML for
+// Detach, or "" when it has none.
+func liveInterface(ctx context.Context, c *libvirtdom.Conn, dom libvirtdom.Domain, alias string) (string, error) {
+	b, err := c.XML(ctx, dom, false)
+	if err != nil {
+		return "", err
+	}
+	x, err := libvirtdom.ParseDomain(b)
+	if err != nil {
+		return "", err
+	}
+	if x.Devices == nil {
+		return "", nil
+	}
+	for i := range x.Devices.Interfaces {
+		it := &x.Devices.Interfaces[i]
+		if libvirtdom.Alias(it) == alias {
+			return it.Marshal()
+		}
+	}
+	return "", nil
+}
+
+// detachConfig removes the interface with alias from the persistent
+// definition, if it is there.
+func detachConfig(ctx context.Context, c *libvirtdom.Conn, dom libvirtdom.Domain, alias string) error {
+	b, err := c.XML(ctx, dom, true)
+	if err != nil {
+		return err
+	}
+	x, err := libvirtdom.ParseDomain(b)
+	if err != nil {
+		return err
+	}
+	if x.Devices == nil {
+		return nil
+	}
+	for i := range x.Devices.Interfaces {
+		it := &x.Devices.Interfaces[i]
+		if libvirtdom.Alias(it) == alias {
+			s, err := it.Marshal()
+			if err != nil {
+				return err
+			}
+			return c.Detach(ctx, dom, s, libvirtdom.Config)
+		}
+	}
+	return nil
+}
+
+// cleanGone deletes the tap and the record of NIC r.ID of a domain
+// libvirt no longer knows (named by r.Domain, its name or UUID in the
+// record).
+func cleanGone(ctx context.Context, store *state.Store, h hostnic.Host, r DetachRequest) error {
+	recs, _, err := store.List("")
+	if err != nil {
+		return fmt.Errorf("detach: %w", err)
+	}
+	var found []*state.NIC
+	for _, n := range recs {
+		if n.Libvirt != nil && n.ID == r.ID && (n.VM == r.Domain || n.Libvirt.UUID == r.Domain) {
+			found = append(found, n)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return fmt.Errorf("detach: libvirt has no domain %s and netctl has no NIC %s on one of that name (netctl list): %w", r.Domain, r.ID, os.ErrNotExist)
+	case 1:
+	default:
+		return fmt.Errorf("detach: %d gone domains named %s had NIC %s: name the domain by its UUID (netctl list): %w", len(found), r.Domain, r.ID, errs.ErrInvalid)
+	}
+	n := found[0]
+	key := n.Key()
+	lock, err := store.Lock(ctx, key)
+	if err != nil {
+		return fmt.Errorf("detach: lock the domain: %w", err)
+	}
+	defer lock.Unlock()
+	if n.Tap != nil && n.Tap.Created {
+		if _, err := h.DeleteTap(n.Tap.Name, n.Tap.Ifindex); err != nil {
+			return fmt.Errorf("detach: delete tap %s (the record stays: run netctl detach again): %w", n.Tap.Name, err)
+		}
+	}
+	if err := store.Remove(key, n.ID); err != nil {
+		return fmt.Errorf("detach: remove the record: %w", err)
+	}
+	return nil
+}
