@@ -46,14 +46,15 @@ func testRingsVhostLinux(t *testing.T, k *testenv.Kernel) {
 		t.Fatal("NETCTL_VM_VMLINUZ is not set: run this test through netctl-vm exec (make test-vm)")
 	}
 	// Two boots of a TCG guest inside the TCG test VM (the second one a
-	// reboot): each takes minutes on a loaded host.
-	ctx, cancel := context.WithTimeout(context.Background(), 16*time.Minute)
+	// reboot): each takes minutes on a loaded host (a boot that reached
+	// init after 207 s was seen), so up to 8 minutes each.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	mac, trigger := "52:54:00:94:00:02", "52:54:00:94:00:03"
 	// nic1 is only the trigger of the guest's driver resets (RebindOn).
 	g, _, err := l2.StartLinux(ctx, l2.Config{Vmlinuz: vmlinuz, Reboot: true, RebindOn: trigger, NICs: []l2.NIC{
 		{ID: "nic0", MAC: mac, Tap: "l2st0", Netdev: "queues=2", Device: "mq=on,vectors=6"},
-		{ID: "nic1", MAC: trigger, Tap: "l2st1", NoVhost: true}}}, 2, 5*time.Minute, t.Logf)
+		{ID: "nic1", MAC: trigger, Tap: "l2st1", NoVhost: true}}}, 2, 8*time.Minute, t.Logf)
 	if g != nil {
 		defer func() {
 			if t.Failed() {
