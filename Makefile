@@ -93,7 +93,7 @@ demo: vm-prepare
 ## the data path of a nested guest in the VM), stats' (exporter scrape cost, stats --watch CPU, on this
 ## host) and the vhost-user bridge's (data path against direct vhost-net, QEMU's first packet through it,
 ## in the VM); JSON lines appended to bench/results.jsonl.
-## BENCH=vhostnet, BENCH=attach, BENCH=stats or BENCH=vhostuser runs one of the sets.
+## BENCH=vhostnet, BENCH=attach, BENCH=stats, BENCH=vhostuser or BENCH=libvirt runs one of the sets.
 BENCH ?= all
 bench: KERNEL := 6.12
 bench: vm-prepare

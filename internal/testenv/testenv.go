@@ -68,7 +68,7 @@ func VM(t testing.TB) *Kernel {
 // The test goroutine stays locked to its OS thread; when the test returns,
 // the Go runtime ends that thread and the namespace (with every link the
 // test left in it) goes away.
-func Host(t *testing.T) {
+func Host(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		if os.Getenv("NETCTL_TEST_HOST") == "1" {

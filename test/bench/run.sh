@@ -17,6 +17,11 @@
 #     vs 1 of a paused QEMU); then statsvhost-bench (test/bench/statsvhost)
 #     in the 6.1 VM: one collection's vhost workers (kernel threads there,
 #     found by a /proc scan) with 1, 16 and 64 vhost-net VMs, per VM.
+#   libvirt: on this host, a private libvirtd's running domain (QEMU's
+#     userspace path): netctl attach/detach --vm DOMAIN against virsh
+#     attach-device/detach-device of the same kind of interface on a tap
+#     made beforehand, 7 interleaved rounds (BenchmarkLibvirtAttach in
+#     test/libvirtd, run as a Go benchmark: it needs the private daemon).
 #   vhostuser: vhostuser-bench (test/bench/vhostuser) in one 6.12 VM with
 #     2 vCPUs: the vhost-user bridge's data path against direct vhost-net
 #     with the same driver, a firmware QEMU's first DHCP packet through
@@ -36,7 +41,7 @@ run() {
   "$VMEXEC" run -kernel 6.12 -timeout 15m "$@" | tee -a "$out"
 }
 BENCH=${BENCH:-all}
-case "$BENCH" in all|vhostnet|attach|stats|vhostuser) ;; *) echo "bench: BENCH=$BENCH: use all, vhostnet, attach, stats or vhostuser" >&2; exit 2;; esac
+case "$BENCH" in all|vhostnet|attach|stats|vhostuser|libvirt) ;; *) echo "bench: BENCH=$BENCH: use all, vhostnet, attach, stats, vhostuser or libvirt" >&2; exit 2;; esac
 if [ "$BENCH" = all ] || [ "$BENCH" = vhostnet ]; then
 run -smp 2 -mem 2048 -- "/host$BIN/vhostnet-bench" -commit "$commit" -c "/host$BIN/setup-c" -vdpa-c "/host$BIN/vdpa-setup-c" -rounds 5 \
   -host-load "$(cat /proc/loadavg)" \
@@ -74,6 +79,10 @@ if [ "$BENCH" = all ] || [ "$BENCH" = vhostuser ]; then
   run -smp 2 -mem 2048 -- "/host$BIN/vhostuser-bench" -commit "$commit" -rounds 5 \
     -host-load "$(cat /proc/loadavg)" -only datapath,firstpacket,nested \
     -agent "/host$BIN/l2agent" -vmlinuz "/host$vmlinuz"
+fi
+if [ "$BENCH" = all ] || [ "$BENCH" = libvirt ]; then
+  NETCTL_BENCH=libvirt NETCTL_BENCH_COMMIT="$commit" NETCTL_BENCH_LOAD="$(cat /proc/loadavg)" NETCTL_VM_CACHE=${NETCTL_VM_CACHE:-$PWD/.cache/vm} \
+    go test -count=1 -run '^$' -bench '^BenchmarkLibvirtAttach$' -benchtime 1x ./test/libvirtd | tee -a "$out"
 fi
 grep '^{' "$out" >> bench/results.jsonl
 echo "bench: $(grep -c '^{' "$out") results appended to bench/results.jsonl in $(( $(date +%s) - t0 ))s"

@@ -52,7 +52,7 @@ type machineDir struct {
 // starting anything: install hooks into d.HookDir, then call d.Start. Call
 // it from the test goroutine after testenv.Host; it fails the test where
 // libvirt is not installed (make vm-deps installs it).
-func New(t *testing.T) *Daemon {
+func New(t testing.TB) *Daemon {
 	t.Helper()
 	for _, b := range []string{"libvirtd", "virtlogd", "virsh"} {
 		if _, err := exec.LookPath(b); err != nil {
