@@ -24,6 +24,7 @@ var ErrUnreachable = fmt.Errorf("libvirt not reachable: %w", errs.ErrNotAvailabl
 type Conn struct {
 	URI    string // as given ("" is DefaultURI)
 	Socket string // the socket dialled
+	Driver string // the URI opened over it: qemu:///system or qemu:///session
 
 	l  *libvirt.Libvirt
 	nc net.Conn
@@ -56,7 +57,7 @@ func Dial(ctx context.Context, uri string) (*Conn, error) {
 		}
 		return nil, fmt.Errorf("libvirt %s: is libvirtd running? socket %s: %w: %w", uri, t.Socket, err, ErrUnreachable)
 	}
-	c := &Conn{URI: uri, Socket: t.Socket, nc: nc, l: libvirt.NewWithDialer(dialers.NewAlreadyConnected(nc))}
+	c := &Conn{URI: uri, Socket: t.Socket, Driver: t.Open, nc: nc, l: libvirt.NewWithDialer(dialers.NewAlreadyConnected(nc))}
 	if err := c.do(ctx, "connect", func() error { return c.l.ConnectToURI(libvirt.ConnectURI(t.Open)) }); err != nil {
 		c.nc.Close()
 		return nil, fmt.Errorf("%w: %w", err, ErrUnreachable)

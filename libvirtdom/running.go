@@ -21,6 +21,10 @@ type Runs struct {
 	// Offloads are the <host/> and <guest/> attributes the live domain
 	// has, as libvirt writes them ("<host csum='off'/>").
 	Offloads []string `json:"offloads,omitempty"`
+	// VhostNet is whether the tap netdev QEMU was started with runs
+	// vhost-net, "on" or "off", from QEMU's command line (NetdevVhost);
+	// "" when not known (not read, or the interface was hotplugged).
+	VhostNet string `json:"vhost_net,omitempty"`
 }
 
 // RunsOf reads what x (an interface of a live XML) runs.
@@ -69,7 +73,8 @@ func RunsOf(x *libvirtxml.DomainInterface) Runs {
 }
 
 // String is one line: "ethernet nctl0 (net0): driver qemu (QEMU's own
-// virtio-net, no vhost), 2 queue(s), <host csum='on'/> ...".
+// virtio-net, no vhost); vhost-net off (QEMU's command line), 2 queue(s),
+// <host csum='on'/> ...".
 func (r Runs) String() string {
 	var b strings.Builder
 	b.WriteString(r.Type)
@@ -90,6 +95,9 @@ func (r Runs) String() string {
 		b.WriteString(": no driver name (libvirt's default: vhost-net if it could open /dev/vhost-net, else QEMU's own)")
 	default:
 		b.WriteString(": driver " + clip(r.Driver))
+	}
+	if r.VhostNet != "" {
+		fmt.Fprintf(&b, "; vhost-net %s (QEMU's command line)", r.VhostNet)
 	}
 	fmt.Fprintf(&b, ", %d queue(s)", max(r.Queues, 1))
 	if len(r.Offloads) > 0 {

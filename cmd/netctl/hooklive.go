@@ -82,6 +82,15 @@ func liveOf(ctx context.Context, conn *libvirtdom.Conn, r *state.Domain) *liveDo
 	if err != nil {
 		return &liveDomain{State: "running; live XML unreadable: " + err.Error()}
 	}
+	// Whether a tap runs vhost-net: <driver name> may leave it to
+	// libvirt, and the live XML does not say what it chose; QEMU's command
+	// line does (read from /proc, for the system daemon on this host).
+	var vhost map[string]bool
+	if conn.Driver == "qemu:///system" {
+		if args, err := libvirtdom.QEMUArgs(libvirtdom.SystemPIDDir, dom.Name); err == nil {
+			vhost = libvirtdom.NetdevVhost(args)
+		}
+	}
 	l := &liveDomain{State: "running", Interfaces: map[string]libvirtdom.Runs{}}
 	for _, it := range r.Interfaces {
 		m, err := net.ParseMAC(it.MAC)
@@ -89,7 +98,11 @@ func liveOf(ctx context.Context, conn *libvirtdom.Conn, r *state.Domain) *liveDo
 			continue
 		}
 		if x := libvirtdom.InterfaceByMAC(d, m); x != nil {
-			l.Interfaces[m.String()] = libvirtdom.RunsOf(x)
+			runs := libvirtdom.RunsOf(x)
+			if v, ok := vhost[runs.Alias]; ok && runs.Type != "vdpa" {
+				runs.VhostNet = map[bool]string{true: "on", false: "off"}[v]
+			}
+			l.Interfaces[m.String()] = runs
 		}
 	}
 	return l

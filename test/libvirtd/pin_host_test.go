@@ -38,7 +38,8 @@ const unmanagedIface = `    <interface type='ethernet'>
 // domain with only an unmanaged interface is unchanged byte for byte; the
 // next start's QEMU command line (/proc/PID/cmdline of the QEMU libvirt
 // starts) carries the pinned properties (profile compat: ECN and UFO
-// off); hook status shows what runs
+// off); before the pin, with no <driver name>, hook status reads from
+// QEMU's command line that vhost-net is off; hook status shows what runs
 // (from the live XML) beside what was decided; a second pin changes
 // nothing, and after a profile change only pin --redecide re-decides.
 func TestHostLibvirtdHookPin(t *testing.T) {
@@ -115,6 +116,26 @@ func TestHostLibvirtdHookPin(t *testing.T) {
 	}
 	before := dumpInactive("pinme")
 	uuid := strings.TrimSpace(mustVirsh(t, d, "domuuid", "pinme"))
+
+	// Unpinned first: <driver queues='2'/> leaves the backend to libvirt,
+	// whose live XML then says nothing of it; hook status reads what runs
+	// from QEMU's command line (no vhost-net here) beside the decision.
+	// The unmanaged interface's tap is the operator's, made beforehand.
+	if out, err := exec.Command("ip", "tuntap", "add", "dev", "othtap0", "mode", "tap", "vnet_hdr").CombinedOutput(); err != nil {
+		t.Fatalf("ip tuntap add: %v\n%s", err, out)
+	}
+	if out, err := d.Virsh("start", "pinme"); err != nil {
+		t.Fatalf("%v\n%s\nnetctl's log:\n%s", err, out, readFile("/var/log/netctl/hook.log"))
+	}
+	st0 := netctl("hook", "status", "pinme")
+	for _, w := range []string{"decided backend userspace", "runs: ethernet nctllv0 (net0): no driver name (libvirt's default: vhost-net if it could open /dev/vhost-net, else QEMU's own); vhost-net off (QEMU's command line), 2 queue(s)"} {
+		if !strings.Contains(st0, w) {
+			t.Errorf("hook status pinme, unpinned, lacks %q", w)
+		}
+	}
+	if out, err := d.Virsh("destroy", "pinme"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
 	out = netctl("hook", "pin", "--dry-run", uuid)
 	for _, want := range []string{"interface 52:54:00:78:01:02 (tap nctllv0): backend userspace", "  - <driver queues='2'/>", "  + <driver name=\"qemu\"", "dry run: nothing defined"} {
 		if !strings.Contains(out, want) {
@@ -166,10 +187,7 @@ func TestHostLibvirtdHookPin(t *testing.T) {
 		t.Errorf("a second hook pin changed the definition")
 	}
 
-	// The next start: the unmanaged interface's tap first (the operator's).
-	if out, err := exec.Command("ip", "tuntap", "add", "dev", "othtap0", "mode", "tap", "vnet_hdr").CombinedOutput(); err != nil {
-		t.Fatalf("ip tuntap add: %v\n%s", err, out)
-	}
+	// The next start.
 	if out, err := d.Virsh("start", "pinme"); err != nil {
 		t.Fatalf("%v\n%s\nnetctl's log:\n%s", err, out, readFile("/var/log/netctl/hook.log"))
 	}
@@ -209,7 +227,7 @@ func TestHostLibvirtdHookPin(t *testing.T) {
 	}
 
 	st := netctl("hook", "status", "pinme")
-	for _, w := range []string{"libvirt: running", "decided backend userspace", "runs: ethernet nctllv0 (net0): driver qemu (QEMU's own virtio-net, no vhost), 2 queue(s)"} {
+	for _, w := range []string{"libvirt: running", "decided backend userspace", "runs: ethernet nctllv0 (net0): driver qemu (QEMU's own virtio-net, no vhost); vhost-net off (QEMU's command line), 2 queue(s)"} {
 		if !strings.Contains(st, w) {
 			t.Errorf("hook status pinme lacks %q", w)
 		}
@@ -220,11 +238,13 @@ func TestHostLibvirtdHookPin(t *testing.T) {
 		Live struct {
 			State      string `json:"state"`
 			Interfaces map[string]struct {
-				Driver string `json:"driver"`
+				Driver   string `json:"driver"`
+				VhostNet string `json:"vhost_net"`
 			} `json:"interfaces"`
 		} `json:"live"`
 	}
-	if err := json.Unmarshal([]byte(js), &recs); err != nil || len(recs) != 1 || recs[0].Live.State != "running" || recs[0].Live.Interfaces["52:54:00:78:01:02"].Driver != "qemu" {
+	if err := json.Unmarshal([]byte(js), &recs); err != nil || len(recs) != 1 || recs[0].Live.State != "running" || recs[0].Live.Interfaces["52:54:00:78:01:02"].Driver != "qemu" ||
+		recs[0].Live.Interfaces["52:54:00:78:01:02"].VhostNet != "off" {
 		t.Errorf("hook status --json: %v %+v", err, recs)
 	}
 	if out, err := d.Virsh("destroy", "pinme"); err != nil {
