@@ -24,7 +24,7 @@ trap 'rm -rf "$logs"' EXIT
 for k in $kernels; do
   (
     t0=$(date +%s)
-    NETCTL_VM_KERNEL=$k CGO_ENABLED=0 go test -count=1 -timeout 25m -p "$p" -exec "$VMEXEC exec" -run '^TestVM' -json "$@" 2>&1 |
+    NETCTL_VM_KERNEL=$k CGO_ENABLED=0 go test -count=1 -timeout 30m -p "$p" -exec "$VMEXEC exec" -run '^TestVM' -json "$@" 2>&1 |
       "$TESTCHECK" -run '^TestVM' -no-skip '^TestVM' -skip-needs without_ >"$logs/$k.log" 2>&1
     echo $? >"$logs/$k.rc"
     echo $(( $(date +%s) - t0 )) >"$logs/$k.time"
