@@ -47,6 +47,10 @@ type LibvirtTarget struct {
 const NoMonitorWhy = "not counted without --qemu-monitor: the rings' addresses only QEMU's monitor knows, and libvirt holds it; " +
 	"--qemu-monitor asks QEMU through libvirt (virDomainQemuMonitorCommand), after which libvirt marks the domain \"tainted: custom-monitor\""
 
+// noMonitorQMP is the qmp source's reason for a libvirt domain without
+// Options.LibvirtMonitor.
+const noMonitorQMP = "libvirt holds QEMU's monitor: not asked without --qemu-monitor (which asks through libvirt and taints the domain: custom-monitor)"
+
 // linkStatser reads libvirt's counters of a domain's interface.
 type linkStatser interface {
 	InterfaceStats(ctx context.Context, dev string) (libvirtdom.IfaceStats, error)
@@ -100,9 +104,9 @@ func (c *Collector) libvirtSession(ctx context.Context, t Target) *session {
 		}
 		return &session{why: why}
 	}
-	s := &session{lv: domainStats{lc, d}, closer: func() { lc.Close() }, why: NoMonitorWhy}
+	s := &session{lv: domainStats{lc, d}, closer: func() { lc.Close() }, why: noMonitorQMP, rings: NoMonitorWhy}
 	if c.o.LibvirtMonitor {
-		s.c, s.why, s.tainted = lvMonitor{lc.Passthrough(d), t.PID}, "", true
+		s.c, s.why, s.rings, s.tainted = lvMonitor{lc.Passthrough(d), t.PID}, "", "", true
 	}
 	return s
 }

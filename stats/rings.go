@@ -272,6 +272,9 @@ type session struct {
 	lv linkStatser
 	// tainted: c is libvirt's passthrough (the domain is tainted).
 	tainted bool
+	// rings: why the rings are not read at all (a libvirt domain without
+	// the opt-in: NoMonitorWhy); "" when why covers it.
+	rings string
 }
 
 func (s *session) close() {
@@ -356,6 +359,10 @@ func (c *Collector) readRings(ctx context.Context, sess *session, s *NICStats) {
 	c.mu.Unlock()
 	if sess.c == nil {
 		s.missing(SourceQMP, sess.why)
+		if sess.rings != "" {
+			s.missing(SourceRings, sess.rings)
+			return
+		}
 		if r == nil {
 			s.missing(SourceRings, "no ring addresses yet and no QMP to find them: "+sess.why)
 			return
