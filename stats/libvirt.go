@@ -106,7 +106,13 @@ func (c *Collector) libvirtSession(ctx context.Context, t Target) *session {
 	}
 	s := &session{lv: domainStats{lc, d}, closer: func() { lc.Close() }, why: noMonitorQMP, rings: NoMonitorWhy}
 	if c.o.LibvirtMonitor {
-		s.c, s.why, s.rings, s.tainted = lvMonitor{lc.Passthrough(d), t.PID}, "", "", true
+		pid := t.PID
+		if pid <= 0 { // a record of netctl's knows no pid: the domain's QEMU by its name
+			if v, err := qemuproc.Find(d.Name); err == nil && libvirtOwned(v) {
+				pid = v.PID
+			}
+		}
+		s.c, s.why, s.rings, s.tainted = lvMonitor{lc.Passthrough(d), pid}, "", "", true
 	}
 	return s
 }
