@@ -12,23 +12,29 @@ import (
 // StatsSource is the real Source: netctl's state directory plus the VMs
 // named by --vm and --qmp, sampled by a stats.Collector.
 type StatsSource struct {
-	StateDir  string // "" is /run/netctl
-	VMs       []string
-	QMPs      []string
-	Collector *stats.Collector
+	StateDir string // "" is /run/netctl
+	VMs      []string
+	QMPs     []string
+	// Domains are libvirt domains (name or UUID) on LibvirtURI whose
+	// NICs are listed through libvirt's API (stats.LibvirtTargets).
+	Domains    []string
+	LibvirtURI string
+	Collector  *stats.Collector
 
 	mu   sync.Mutex                // guards last
 	last map[string][]stats.Target // each target's last listing, by target name
 
 	// Tests: nil is stats.StateTargets, stats.QEMUTargets and
 	// Collector.Forget.
-	listState func(dir string) ([]stats.Target, error)
-	listQEMU  func(ctx context.Context, vm, qmp string) ([]stats.Target, error)
-	forget    func(stats.Target)
+	listState   func(dir string) ([]stats.Target, error)
+	listQEMU    func(ctx context.Context, vm, qmp string) ([]stats.Target, error)
+	listLibvirt func(ctx context.Context, uri, domain string) ([]stats.Target, error)
+	forget      func(stats.Target)
 }
 
 // Targets lists the state's NICs (target "state") and each --vm
-// ("vm:NAME") and --qmp ("qmp:PATH") VM's virtio-net NICs, each on its
+// ("vm:NAME"), --qmp ("qmp:PATH") and libvirt domain's ("libvirt:NAME")
+// virtio-net NICs, each on its
 // own, so one VM gone, busy or hung costs only its own NICs: the state is
 // read once, the VMs' listings run side by side, each within half of
 // what is left of ctx's deadline, so that a monitor that never answers
@@ -57,16 +63,23 @@ func (s *StatsSource) Targets(ctx context.Context) ([]stats.Target, map[string]e
 	if listQEMU == nil {
 		listQEMU = stats.QEMUTargets
 	}
+	listLibvirt := s.listLibvirt
+	if listLibvirt == nil {
+		listLibvirt = stats.LibvirtTargets
+	}
 	if forget == nil && s.Collector != nil {
 		forget = s.Collector.Forget
 	}
-	type listing struct{ name, vm, qmp string }
+	type listing struct{ name, vm, qmp, domain string }
 	var ls []listing
 	for _, vm := range s.VMs {
 		ls = append(ls, listing{name: "vm:" + vm, vm: vm})
 	}
 	for _, q := range s.QMPs {
 		ls = append(ls, listing{name: "qmp:" + q, qmp: q})
+	}
+	for _, d := range s.Domains {
+		ls = append(ls, listing{name: "libvirt:" + d, domain: d})
 	}
 	lctx := ctx
 	if dl, ok := ctx.Deadline(); ok {
@@ -81,6 +94,10 @@ func (s *StatsSource) Targets(ctx context.Context) ([]stats.Target, map[string]e
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if l.domain != "" {
+				got[i], errs[i] = listLibvirt(lctx, s.LibvirtURI, l.domain)
+				return
+			}
 			got[i], errs[i] = listQEMU(lctx, l.vm, l.qmp)
 		}()
 	}

@@ -63,3 +63,31 @@ func TestStatsSourceListing(t *testing.T) {
 		t.Errorf("listed %v, forgotten %v: want b/nic-b kept with its rings forgotten", names, forgotten)
 	}
 }
+
+// TestStatsSourceLibvirtDomains: a libvirt domain's NICs are listed
+// through libvirt (listLibvirt on the source's URI), never over QMP, and
+// merged with netctl's record of the same interface (by UUID and alias).
+func TestStatsSourceLibvirtDomains(t *testing.T) {
+	var asked []string
+	s := &StatsSource{Domains: []string{"lv"}, LibvirtURI: "qemu+unix:///system?socket=/x",
+		listState: func(string) ([]stats.Target, error) {
+			return []stats.Target{{VM: "lv", NIC: "net1", Libvirt: &stats.LibvirtTarget{UUID: "u", Alias: "ua-netctl-net1"}}}, nil
+		},
+		listQEMU: func(_ context.Context, vm, _ string) ([]stats.Target, error) {
+			t.Errorf("QMP listing of %q for a libvirt domain", vm)
+			return nil, nil
+		},
+		listLibvirt: func(_ context.Context, uri, d string) ([]stats.Target, error) {
+			asked = append(asked, uri+" "+d)
+			return []stats.Target{{VM: "lv", NIC: "ua-netctl-net1", PID: 5, Libvirt: &stats.LibvirtTarget{UUID: "u", Alias: "ua-netctl-net1"}},
+				{VM: "lv", NIC: "net0", PID: 5, Libvirt: &stats.LibvirtTarget{UUID: "u", Alias: "net0"}}}, nil
+		},
+	}
+	ts, by := s.Targets(context.Background())
+	if !slices.Equal(asked, []string{"qemu+unix:///system?socket=/x lv"}) || by["libvirt:lv"] != nil {
+		t.Errorf("asked %v, by %v", asked, by)
+	}
+	if len(ts) != 2 || ts[0].NIC != "net1" || ts[1].NIC != "net0" {
+		t.Errorf("targets %+v: want the record's net1 and libvirt's net0", ts)
+	}
+}

@@ -24,6 +24,13 @@ type Options struct {
 	Deadline time.Duration
 	// Now is the clock (tests); nil is time.Now.
 	Now func() time.Time
+	// LibvirtMonitor: for a libvirt domain's NICs, ask QEMU through
+	// libvirt's monitor passthrough (virDomainQemuMonitorCommand) for what
+	// only QEMU knows (the rings). libvirt then marks the domain "tainted:
+	// custom-monitor" (NICStats.Tainted). Without it a libvirt domain's
+	// NICs are read from what libvirt and the host report: the link
+	// counters, the vhost workers; the rings are not counted (NoMonitorWhy).
+	LibvirtMonitor bool
 }
 
 // Collector reads NICs' counters. It is safe for concurrent use. It holds
@@ -117,6 +124,8 @@ func (c *Collector) collectVM(ctx context.Context, ts []Target, idx []int, out [
 	for _, i := range idx {
 		nctx, ncancel := context.WithTimeout(vctx, c.o.Deadline)
 		c.readNIC(nctx, sess, &out[i], workers[i])
+		c.libvirtLink(nctx, sess, &out[i])
+		out[i].Tainted = sess.tainted
 		ncancel()
 		out[i].Time = c.o.Now()
 	}

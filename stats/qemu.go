@@ -118,7 +118,7 @@ func (s *virtioStatus) packed() bool {
 	return false
 }
 
-func queryVirtioStatus(ctx context.Context, c *qmp.Client, path string) (*virtioStatus, error) {
+func queryVirtioStatus(ctx context.Context, c Monitor, path string) (*virtioStatus, error) {
 	raw, err := c.Execute(ctx, "x-query-virtio-status", map[string]string{"path": path})
 	if err != nil {
 		return nil, qmpErr("x-query-virtio-status", err)

@@ -2,6 +2,7 @@ package stats
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -258,16 +259,27 @@ func (r *ringState) markGone() {
 	r.mu.Unlock()
 }
 
-// session is one VM's QMP connection within one Collect (nil client:
-// why says why there is none).
+// session is one VM's monitor within one Collect: a QMP connection, or
+// libvirt's passthrough (nil c: why says why there is none). closer ends
+// it (nil: nothing to end).
 type session struct {
-	c   *qmp.Client
-	why string
+	c      Monitor
+	why    string
+	closer func()
+	// lv is the libvirt connection of a libvirt domain's targets (nil
+	// otherwise): libvirt's interface counters where the tap is not on
+	// this host.
+	lv linkStatser
+	// tainted: c is libvirt's passthrough (the domain is tainted).
+	tainted bool
+	// rings: why the rings are not read at all (a libvirt domain without
+	// the opt-in: NoMonitorWhy); "" when why covers it.
+	rings string
 }
 
 func (s *session) close() {
-	if s.c != nil {
-		s.c.Close()
+	if s.closer != nil {
+		s.closer()
 	}
 }
 
@@ -275,6 +287,9 @@ func (s *session) close() {
 // (qemuproc.Dial): a monitor another client holds is reported busy with
 // the holder's name.
 func (c *Collector) openSession(ctx context.Context, t Target, scan *kthreadScan) *session {
+	if t.Libvirt != nil {
+		return c.libvirtSession(ctx, t)
+	}
 	vm := qemuproc.VM{PID: t.PID, StartTime: t.PIDStart, Name: t.VM,
 		Monitors: []qemuproc.Monitor{{Option: "--qmp", Path: t.QMP, Socket: t.QMP, Server: true}}}
 	if t.QMP == "" {
@@ -305,7 +320,7 @@ func (c *Collector) openSession(ctx context.Context, t Target, scan *kthreadScan
 		}
 		return &session{why: why}
 	}
-	return &session{c: cl}
+	return &session{c: cl, closer: func() { cl.Close() }}
 }
 
 // alive says the target's QEMU still runs: same pid and start time, and
@@ -344,6 +359,10 @@ func (c *Collector) readRings(ctx context.Context, sess *session, s *NICStats) {
 	c.mu.Unlock()
 	if sess.c == nil {
 		s.missing(SourceQMP, sess.why)
+		if sess.rings != "" {
+			s.missing(SourceRings, sess.rings)
+			return
+		}
 		if r == nil {
 			s.missing(SourceRings, "no ring addresses yet and no QMP to find them: "+sess.why)
 			return
@@ -355,7 +374,7 @@ func (c *Collector) readRings(ctx context.Context, sess *session, s *NICStats) {
 		s.Queues, s.RingsTime = r.snapshot()
 		return
 	}
-	path := devicePath(t.NIC)
+	path := devicePath(t.qomID())
 	st, err := queryVirtioStatus(ctx, sess.c, path)
 	if err != nil {
 		if isGone(err) {
@@ -462,7 +481,7 @@ func (c *Collector) readRings(ctx context.Context, sess *session, s *NICStats) {
 // queue's rings are, and says whether they are all where they were. A
 // queue that cannot be asked now (a vhost-user device's own queue while
 // vhost is stopped) counts as unchanged: the status said no reset.
-func (r *ringState) sameAddresses(ctx context.Context, c *qmp.Client, path string, t Target) bool {
+func (r *ringState) sameAddresses(ctx context.Context, c Monitor, path string, t Target) bool {
 	r.mu.Lock()
 	qs := slices.Clone(r.queues)
 	r.mu.Unlock()
@@ -501,7 +520,7 @@ func isGone(err error) bool {
 // queueAddresses gives each ring's guest-physical addresses (asking only
 // what cannot change the device), then HMP gpa2hva turns each into
 // QEMU's own.
-func resolveRings(ctx context.Context, c *qmp.Client, path string, t Target, st *virtioStatus) (*ringState, error) {
+func resolveRings(ctx context.Context, c Monitor, path string, t Target, st *virtioStatus) (*ringState, error) {
 	pairs := t.QueuePairs
 	if n := st.NumVQs / 2; n > 0 && (pairs <= 0 || pairs > n) {
 		pairs = n
@@ -510,7 +529,7 @@ func resolveRings(ctx context.Context, c *qmp.Client, path string, t Target, st 
 		return nil, fmt.Errorf("the device has no data queues (num-vqs %d): %w", st.NumVQs, ErrInvalid)
 	}
 	pid := t.PID
-	if p, err := c.PeerPID(); err == nil {
+	if p, err := peerPID(c); err == nil {
 		if pid != 0 && p != pid {
 			return nil, fmt.Errorf("the monitor is served by pid %d, not the VM's pid %d: %w", p, pid, ErrInvalid)
 		}
@@ -574,7 +593,7 @@ var errNotAsked = fmt.Errorf("vhost is stopped (the VM paused, its link down, or
 // then). On a tap (the kernel's vhost-net: VHOST_GET_VRING_BASE only
 // reads last_avail_idx) and on netdevs without vhost it is harmless, as
 // it is for every other queue (no vhost device answers for them).
-func queueAddresses(ctx context.Context, c *qmp.Client, path string, q int, t Target) (queueAddrs, error) {
+func queueAddresses(ctx context.Context, c Monitor, path string, q int, t Target) (queueAddrs, error) {
 	args := map[string]any{"path": path, "queue": q}
 	if q < 2 {
 		raw, err := c.Execute(ctx, "x-query-virtio-vhost-queue-status", args)
@@ -611,10 +630,14 @@ func queueStatusSafe(netdevType string) bool {
 
 // gpa2hva asks QEMU where a guest-physical address is in its own memory
 // (HMP gpa2hva, through human-monitor-command).
-func gpa2hva(ctx context.Context, c *qmp.Client, gpa uint64) (uint64, error) {
+func gpa2hva(ctx context.Context, c Monitor, gpa uint64) (uint64, error) {
 	var out string
-	if err := c.Run(ctx, "human-monitor-command", map[string]string{"command-line": fmt.Sprintf("gpa2hva %#x", gpa)}, &out); err != nil {
+	raw, err := c.Execute(ctx, "human-monitor-command", map[string]string{"command-line": fmt.Sprintf("gpa2hva %#x", gpa)})
+	if err != nil {
 		return 0, fmt.Errorf("gpa2hva: %w", err)
+	}
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return 0, fmt.Errorf("gpa2hva: the reply is not a string: %v: %w", err, ErrInvalid)
 	}
 	return parseGPA2HVA(out)
 }

@@ -113,6 +113,9 @@ func fromRecord(n *state.NIC) Target {
 	if t.QueuePairs < 1 {
 		t.QueuePairs = 1
 	}
+	if l := n.Libvirt; l != nil {
+		t.Libvirt = &LibvirtTarget{URI: l.URI, UUID: l.UUID, Alias: l.Alias}
+	}
 	return t
 }
 
@@ -303,15 +306,25 @@ func describeNIC(ctx context.Context, c *qmp.Client, path, info string, st *virt
 
 // mergeTargets adds found to ts, leaving out NICs ts already has (same
 // QEMU pid and NIC id).
+//
+// A libvirt domain's NIC is the same one when the domain (UUID) and the
+// alias are: netctl's record of it knows no QEMU pid.
 func mergeTargets(ts, found []Target) []Target {
 	have := map[string]bool{}
 	for _, t := range ts {
 		have[fmt.Sprint(t.PID, "\x00", t.NIC)] = true
+		if l := t.Libvirt; l != nil {
+			have["lv\x00"+l.UUID+"\x00"+l.Alias] = true
+		}
 	}
 	for _, t := range found {
-		if !have[fmt.Sprint(t.PID, "\x00", t.NIC)] {
-			ts = append(ts, t)
+		if have[fmt.Sprint(t.PID, "\x00", t.NIC)] {
+			continue
 		}
+		if l := t.Libvirt; l != nil && have["lv\x00"+l.UUID+"\x00"+l.Alias] {
+			continue
+		}
+		ts = append(ts, t)
 	}
 	return ts
 }

@@ -52,6 +52,18 @@ type Target struct {
 	// NIC found over QMP). With several vhost-net NICs in one QEMU, vhost
 	// workers are attributed in this order. (Extension of the agreed API.)
 	Attached time.Time
+	// Libvirt: the NIC is a libvirt domain's (its monitor is libvirt's):
+	// read through libvirt's API (see Options.LibvirtMonitor). (Extension
+	// of the agreed API.)
+	Libvirt *LibvirtTarget
+}
+
+// qomID is the NIC's device id in QEMU: a libvirt interface's alias.
+func (t Target) qomID() string {
+	if t.Libvirt != nil && t.Libvirt.Alias != "" {
+		return t.Libvirt.Alias
+	}
+	return t.NIC
 }
 
 // Key identifies a target across collections (VM, QEMU's pid and start
@@ -123,6 +135,14 @@ type NICStats struct {
 	// source gave nothing ("not provided by this driver", "monitor busy:
 	// held by pid N (libvirtd)", "VM gone").
 	Missing map[string]string
+	// LinkFrom is "libvirt" when Link came from libvirt's interface
+	// counters (virDomainInterfaceStats: the tap is not on this host);
+	// "" when from the link itself. (Extension of the agreed API.)
+	LinkFrom string
+	// Tainted: QEMU was asked through libvirt's monitor passthrough in
+	// this collection (Options.LibvirtMonitor): libvirt has marked the
+	// domain "tainted: custom-monitor". (Extension of the agreed API.)
+	Tainted bool
 }
 
 func (s *NICStats) missing(source, why string) {

@@ -22,11 +22,7 @@ func libvirtFor(c *cli.Context, path string) (uri string, ok bool, err error) {
 		}
 		uri, ok = c.String("libvirt"), true
 	} else if vm != "" && c.String("qmp") == "" {
-		if v, ferr := qemuproc.Find(vm); ferr == nil {
-			for _, m := range v.Monitors {
-				ok = ok || m.Libvirt
-			}
-		}
+		ok = runByLibvirt(vm)
 	}
 	if !ok {
 		return "", false, nil
@@ -37,6 +33,21 @@ func libvirtFor(c *cli.Context, path string) (uri string, ok bool, err error) {
 		}
 	}
 	return uri, true, nil
+}
+
+// runByLibvirt says a QEMU named vm runs with libvirt's monitor: a
+// libvirt domain.
+func runByLibvirt(vm string) bool {
+	v, err := qemuproc.Find(vm)
+	if err != nil {
+		return false
+	}
+	for _, m := range v.Monitors {
+		if m.Libvirt {
+			return true
+		}
+	}
+	return false
 }
 
 // attachLibvirt is netctl attach on a libvirt domain (libvirtattach).

@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/netctl/netctl/libvirtdom"
 	"github.com/netctl/netctl/policy/diagnose"
 	"github.com/netctl/netctl/policy/diagnose/gather"
 	"github.com/netctl/netctl/qmp"
@@ -17,13 +18,21 @@ func diagnoseCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "diagnose",
 		Usage: "why is an offload on or off in a guest: every virtio-net feature bit of a running QEMU NIC, offered, acknowledged, honoured by the backend, with the reason",
-		Description: "Live: netctl diagnose --qmp /run/vm.qmp [--id net0], for a QEMU started with -qmp unix:/run/vm.qmp,server=on,wait=off.\n" +
+		Description: "Live: netctl diagnose --qmp /run/vm.qmp [--id net0], for a QEMU started with -qmp unix:/run/vm.qmp,server=on,wait=off\n" +
+			"(or --vm NAME, by QEMU's -name).\n" +
+			"A libvirt domain: netctl diagnose --vm DOMAIN [--libvirt URI] reads what libvirt reports (the live XML: each\n" +
+			"interface's type, target dev, MAC, <driver> and queues) and the tap on this host, and lists what only QEMU's monitor\n" +
+			"knows; --qemu-monitor [--id ALIAS] asks QEMU for it through libvirt (virDomainQemuMonitorCommand) and explains every\n" +
+			"feature bit, after which libvirt marks the domain \"tainted: custom-monitor\" (the output says so).\n" +
 			"Offline: netctl diagnose --from SNAPSHOT.json, from an earlier --save.\n" +
 			"libvirt keeps its QMP socket to itself; save QEMU's reply with virsh and name the tap:\n" +
 			"  virsh qemu-monitor-command DOMAIN '{\"execute\":\"x-query-virtio-status\",\"arguments\":{\"path\":\"/machine/peripheral/net0/virtio-backend\"}}' > st.json\n" +
 			"  netctl diagnose --from st.json --tap vnet0",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "qmp", Usage: "QEMU's QMP socket"},
+			&cli.StringFlag{Name: "vm", Usage: "the VM by QEMU's -name, or a libvirt domain by name or UUID"},
+			&cli.StringFlag{Name: "libvirt", Value: libvirtdom.DefaultURI, Usage: "with --vm: the libvirt connection of the domain; a VM whose monitor libvirt holds is a domain on the default URI"},
+			&cli.BoolFlag{Name: "qemu-monitor", Usage: "for a libvirt domain: also ask QEMU (guest-acked features, vhost) through libvirt's monitor passthrough; libvirt then marks the domain \"tainted: custom-monitor\""},
 			&cli.StringFlag{Name: "id", Usage: "the NIC's id (-device virtio-net-pci,...,id=ID); needed when QEMU has several"},
 			&cli.StringFlag{Name: "lower", Usage: "also read this device's ethtool features (the uplink); a macvtap's link by default"},
 			&cli.StringFlag{Name: "from", Usage: "explain a snapshot saved with --save instead of asking QEMU"},
@@ -35,6 +44,36 @@ func diagnoseCommand() *cli.Command {
 		},
 		Action: func(c *cli.Context) error {
 			var snap *diagnose.Snapshot
+			uri, lv, err := libvirtStatsFor(c, path)
+			if err != nil {
+				return err
+			}
+			if c.Bool("qemu-monitor") && !lv {
+				return usageErr(path, "--qemu-monitor is for a libvirt domain (--vm DOMAIN): a hand-run QEMU's own monitor is read without it")
+			}
+			switch {
+			case c.String("vm") != "" && (c.String("qmp") != "" || c.String("from") != ""):
+				return usageErr(path, "give one of --vm, --qmp and --from")
+			case lv:
+				if c.String("tap") != "" {
+					return usageErr(path, "--tap goes with --from; on a libvirt domain netctl reads the tap libvirt names")
+				}
+				if c.Duration("timeout") <= 0 {
+					return usageErr(path, "--timeout %s: use a positive duration (default 30s)", c.Duration("timeout"))
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), c.Duration("timeout"))
+				defer cancel()
+				return diagnoseLibvirt(ctx, c.App.Writer, diagnoseLibvirtOptions{URI: uri, Domain: c.String("vm"), ID: c.String("id"),
+					Lower: c.String("lower"), Save: c.String("save"), Monitor: c.Bool("qemu-monitor"), Probe: !c.Bool("no-probe"), JSON: c.Bool("json")})
+			case c.String("vm") != "" && c.Duration("timeout") > 0:
+				ctx, cancel := context.WithTimeout(context.Background(), c.Duration("timeout"))
+				defer cancel()
+				t, err := resolveTarget(ctx, c.String("vm"), "")
+				if err != nil {
+					return fmt.Errorf("diagnose: %w", err)
+				}
+				c.Set("qmp", t.Sock)
+			}
 			switch {
 			case c.String("from") != "" && c.String("qmp") != "":
 				return usageErr(path, "use --qmp SOCKET for a running QEMU or --from FILE for a saved snapshot, not both")

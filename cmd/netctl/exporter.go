@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/netctl/netctl/exporter"
+	"github.com/netctl/netctl/libvirtdom"
 	"github.com/netctl/netctl/stats"
 )
 
@@ -30,6 +31,9 @@ func exporterCommand() *cli.Command {
 			&cli.BoolFlag{Name: "allow-remote", Usage: "allow a --listen address that is not loopback"},
 			&cli.StringSliceFlag{Name: "vm", Usage: "also this VM's NICs, by QEMU's -name (repeatable)"},
 			&cli.StringSliceFlag{Name: "qmp", Usage: "also the NICs of the QEMU on this QMP socket (repeatable)"},
+			&cli.StringSliceFlag{Name: "domain", Usage: "also this libvirt domain's NICs (name or UUID, repeatable), through libvirt's API; a --vm whose monitor libvirt holds is one"},
+			&cli.StringFlag{Name: "libvirt", Value: libvirtdom.DefaultURI, Usage: "the libvirt connection of --domain"},
+			&cli.BoolFlag{Name: "qemu-monitor", Usage: "for libvirt domains' NICs: also count the rings, asking QEMU through libvirt's monitor passthrough at each scrape; libvirt then marks those domains \"tainted: custom-monitor\""},
 			&cli.DurationFlag{Name: "scrape-timeout", Value: 5 * time.Second, Usage: "bound on one scrape (1s to 5m); Prometheus's own scrape timeout lowers it"},
 			&cli.DurationFlag{Name: "ring-sample", Value: 100 * time.Millisecond, Usage: "read the rings' 16-bit indices this often between scrapes, so that no wrap is missed: a ring is followed up to 32768 descriptors per this interval (10ms to 10s; 0: only at scrapes)"},
 			&cli.DurationFlag{Name: "gone-for", Value: 5 * time.Minute, Usage: "how long a NIC no longer listed stays in the output with netctl_nic_up 0"},
@@ -63,12 +67,20 @@ func exporterCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			col := stats.NewCollector(stats.Options{Deadline: st})
+			col := stats.NewCollector(stats.Options{Deadline: st, LibvirtMonitor: c.Bool("qemu-monitor")})
 			if rs > 0 {
 				// Between scrapes (process_vm_readv only: no QMP, no fd).
 				go col.SampleEvery(ctx, rs)
 			}
-			src := &exporter.StatsSource{StateDir: runDir(), VMs: c.StringSlice("vm"), QMPs: qmps, Collector: col}
+			vms, domains := []string{}, c.StringSlice("domain")
+			for _, vm := range c.StringSlice("vm") {
+				if runByLibvirt(vm) {
+					domains = append(domains, vm)
+				} else {
+					vms = append(vms, vm)
+				}
+			}
+			src := &exporter.StatsSource{StateDir: runDir(), VMs: vms, QMPs: qmps, Domains: domains, LibvirtURI: c.String("libvirt"), Collector: col}
 			e := exporter.New(src, exporter.Options{ScrapeTimeout: st, GoneFor: c.Duration("gone-for")})
 			fmt.Fprintf(c.App.ErrWriter, "netctl exporter: serving http://%s/metrics\n", ln.Addr())
 			return exporter.Serve(ctx, ln, e.Handler())

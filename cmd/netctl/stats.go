@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
+	"github.com/netctl/netctl/libvirtdom"
 	"github.com/netctl/netctl/qemuproc"
 	"github.com/netctl/netctl/state"
 	"github.com/netctl/netctl/stats"
@@ -51,6 +52,8 @@ func statsCommand() *cli.Command {
 			"QEMU's memory, each queue pair's vhost-net worker thread, vdpa vstats. A source that gives nothing says why.\n" +
 			"With neither --vm nor --qmp: every NIC in netctl's state (/run/netctl, NETCTL_RUN_DIR).",
 		Flags: append(targetFlags(),
+			&cli.StringFlag{Name: "libvirt", Value: libvirtdom.DefaultURI, Usage: "with --vm: the libvirt connection of a libvirt domain (found by name or UUID); a VM whose monitor libvirt holds is one on the default URI"},
+			&cli.BoolFlag{Name: "qemu-monitor", Usage: "for a libvirt domain: also count the rings, asking QEMU through libvirt's monitor passthrough; libvirt then marks the domain \"tainted: custom-monitor\""},
 			&cli.StringFlag{Name: "id", Usage: "only this NIC (its device id in QEMU)"},
 			&cli.DurationFlag{Name: "interval", Value: time.Second, Usage: "time between samples (100ms to 1h)"},
 			&cli.BoolFlag{Name: "watch", Aliases: []string{"w"}, Usage: "keep sampling every --interval until interrupted"},
@@ -70,10 +73,20 @@ func statsCommand() *cli.Command {
 					return usageErr(path, "--id %q: %v", id, err)
 				}
 			}
+			uri, lv, err := libvirtStatsFor(c, path)
+			if err != nil {
+				return err
+			}
+			if c.Bool("qemu-monitor") && !lv {
+				return usageErr(path, "--qemu-monitor is for a libvirt domain (--vm DOMAIN): netctl reads a hand-run QEMU's own monitor without it")
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			w := &statsWatch{vm: vm, qmp: q, id: c.String("id"), interval: iv, json: c.Bool("json"),
-				out: c.App.Writer, col: stats.NewCollector(stats.Options{})}
+				out: c.App.Writer, col: stats.NewCollector(stats.Options{LibvirtMonitor: c.Bool("qemu-monitor")})}
+			if lv {
+				w.libvirt = &uri
+			}
 			if q != "" {
 				abs, err := filepath.Abs(q)
 				if err != nil {
@@ -100,6 +113,8 @@ type statsWatch struct {
 	json, clear bool
 	out         io.Writer
 	col         collector
+	// libvirt: --vm is a libvirt domain on this URI (nil: not one).
+	libvirt *string
 	// lister lists the targets (tests); nil is list.
 	lister func(context.Context) ([]stats.Target, error)
 
@@ -124,6 +139,9 @@ func nicKey(t stats.Target) string { return t.VM + "\x00" + t.QMP + "\x00" + t.N
 // records of that QEMU and whatever QEMU has), or every NIC in the state;
 // then --id.
 func (w *statsWatch) list(ctx context.Context) ([]stats.Target, error) {
+	if w.libvirt != nil {
+		return w.listLibvirt(ctx)
+	}
 	pid := 0
 	if w.vm != "" || w.qmp != "" {
 		v, err := qemuproc.Resolve(ctx, w.vm, w.qmp)

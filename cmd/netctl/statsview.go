@@ -52,6 +52,16 @@ type nicRates struct {
 	// Missing: source ("link", "queues", "workers", "vdpa", ...) -> why
 	// it gave nothing this interval.
 	Missing map[string]string `json:"missing,omitempty"`
+	// Libvirt: the NIC is a libvirt domain's, read through libvirt's API
+	// (the domain's UUID).
+	Libvirt string `json:"libvirt_domain,omitempty"`
+	// LinkFrom: "libvirt" when rx and tx are libvirt's interface counters
+	// (virDomainInterfaceStats), the tap not being on this host.
+	LinkFrom string `json:"link_from,omitempty"`
+	// Tainted: "custom-monitor" when --qemu-monitor asked QEMU through
+	// libvirt's monitor passthrough: libvirt has marked the domain
+	// "tainted: custom-monitor".
+	Tainted string `json:"tainted,omitempty"`
 }
 
 // dirRates are one direction's link counters per second (whole NIC:
@@ -167,6 +177,12 @@ func writeStatsTable(w io.Writer, s statsSample) error {
 				}
 				perQueue = true
 			}
+		}
+		if n.Tainted != "" {
+			notes = append(notes, fmt.Sprintf("%s: --qemu-monitor asked QEMU through libvirt (virDomainQemuMonitorCommand): libvirt has marked domain %s \"tainted: %s\"", nicName(n), n.VM, n.Tainted))
+		}
+		if n.LinkFrom == "libvirt" {
+			notes = append(notes, fmt.Sprintf("%s: rx and tx are libvirt's interface counters (virDomainInterfaceStats): the tap is not on this host", nicName(n)))
 		}
 		for _, src := range sortedKeys(n.Missing) {
 			notes = append(notes, fmt.Sprintf("%s: no %s: %s", nicName(n), src, n.Missing[src]))
@@ -351,7 +367,13 @@ func wrap(s string, width int) []string {
 // there is no honest figure for it.
 func nicView(prev, cur stats.NICStats) nicRates {
 	t := cur.Target
-	n := nicRates{VM: t.VM, NIC: t.NIC, QMP: t.QMP, Backend: t.Backend, Link: t.Link, State: stateUp}
+	n := nicRates{VM: t.VM, NIC: t.NIC, QMP: t.QMP, Backend: t.Backend, Link: t.Link, State: stateUp, LinkFrom: cur.LinkFrom}
+	if t.Libvirt != nil {
+		n.Libvirt = t.Libvirt.UUID
+	}
+	if cur.Tainted || prev.Tainted {
+		n.Tainted = "custom-monitor"
+	}
 	if len(cur.Missing) > 0 {
 		n.Missing = make(map[string]string, len(cur.Missing))
 		for k, v := range cur.Missing {

@@ -40,13 +40,42 @@ type Options struct {
 	Probe bool   // probe the host too (tun offloads by trial; needs root)
 }
 
+// Monitor is what gathering asks of QEMU's monitor: one QMP command,
+// its "return" value decoded into out, QEMU's error reply as a
+// *qmp.Error. A *qmp.Client is one, and so is libvirt's passthrough
+// (libvirtdom.Passthrough), for a domain whose monitor libvirt holds.
+type Monitor interface {
+	Run(ctx context.Context, cmd string, args, out any) error
+}
+
 // Gather reads a running QEMU's NIC and its backend into a snapshot.
 // Only QEMU's own answers are required; what the host could not tell is
 // listed in Snapshot.Errors.
 func Gather(ctx context.Context, c *qmp.Client, o Options) (*diagnose.Snapshot, error) {
-	s := &diagnose.Snapshot{Format: diagnose.Format}
 	v := c.Greeting.QMP.Version.QEMU
-	s.QEMU = fmt.Sprintf("%d.%d.%d", v.Major, v.Minor, v.Micro)
+	pid, err := c.PeerPID()
+	return gather(ctx, c, fmt.Sprintf("%d.%d.%d", v.Major, v.Minor, v.Micro), pid, err, o)
+}
+
+// GatherVia is Gather over another monitor m (libvirt's passthrough) of
+// the QEMU whose pid is pid (0: unknown; then QEMU's fds and command
+// line are not read). QEMU's version is asked (query-version).
+func GatherVia(ctx context.Context, m Monitor, pid int, o Options) (*diagnose.Snapshot, error) {
+	var v struct {
+		QEMU struct{ Major, Minor, Micro int } `json:"qemu"`
+	}
+	if err := m.Run(ctx, "query-version", nil, &v); err != nil {
+		return nil, fmt.Errorf("diagnose: %w", err)
+	}
+	var perr error
+	if pid <= 0 {
+		pid, perr = 0, errors.New("not known (QEMU's fds and command line are not read)")
+	}
+	return gather(ctx, m, fmt.Sprintf("%d.%d.%d", v.QEMU.Major, v.QEMU.Minor, v.QEMU.Micro), pid, perr, o)
+}
+
+func gather(ctx context.Context, c Monitor, version string, pid int, pidErr error, o Options) (*diagnose.Snapshot, error) {
+	s := &diagnose.Snapshot{Format: diagnose.Format, QEMU: version}
 
 	var devs []struct{ Path, Name string }
 	if err := c.Run(ctx, "x-query-virtio", nil, &devs); err != nil {
@@ -87,9 +116,8 @@ func Gather(ctx context.Context, c *qmp.Client, o Options) (*diagnose.Snapshot, 
 		s.Note("the NIC's netdev: %v", err)
 	}
 	readNetdev(ctx, s, c)
-	pid, err := c.PeerPID()
-	if err != nil {
-		s.Note("QEMU's process: %v", err)
+	if pidErr != nil {
+		s.Note("QEMU's process: %v", pidErr)
 	}
 	readCmdline(s, pid)
 	if err := inNetns(pid, func() error {
@@ -165,7 +193,7 @@ func nicIDs(paths []string) []string {
 	return ids
 }
 
-func readProps(ctx context.Context, s *diagnose.Snapshot, c *qmp.Client, dev string) {
+func readProps(ctx context.Context, s *diagnose.Snapshot, c Monitor, dev string) {
 	var list []struct{ Name, Type string }
 	if err := c.Run(ctx, "qom-list", map[string]string{"path": dev}, &list); err != nil {
 		s.Note("the NIC's properties: %v", err)
@@ -188,7 +216,7 @@ func readProps(ctx context.Context, s *diagnose.Snapshot, c *qmp.Client, dev str
 // readDefaults reads the NIC's type and that type's default feature
 // property values (device-list-properties): what the device offers
 // unless something drops it.
-func readDefaults(ctx context.Context, s *diagnose.Snapshot, c *qmp.Client, dev string) {
+func readDefaults(ctx context.Context, s *diagnose.Snapshot, c Monitor, dev string) {
 	var typ string
 	if err := c.Run(ctx, "qom-get", map[string]string{"path": dev, "property": "type"}, &typ); err != nil {
 		s.Note("the NIC's type: %v", err)
@@ -229,7 +257,7 @@ func readCmdline(s *diagnose.Snapshot, pid int) {
 
 // readNetdev finds the netdev's type and options in "info network" (QMP
 // has no query for netdevs before QEMU 9).
-func readNetdev(ctx context.Context, s *diagnose.Snapshot, c *qmp.Client) {
+func readNetdev(ctx context.Context, s *diagnose.Snapshot, c Monitor) {
 	if s.Netdev.ID == "" {
 		return
 	}
