@@ -68,7 +68,10 @@ type Result struct {
 // netctl was asked to manage can make prepare fail. started, reconnect
 // and release never fail for a reason libvirt could act on: libvirt
 // stops a domain whose started hook fails and kills one whose reconnect
-// hook fails, so those log and note instead.
+// hook fails, so those log and note instead. release also reads the
+// domain's <uuid> from the XML (nothing else): what netctl attach --vm
+// made for the domain is recorded under it, and goes too
+// (releaseAttached).
 func (h *Hook) Run(ctx context.Context, domain, op, subop string, domainXML io.Reader) (*Result, error) {
 	res, err := h.run(ctx, domain, op, subop, domainXML)
 	if err != nil && op == "reconnect" && subop == "begin" {
@@ -85,7 +88,18 @@ func (h *Hook) run(ctx context.Context, domain, op, subop string, domainXML io.R
 	case "started begin":
 		return h.Started(ctx, domain), nil
 	case "release end":
-		return h.Release(ctx, domain)
+		// What netctl attach --vm made for the domain is keyed by its
+		// UUID, which only the XML on stdin says.
+		uuid := domainUUID(domainXML)
+		res, err := h.Release(ctx, domain)
+		if res == nil {
+			res = &Result{Domain: domain, Op: op}
+		}
+		h.releaseAttached(ctx, domain, uuid, res)
+		if err != nil {
+			return nil, err
+		}
+		return res, nil
 	default:
 		return &Result{Domain: domain, Op: op}, nil
 	}
