@@ -155,3 +155,23 @@ func (h *Hook) releaseAttached(ctx context.Context, domain, uuid string, res *Re
 		say(true, what, n.ID)
 	}
 }
+
+// attachedHolds says whether a record of netctl attach on domain uuid
+// holds tap name with ifindex: such a tap is that record's, never the
+// hook's (a reconnect does not take it).
+func (h *Hook) attachedHolds(uuid, name string, ifindex int) bool {
+	uuid = strings.ToLower(uuid)
+	if !uuidPattern.MatchString(uuid) {
+		return false
+	}
+	nics, _, err := h.Store.List(state.LibvirtKey(uuid))
+	if err != nil {
+		return true // cannot tell: leave it to the record
+	}
+	for _, n := range nics {
+		if n.Libvirt != nil && n.Libvirt.UUID == uuid && n.Tap != nil && n.Tap.Name == name && n.Tap.Ifindex == ifindex {
+			return true
+		}
+	}
+	return false
+}

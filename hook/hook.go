@@ -156,7 +156,17 @@ func (h *Hook) run(ctx context.Context, domain, op, subop string, domainXML io.R
 		return nil, fmt.Errorf("domain %s: netctl's records: %w", clip(domain), h.StoreErr)
 	}
 	if op == "prepare" {
-		return h.Prepare(ctx, p)
+		// A run that ended without its release (libvirtd died, or the
+		// release found an attach holding the lock) may have left what
+		// netctl attach made for it: the domain is not running, so it
+		// goes now, before its taps' names are needed again.
+		pre := &Result{}
+		h.releaseAttached(ctx, domain, strings.ToLower(p.UUID), pre)
+		res, err := h.Prepare(ctx, p)
+		if res != nil {
+			res.Done, res.Notes = append(pre.Done, res.Done...), append(pre.Notes, res.Notes...)
+		}
+		return res, err
 	}
 	return h.Reconnect(ctx, p)
 }
@@ -467,7 +477,7 @@ func (h *Hook) Reconnect(ctx context.Context, p *Plan) (*Result, error) {
 		for _, it := range p.Interfaces {
 			switch it.Kind {
 			case KindTap:
-				if ix := h.Devices.MarkedTapIndex(it.Name); ix != 0 {
+				if ix := h.Devices.MarkedTapIndex(it.Name); ix != 0 && !h.attachedHolds(p.UUID, it.Name, ix) {
 					rec.Taps = append(rec.Taps, state.HookTap{Link: state.Link{Name: it.Name, Ifindex: ix, Created: true},
 						MAC: macString(it), Queues: max(it.Queues, 1), Owner: p.Owner, MTU: it.MTU})
 				}
