@@ -129,10 +129,10 @@ func TestDomainUUID(t *testing.T) {
 	for in, want := range map[string]string{
 		lvXML: lvUUID,
 		`<domain><name>x</name><metadata><uuid>` + lvOtherUUID + `</uuid></metadata><uuid>` + lvUUID + `</uuid></domain>`: lvUUID,
-		`<domain><uuid>not-a-uuid</uuid></domain>`:                   "",
-		`<network><uuid>` + lvUUID + `</uuid></network>`:             "",
-		`<domain><name>x</name>`:                                      "",
-		"":                                                            "",
+		`<domain><uuid>not-a-uuid</uuid></domain>`:       "",
+		`<network><uuid>` + lvUUID + `</uuid></network>`: "",
+		`<domain><name>x</name>`:                         "",
+		"":                                               "",
 		`<domain><uuid>` + strings.Repeat("a", 1<<20) + `</uuid></domain>`: "",
 	} {
 		if got := domainUUID(strings.NewReader(in)); got != want {

@@ -22,4 +22,3 @@ func PersistentTapName(uuid, id string) string {
 	h := sha256.Sum256([]byte(strings.ToLower(uuid) + "/" + id))
 	return PersistentTapPrefix + hex.EncodeToString(h[:4])
 }
-
