@@ -134,7 +134,9 @@ func (e *lvEnv) nothingLeft(t *testing.T, when, domain string) {
 // the definition with a tap name of its own (nctlpXXXXXXXX); destroy
 // deletes its tap and record too, and at the next virsh start the hook
 // makes the tap again (by the interface's alias ua-netctl-ID), so the
-// domain starts with the NIC and the guest answers pings across it.
+// domain starts with the NIC and the guest answers pings across it;
+// netctl detach then removes it from the domain and its definition and
+// deletes the tap.
 func TestHostLibvirtdAttachRelease(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -188,6 +190,16 @@ func TestHostLibvirtdAttachRelease(t *testing.T) {
 	}
 	guest.HostAddr(t, tap, "10.79.0.1/24")
 	guest.HostPing(t, "10.79.0.2", 3)
+	// netctl detach after the restart: no attach record now (the hook
+	// made the tap), found by its alias; out of the domain and its
+	// definition, the tap deleted.
+	if out, err := e.netctl("detach", "--vm", "lvper", "--id", "net1"); err != nil {
+		t.Errorf("netctl detach of the --persistent NIC after the restart: %v\n%s", err, out)
+	}
+	e.nothingLeft(t, "after detach of the --persistent NIC", "lvper")
+	if out, err := e.d.Virsh("domiflist", "lvper", "--inactive"); err != nil || strings.Contains(out, tap) {
+		t.Errorf("virsh domiflist --inactive after detach: %v\n%s", err, out)
+	}
 	if out, err := e.d.Virsh("destroy", "lvper"); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
