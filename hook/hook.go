@@ -68,7 +68,10 @@ type Result struct {
 // netctl was asked to manage can make prepare fail. started, reconnect
 // and release never fail for a reason libvirt could act on: libvirt
 // stops a domain whose started hook fails and kills one whose reconnect
-// hook fails, so those log and note instead.
+// hook fails, so those log and note instead. release also reads the
+// domain's <uuid> from the XML (nothing else): what netctl attach --vm
+// made for the domain is recorded under it, and goes too
+// (releaseAttached).
 func (h *Hook) Run(ctx context.Context, domain, op, subop string, domainXML io.Reader) (*Result, error) {
 	res, err := h.run(ctx, domain, op, subop, domainXML)
 	if err != nil && op == "reconnect" && subop == "begin" {
@@ -85,7 +88,18 @@ func (h *Hook) run(ctx context.Context, domain, op, subop string, domainXML io.R
 	case "started begin":
 		return h.Started(ctx, domain), nil
 	case "release end":
-		return h.Release(ctx, domain)
+		// What netctl attach --vm made for the domain is keyed by its
+		// UUID, which only the XML on stdin says.
+		uuid := domainUUID(domainXML)
+		res, err := h.Release(ctx, domain)
+		if res == nil {
+			res = &Result{Domain: domain, Op: op}
+		}
+		h.releaseAttached(ctx, domain, uuid, res)
+		if err != nil {
+			return nil, err
+		}
+		return res, nil
 	default:
 		return &Result{Domain: domain, Op: op}, nil
 	}
@@ -142,7 +156,17 @@ func (h *Hook) run(ctx context.Context, domain, op, subop string, domainXML io.R
 		return nil, fmt.Errorf("domain %s: netctl's records: %w", clip(domain), h.StoreErr)
 	}
 	if op == "prepare" {
-		return h.Prepare(ctx, p)
+		// A run that ended without its release (libvirtd died, or the
+		// release found an attach holding the lock) may have left what
+		// netctl attach made for it: the domain is not running, so it
+		// goes now, before its taps' names are needed again.
+		pre := &Result{}
+		h.releaseAttached(ctx, domain, strings.ToLower(p.UUID), pre)
+		res, err := h.Prepare(ctx, p)
+		if res != nil {
+			res.Done, res.Notes = append(pre.Done, res.Done...), append(pre.Notes, res.Notes...)
+		}
+		return res, err
 	}
 	return h.Reconnect(ctx, p)
 }
@@ -453,7 +477,7 @@ func (h *Hook) Reconnect(ctx context.Context, p *Plan) (*Result, error) {
 		for _, it := range p.Interfaces {
 			switch it.Kind {
 			case KindTap:
-				if ix := h.Devices.MarkedTapIndex(it.Name); ix != 0 {
+				if ix := h.Devices.MarkedTapIndex(it.Name); ix != 0 && !h.attachedHolds(p.UUID, it.Name, ix) {
 					rec.Taps = append(rec.Taps, state.HookTap{Link: state.Link{Name: it.Name, Ifindex: ix, Created: true},
 						MAC: macString(it), Queues: max(it.Queues, 1), Owner: p.Owner, MTU: it.MTU})
 				}

@@ -54,7 +54,19 @@ type Interface struct {
 	Link    string           // vdpa: the path the XML names (VDPADir/NAME)
 	Backend string           // metadata: backend preference (vdpa, vhost-net, userspace)
 	Profile string           // metadata: policy profile
+	// Attached: the interface is netctl's by its alias alone
+	// (AttachAliasPrefix: netctl attach --persistent put it in the
+	// persistent definition), not by metadata or the config.
+	Attached bool
 }
+
+// AttachAliasPrefix starts the alias of every interface netctl attach
+// --vm gives a libvirt domain (ua-netctl-ID; libvirtattach.Alias). An
+// ethernet interface with <target managed='no'/> and such an alias is
+// netctl's without metadata: netctl attach --persistent put it in the
+// persistent definition, so at the next start the hook makes its tap,
+// which the release that ended the last run deleted.
+const AttachAliasPrefix = "ua-netctl-"
 
 // Plan is what the hook will do for one domain.
 type Plan struct {
@@ -143,7 +155,7 @@ func Marks(cfg *Config) [][]byte {
 	if cfg != nil {
 		dir = cfg.VDPADir
 	}
-	m := [][]byte{[]byte(Namespace), []byte(dir + "/")}
+	m := [][]byte{[]byte(Namespace), []byte(dir + "/"), []byte("'" + AttachAliasPrefix), []byte(`"` + AttachAliasPrefix)}
 	if cfg != nil && cfg.Manage == ManageAll {
 		m = append(m, []byte("ethernet"), []byte("direct"))
 	}
@@ -182,6 +194,9 @@ type liteIface struct {
 	Target *struct {
 		Managed string `xml:"managed,attr"`
 	} `xml:"target"`
+	Alias *struct {
+		Name string `xml:"name,attr"`
+	} `xml:"alias"`
 	Inner string `xml:",innerxml"`
 }
 
@@ -331,7 +346,8 @@ func managed(l *liteIface, meta map[string]*metaEntry, cfg *Config) bool {
 	case "vdpa":
 		return l.Source != nil && filepath.Dir(l.Source.Dev) == cfg.VDPADir
 	case "ethernet":
-		return cfg.Manage == ManageAll && l.Target != nil && l.Target.Managed == "no"
+		return (cfg.Manage == ManageAll || l.Alias != nil && strings.HasPrefix(l.Alias.Name, AttachAliasPrefix)) &&
+			l.Target != nil && l.Target.Managed == "no"
 	case "direct":
 		return cfg.Manage == ManageAll
 	}
@@ -478,9 +494,11 @@ func planInterface(x *libvirtxml.DomainInterface, i int, meta map[string]*metaEn
 			}
 			return nil, nil
 		}
-		if !listed && cfg.Manage != ManageAll {
+		attached := x.Alias != nil && strings.HasPrefix(x.Alias.Name, AttachAliasPrefix)
+		if !listed && !attached && cfg.Manage != ManageAll {
 			return nil, nil
 		}
+		it.Attached = attached && !listed && cfg.Manage != ManageAll
 		if !ifnameOK(x.Target.Dev) {
 			return nil, fmt.Errorf("interface %s: <target dev=%q>: use an interface name of 1 to 15 characters without '/', ':', '%%' or spaces: %w", ifaceName(mac, i), clip(x.Target.Dev), errs.ErrInvalid)
 		}

@@ -175,13 +175,20 @@ func Attach(ctx context.Context, r Request) (*state.NIC, error) {
 	// made, so the record names the template first: a kill in between
 	// leaves a marked tap the record cannot name, which the hook's and
 	// gc's rules never take for anyone's (no record holds it).
-	ifindex, err := h.CreateTap(hostnic.PersistentTap{Name: hostnic.TapTemplate, Queues: r.Queues, MTU: r.MTU, Owner: hostnic.NoOwner})
+	// With --persistent the definition names the tap, which the hook
+	// makes again at the next start: a name of its own (see
+	// PersistentTapName).
+	template := hostnic.TapTemplate
+	if r.Persistent {
+		template = PersistentTapName(dom.UUID, r.ID)
+	}
+	ifindex, err := h.CreateTap(hostnic.PersistentTap{Name: template, Queues: r.Queues, MTU: r.MTU, Owner: hostnic.NoOwner})
 	if err != nil {
 		return fail(step("create the tap", err))
 	}
 	tapName, err := hostnic.LinkName(ifindex)
 	if err != nil {
-		_, derr := h.DeleteTap(hostnic.TapTemplate, ifindex)
+		_, derr := h.DeleteTap(template, ifindex)
 		return fail(step("create the tap", errors.Join(err, derr)))
 	}
 	undo = append(undo, func(context.Context) error {

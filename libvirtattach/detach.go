@@ -70,6 +70,9 @@ func Detach(ctx context.Context, r DetachRequest) error {
 	defer lock.Unlock()
 	nic, err := store.Load(key, r.ID)
 	if errors.Is(err, state.ErrNotFound) {
+		if found, err := detachRestarted(ctx, c, dom, h, r); found {
+			return err
+		}
 		return fmt.Errorf("detach: netctl has no NIC %s on domain %s (netctl list shows what it attached): %w", r.ID, dom.Name, errs.ErrInvalid)
 	}
 	if err != nil {
@@ -233,4 +236,48 @@ func cleanGone(ctx context.Context, store *state.Store, h hostnic.Host, r Detach
 		return fmt.Errorf("detach: remove the record: %w", err)
 	}
 	return nil
+}
+
+// detachRestarted detaches NIC r.ID that netctl attach --persistent gave
+// the domain before it was restarted: the release that ended that run
+// removed the record, and at the start the hook made the tap again (its
+// own record holds it until the next release). It acts only on an
+// interface with netctl's alias whose tap is the one --persistent names
+// (PersistentTapName): out of the definition and the live domain, then
+// the tap, while it carries netctl's mark. found is false when the domain
+// has no such interface.
+func detachRestarted(ctx context.Context, c *libvirtdom.Conn, dom libvirtdom.Domain, h hostnic.Host, r DetachRequest) (found bool, err error) {
+	alias, tap := Alias(r.ID), PersistentTapName(dom.UUID, r.ID)
+	for _, config := range []bool{true, false} {
+		b, err := c.XML(ctx, dom, config)
+		if err != nil {
+			return false, nil
+		}
+		x, err := libvirtdom.ParseDomain(b)
+		if err != nil || x.Devices == nil {
+			continue
+		}
+		for i := range x.Devices.Interfaces {
+			it := &x.Devices.Interfaces[i]
+			if libvirtdom.Alias(it) == alias && it.Target != nil && it.Target.Dev == tap {
+				found = true
+			}
+		}
+	}
+	if !found {
+		return false, nil
+	}
+	nic := &state.NIC{ID: r.ID, Libvirt: &state.Libvirt{UUID: dom.UUID, Alias: alias, Persistent: true}}
+	if err := unplug(ctx, c, dom, nic, r.Wait); err != nil {
+		if errors.Is(err, ErrPending) {
+			return true, fmt.Errorf("detach: %w: the tap stays until the guest releases %s; run netctl detach again", err, alias)
+		}
+		return true, fmt.Errorf("detach: %w", err)
+	}
+	if ix := h.MarkedTapIndex(tap); ix != 0 {
+		if _, err := h.DeleteTap(tap, ix); err != nil {
+			return true, fmt.Errorf("detach: delete tap %s (the NIC is out of the domain): %w", tap, err)
+		}
+	}
+	return true, nil
 }

@@ -18,4 +18,15 @@
 // ua-netctl-ID), waits for libvirt's device-removed event, then deletes
 // the tap (only while it carries netctl's mark and the recorded ifindex)
 // and the record.
+//
+// When the domain stops, netctl's libvirt hook (its release) deletes what
+// a live attach made: the records of the domain's UUID and their taps.
+// With Persistent the interface is also in the persistent definition, on
+// a tap named for the domain and the id (PersistentTapName): at the next
+// start the hook makes that tap again (it knows the interface by its
+// alias), and Detach, finding no record then, finds the NIC through
+// libvirt by its alias and tap name. Attaches to one domain are
+// serialised by the domain's lock (state.LibvirtKey); the release waits
+// for it only briefly, since an attach holding it may be waiting for
+// libvirt, which runs the release with the domain locked.
 package libvirtattach

@@ -97,7 +97,15 @@ func libvirtDetachFor(c *cli.Context, path string) (uri string, ok bool, err err
 	}
 	switch len(found) {
 	case 0:
-		return "", false, nil
+		// No record: a NIC attached with --persistent to a domain
+		// restarted since (the hook made its tap at the start) is found
+		// through libvirt, when libvirt runs the VM.
+		if v, ferr := qemuproc.Find(vm); ferr == nil {
+			for _, m := range v.Monitors {
+				ok = ok || m.Libvirt
+			}
+		}
+		return "", ok, nil
 	case 1:
 		return found[0].Libvirt.URI, true, nil
 	}

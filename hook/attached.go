@@ -1,0 +1,177 @@
+package hook
+
+import (
+	"context"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/netctl/netctl/state"
+)
+
+// attachedLockWait bounds how long release waits for the lock of a
+// domain's live-attached NICs. An attach or detach that holds it may be
+// waiting for libvirt, which waits for this hook (libvirt runs the
+// release with the domain locked): the hook gives up first, and that
+// attach then fails on the stopped domain and undoes itself.
+const attachedLockWait = 3 * time.Second
+
+var uuidPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+
+// domainUUID is the <uuid> of the root <domain> in the XML r holds
+// (read up to MaxXML bytes, stopping at the uuid), canonical lower case;
+// "" when there is none or it is not a UUID.
+func domainUUID(r io.Reader) string {
+	if r == nil {
+		return ""
+	}
+	dec := xml.NewDecoder(io.LimitReader(r, MaxXML))
+	depth := 0
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		switch t := tok.(type) {
+		case xml.StartElement:
+			depth++
+			if depth == 1 && t.Name.Local != "domain" {
+				return ""
+			}
+			if depth == 2 && t.Name.Local == "uuid" {
+				var s struct {
+					Text string `xml:",chardata"`
+				}
+				if dec.DecodeElement(&s, &t) != nil || len(s.Text) > 64 {
+					return ""
+				}
+				u := strings.ToLower(strings.TrimSpace(s.Text))
+				if !uuidPattern.MatchString(u) {
+					return ""
+				}
+				return u
+			}
+			if depth == 2 {
+				if dec.Skip() != nil {
+					return ""
+				}
+				depth--
+			}
+		case xml.EndElement:
+			depth--
+		}
+	}
+}
+
+// releaseAttached deletes what netctl attach --vm made for the stopped
+// libvirt domain uuid (its records in this run dir, keyed
+// state.LibvirtKey(uuid)): each tap only while it carries netctl's mark
+// and the recorded ifindex (hostnic's DeleteTap), then the record. It is
+// best-effort: it never fails (libvirt only logs a failed release, and
+// the domain is gone either way), says what it did and did not in res,
+// and never calls libvirt. A NIC also added to the persistent definition
+// (Libvirt.Persistent) goes the same way: its interface stays in the
+// definition, and the next start's prepare makes its tap again (the
+// interface carries netctl's alias, ua-netctl-ID).
+func (h *Hook) releaseAttached(ctx context.Context, domain, uuid string, res *Result) {
+	if uuid == "" || h.Store == nil {
+		return
+	}
+	key := state.LibvirtKey(uuid)
+	say := func(done bool, format string, a ...any) {
+		s := fmt.Sprintf(format, a...)
+		h.logf("%s release: %s", clip(domain), s)
+		if done {
+			res.Done = append(res.Done, s)
+		} else {
+			res.Notes = append(res.Notes, s)
+		}
+	}
+	mine := func() ([]*state.NIC, error) {
+		nics, _, err := h.Store.List(key)
+		if err != nil {
+			return nil, err
+		}
+		var out []*state.NIC
+		for _, n := range nics {
+			if n.Libvirt != nil && n.Libvirt.UUID == uuid {
+				out = append(out, n)
+			}
+		}
+		return out, nil
+	}
+	nics, err := mine()
+	if err != nil {
+		say(false, "netctl attach's records: %v: none released", err)
+		return
+	}
+	if len(nics) == 0 {
+		return // no lock taken: nothing to wait for
+	}
+	lctx, cancel := context.WithTimeout(ctx, attachedLockWait)
+	defer cancel()
+	l, err := h.Store.Lock(lctx, key)
+	if err != nil {
+		say(false, "another netctl attach or detach on domain %s holds its lock (%v): left to it; what stays, netctl detach --vm %s --id ID removes",
+			uuid, err, uuid)
+		return
+	}
+	defer l.Unlock()
+	if nics, err = mine(); err != nil {
+		say(false, "netctl attach's records: %v: none released", err)
+		return
+	}
+	ns, nsErr := state.NetNS()
+	for _, n := range nics {
+		if n.Tap != nil && n.Tap.Created {
+			if nsErr == nil && n.NetNS != 0 && n.NetNS != ns {
+				say(false, "NIC %s: its tap %s was made in network namespace %d, this is %d: left, with its record (netctl detach --vm %s --id %s there removes it)",
+					n.ID, n.Tap.Name, n.NetNS, ns, uuid, n.ID)
+				continue
+			}
+			deleted, err := h.Devices.DeleteTap(n.Tap.Name, n.Tap.Ifindex)
+			if err != nil {
+				say(false, "NIC %s: tap %s: %v: its record stays (netctl detach --vm %s --id %s tries again)", n.ID, n.Tap.Name, err, uuid, n.ID)
+				continue
+			}
+			if deleted {
+				say(true, "deleted tap %s of NIC %s (netctl attach)", n.Tap.Name, n.ID)
+			} else {
+				say(false, "tap %s of NIC %s is gone, or is not the tap netctl made (not ifindex %d, or without netctl's mark): left alone", n.Tap.Name, n.ID, n.Tap.Ifindex)
+			}
+		}
+		if err := h.Store.Remove(key, n.ID); err != nil && !errors.Is(err, state.ErrNotFound) {
+			say(false, "NIC %s: removing its record: %v", n.ID, err)
+			continue
+		}
+		what := "removed the record of NIC %s (netctl attach)"
+		if n.Libvirt.Persistent {
+			what += "; its interface stays in the persistent definition, and the next start's prepare makes its tap again"
+		}
+		say(true, what, n.ID)
+	}
+}
+
+// attachedHolds says whether a record of netctl attach on domain uuid
+// holds tap name with ifindex: such a tap is that record's, never the
+// hook's (a reconnect does not take it).
+func (h *Hook) attachedHolds(uuid, name string, ifindex int) bool {
+	uuid = strings.ToLower(uuid)
+	if !uuidPattern.MatchString(uuid) {
+		return false
+	}
+	nics, _, err := h.Store.List(state.LibvirtKey(uuid))
+	if err != nil {
+		return true // cannot tell: leave it to the record
+	}
+	for _, n := range nics {
+		if n.Libvirt != nil && n.Libvirt.UUID == uuid && n.Tap != nil && n.Tap.Name == name && n.Tap.Ifindex == ifindex {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,145 @@
+package hook
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/netctl/netctl/hostnic"
+	"github.com/netctl/netctl/state"
+)
+
+const (
+	lvUUID      = "6a4f3b1e-0d2c-4e8f-9a7b-5c6d7e8f9a0b"
+	lvOtherUUID = "11111111-2222-3333-4444-555555555555"
+)
+
+// lvXML is what libvirt writes to the release hook's stdin: the domain's
+// XML, with its <uuid>, and nothing netctl's hook manages.
+const lvXML = `<domain type='qemu'>
+  <name>web1</name>
+  <uuid>` + "6A4F3B1E-0D2C-4E8F-9A7B-5C6D7E8F9A0B" + `</uuid>
+  <devices>
+    <interface type='ethernet'>
+      <mac address='52:54:00:00:00:01'/>
+      <target dev='nctl0' managed='no'/>
+      <alias name='ua-netctl-net1'/>
+    </interface>
+  </devices>
+</domain>`
+
+// liveNIC records NIC id, attached by netctl attach --vm to the libvirt
+// domain uuid, on a tap the fake made (marked, as hostnic makes it).
+func liveNIC(t *testing.T, h *Hook, f *fakeDevices, uuid, id, tap string) *state.NIC {
+	t.Helper()
+	ix, err := f.CreateTap(hostnic.PersistentTap{Name: tap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &state.NIC{Schema: state.Schema, VM: "web1", ID: id, Netdev: "hostua-netctl-" + id, Backend: "userspace", Queues: 1,
+		MAC: "52:54:00:00:00:01", Status: state.StatusAttached, Attached: time.Now().UTC(),
+		Tap:     &state.Link{Name: tap, Ifindex: ix, Created: true},
+		Libvirt: &state.Libvirt{URI: "qemu:///system", UUID: uuid, Alias: "ua-netctl-" + id}}
+	n.NetNS, _ = state.NetNS()
+	if err := h.Store.Create(n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestReleaseDeletesLiveAttached: release end of a libvirt domain deletes
+// the taps and records netctl attach --vm made for it (found by the UUID
+// in the XML on stdin), also when the hook prepared nothing for the
+// domain; another domain's live NIC, and a tap that is no longer the one
+// netctl made, are left alone.
+func TestReleaseDeletesLiveAttached(t *testing.T) {
+	f := newFake(t)
+	h, log, _ := newTestHook(t, f)
+	ctx := context.Background()
+	liveNIC(t, h, f, lvUUID, "net1", "nctl0")
+	liveNIC(t, h, f, lvUUID, "net2", "nctl1")
+	liveNIC(t, h, f, lvOtherUUID, "net1", "nctl2")
+	// nctl1 was deleted and someone else's tap took its name.
+	delete(f.marked, "nctl1")
+	res, err := h.Run(ctx, "web1", "release", "end", strings.NewReader(lvXML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.snapshot(); got != "eth0#2 nctl1#12 nctl2#13" {
+		t.Errorf("links after release: %s (want nctl0 deleted, the others left)", got)
+	}
+	if _, err := h.Store.Load(state.LibvirtKey(lvUUID), "net1"); !errors.Is(err, state.ErrNotFound) {
+		t.Errorf("record net1 after release: %v", err)
+	}
+	if _, err := h.Store.Load(state.LibvirtKey(lvUUID), "net2"); !errors.Is(err, state.ErrNotFound) {
+		t.Errorf("record net2 after release: %v (the domain stopped: the record goes, the tap not netctl's stays)", err)
+	}
+	if _, err := h.Store.Load(state.LibvirtKey(lvOtherUUID), "net1"); err != nil {
+		t.Errorf("the other domain's record: %v", err)
+	}
+	all := strings.Join(append(res.Done, res.Notes...), "\n")
+	for _, want := range []string{"deleted tap nctl0 of NIC net1 (netctl attach)", "tap nctl1 of NIC net2 is gone, or is not the tap netctl made"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("release said %q, want %q", all, want)
+		}
+	}
+	if !strings.Contains(log.String(), "web1 release: deleted tap nctl0 of NIC net1") {
+		t.Errorf("log:\n%s", log)
+	}
+	// Again: nothing left, nothing said.
+	if res, err := h.Run(ctx, "web1", "release", "end", strings.NewReader(lvXML)); err != nil || len(res.Done)+len(res.Notes) != 0 {
+		t.Errorf("second release: %+v %v", res, err)
+	}
+}
+
+// TestReleaseAttachedLockBusy: while an attach or detach holds the
+// domain's lock, release waits at most attachedLockWait, leaves the NIC
+// to it and still succeeds (libvirt's release is never failed).
+func TestReleaseAttachedLockBusy(t *testing.T) {
+	f := newFake(t)
+	h, _, _ := newTestHook(t, f)
+	ctx := context.Background()
+	liveNIC(t, h, f, lvUUID, "net1", "nctl0")
+	l, err := h.Store.Lock(ctx, state.LibvirtKey(lvUUID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock()
+	start := time.Now()
+	res, err := h.Run(ctx, "web1", "release", "end", strings.NewReader(lvXML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > attachedLockWait+2*time.Second {
+		t.Errorf("release took %v with the lock held", d)
+	}
+	if got := f.snapshot(); got != "eth0#2 nctl0#11" {
+		t.Errorf("links: %s (want the tap left to the lock's holder)", got)
+	}
+	if len(res.Notes) != 1 || !strings.Contains(res.Notes[0], "netctl detach --vm "+lvUUID+" --id ID") {
+		t.Errorf("notes %q", res.Notes)
+	}
+}
+
+// TestDomainUUID: the release reads the UUID of the root <domain> only,
+// canonical lower case; anything else gives "".
+func TestDomainUUID(t *testing.T) {
+	for in, want := range map[string]string{
+		lvXML: lvUUID,
+		`<domain><name>x</name><metadata><uuid>` + lvOtherUUID + `</uuid></metadata><uuid>` + lvUUID + `</uuid></domain>`: lvUUID,
+		`<domain><uuid>not-a-uuid</uuid></domain>`:       "",
+		`<network><uuid>` + lvUUID + `</uuid></network>`: "",
+		`<domain><name>x</name>`:                         "",
+		"":                                               "",
+		`<domain><uuid>` + strings.Repeat("a", 1<<20) + `</uuid></domain>`: "",
+	} {
+		if got := domainUUID(strings.NewReader(in)); got != want {
+			t.Errorf("domainUUID(%.60q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := domainUUID(nil); got != "" {
+		t.Errorf("nil reader: %q", got)
+	}
+}
