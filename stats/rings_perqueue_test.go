@@ -93,3 +93,38 @@ func TestStepOnOneQueueLeavesOthers(t *testing.T) {
 		}
 	}
 }
+
+// TestQueueResetLeavesOthersResolved: as TestQueueResetLeavesOtherQueues,
+// where each collection resolves the rings again (a vhost-user NIC whose
+// vhost is stopped: its first pair cannot be asked for, so only pair 1
+// is counted, and every collection finds its addresses afresh and
+// carries the counts over). Pair 1's rx is reset; its tx, at 20000,
+// must grow by the 20 it did. Before the fix the carry-over took the
+// suspect read as a reset of every queue: tx counted 20020.
+func TestQueueResetLeavesOthersResolved(t *testing.T) {
+	ctx := context.Background()
+	f := newFakeVM(t, 2, false)
+	f.mu.Lock()
+	f.vhostUser = true
+	f.mu.Unlock()
+	tg := fakeTarget(f, BackendVhostUser)
+	tg.NetdevType = "vhost-user"
+	c := NewCollector(Options{Deadline: 10 * time.Second})
+	f.setIdx(2, 40000, 39990)
+	f.setIdx(3, 20000, 19990)
+	base := c.Collect(ctx, []Target{tg})[0]
+	if len(base.Queues) != 2 {
+		t.Fatalf("queues %+v missing %v: want pair 1's two", base.Queues, base.Missing)
+	}
+	f.setIdx(3, 20010, 20000)
+	f.setIdx(2, 0, 0) // reset alone
+	c.Sample()
+	f.setIdx(3, 20020, 20010)
+	f.setIdx(2, 256, 3)
+	c.Sample()
+	s := c.Collect(ctx, []Target{tg})[0]
+	want := [][2]uint64{{256, 3}, {20, 20}}
+	if got := grew(base, s); !equal(got, want) {
+		t.Errorf("grew %v (missing %v), want %v", got, s.Missing, want)
+	}
+}
