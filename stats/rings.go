@@ -35,14 +35,12 @@ type ringState struct {
 	// without QMP) saw what a live ring never does (flags a driver or
 	// device never sets, indices back at 0, a jump of more than half the
 	// index range): nothing is counted from then on until a collection
-	// has checked the ring over QMP, which takes it as a reset.
+	// has checked the ring over QMP. Each queue keeps what such reads
+	// showed of it (ringQueue.seen): the collection restarts only the
+	// queues seen reset, rebases only those seen stepping, and counts
+	// the others on (a queue can be reset alone: virtio 1.2's queue
+	// reset, Linux's ethtool -G or an AF_XDP socket on one queue).
 	suspect string
-	// suspectStep: the suspect read was a step of more than half a turn
-	// (a loadvm that took the indices back, or a reset whose new rings
-	// are at the same place): a collection that finds the rings where
-	// they were takes what it reads as the new base and counts nothing
-	// for that step (rather than a jump that may never have happened).
-	suspectStep bool
 	// partial: some data queues could not be asked for safely (a
 	// vhost-user or vdpa device's own queues while vhost is stopped):
 	// each collection tries again.
@@ -62,6 +60,43 @@ type ringQueue struct {
 	// uncounted: steps not counted because they were ambiguous (more than
 	// half a turn: a step back such as a loadvm, or a reset unseen).
 	uncounted uint64
+	// seen: what reads no collection validated showed of this queue
+	// since the last one that was (while the ring is suspect).
+	seen seenKind
+}
+
+// seenKind is what an unvalidated read showed of one queue.
+type seenKind uint8
+
+const (
+	seenNothing seenKind = iota // what a live ring does
+	// seenStep: more than half a turn from the last indices (a loadvm
+	// that took them back, or a reset whose new ring at the same place
+	// is in use already): what the collection reads is the new base.
+	seenStep
+	// seenReset: indices back at 0, or a header no split ring has (its
+	// memory freed or reused): the queue's new ring counts from 0.
+	seenReset
+)
+
+// verdict says what an unvalidated read of the queue's headers shows,
+// and why when it is not what a live ring does.
+func (q *ringQueue) verdict(availFlags, avail, usedFlags, used uint16) (seenKind, string) {
+	switch {
+	case !consistent(availFlags, avail, usedFlags, used, q.num):
+		return seenReset, fmt.Sprintf("queue %d: avail flags %#x idx %d, used flags %#x idx %d are not a split ring's (ring size %d): the ring moved",
+			q.vq, availFlags, avail, usedFlags, used, q.num)
+	case !q.primed:
+		return seenNothing, ""
+	case avail == 0 && used == 0 && (q.lastAvail != 0 || q.lastUsed != 0):
+		// A ring's indices start at 0 when its driver sets it up: back at
+		// 0 is a reset (or the freed ring's memory zeroed), far likelier
+		// than both indices wrapping to 0 at once.
+		return seenReset, fmt.Sprintf("queue %d: its indices went back to 0 from avail %d, used %d", q.vq, q.lastAvail, q.lastUsed)
+	case avail-q.lastAvail > halfTurn || used-q.lastUsed > halfTurn:
+		return seenStep, fmt.Sprintf("queue %d: avail %d -> %d, used %d -> %d is more than half a turn of the 16-bit index", q.vq, q.lastAvail, avail, q.lastUsed, used)
+	}
+	return seenNothing, ""
 }
 
 // halfTurn: a step of more than half the 16-bit index range between
@@ -76,38 +111,27 @@ const halfTurn = 1 << 15
 // the distance from the last value mod 65536 is what happened since, as
 // long as fewer than 65536 descriptors passed between two reads. The
 // first read is the base: the counts start at 0 (what netctl saw, not
-// the ring's raw index). validated: a collection has just checked over
-// QMP that the ring is where it was, and a step of more than half a
-// turn is taken as the new base, not counted; else (the sampler) such a
-// step, or indices back at exactly 0, is refused (why is not ""; step:
-// it was the half-turn case), and nothing is counted.
-func (q *ringQueue) advance(avail, used uint16, validated bool) (why string, step bool) {
+// the ring's raw index). Indices back at exactly 0 are a reset (nothing
+// counted); a step of more than half a turn is taken as the new base,
+// not counted (one uncounted step). An unvalidated read (the sampler's)
+// calls it only when verdict found nothing wrong with any queue.
+func (q *ringQueue) advance(avail, used uint16) {
 	if !q.primed {
 		q.lastAvail, q.lastUsed, q.primed = avail, used, true
-		return "", false
+		return
 	}
 	if avail == 0 && used == 0 && (q.lastAvail != 0 || q.lastUsed != 0) {
-		// A ring's indices start at 0 when its driver sets it up: back at
-		// 0 is a reset (or the freed ring's memory zeroed), far likelier
-		// than both indices wrapping to 0 at once.
-		if !validated {
-			return fmt.Sprintf("queue %d: its indices went back to 0 from avail %d, used %d", q.vq, q.lastAvail, q.lastUsed), false
-		}
 		q.lastAvail, q.lastUsed = 0, 0
-		return "", false
+		return
 	}
 	da, du := avail-q.lastAvail, used-q.lastUsed
 	if da > halfTurn || du > halfTurn {
-		if !validated {
-			return fmt.Sprintf("queue %d: avail %d -> %d, used %d -> %d is more than half a turn of the 16-bit index", q.vq, q.lastAvail, avail, q.lastUsed, used), true
-		}
 		q.rebase(avail, used)
-		return "", false
+		return
 	}
 	q.offered += uint64(da)
 	q.completed += uint64(du)
 	q.lastAvail, q.lastUsed = avail, used
-	return "", false
 }
 
 // rebase takes what was read as the new base: the step to it is not
@@ -204,44 +228,60 @@ func (r *ringState) sample(validated bool, now func() time.Time) error {
 			return fmt.Errorf("VM gone: QEMU (pid %d) has exited: %w", r.pid, ErrNotAvailable)
 		}
 	}
+	if !validated {
+		// Check every queue before counting any: one suspect queue holds
+		// back the whole read. While the ring is suspect, reads only
+		// gather what each queue shows (a reset seen on one queue is not
+		// one of the others).
+		why := ""
+		for i := range r.queues {
+			q := &r.queues[i]
+			if k, w := q.verdict(v[4*i+2], v[4*i+3], v[4*i], v[4*i+1]); k != seenNothing {
+				q.seen = max(q.seen, k)
+				if why == "" {
+					why = w
+				}
+			}
+		}
+		if r.suspect == "" {
+			r.suspect = why
+		}
+		if r.suspect != "" {
+			return fmt.Errorf("not counted until the monitor confirms the rings (a reset?): %s: %w", r.suspect, ErrNotAvailable)
+		}
+		for i := range r.queues {
+			r.queues[i].advance(v[4*i+3], v[4*i+1])
+		}
+		r.readAt = at
+		return nil
+	}
 	for i, q := range r.queues {
 		usedFlags, used, availFlags, avail := v[4*i], v[4*i+1], v[4*i+2], v[4*i+3]
 		if !consistent(availFlags, avail, usedFlags, used, q.num) {
-			why := fmt.Sprintf("queue %d: avail flags %#x idx %d, used flags %#x idx %d are not a split ring's (ring size %d): the ring moved",
-				q.vq, availFlags, avail, usedFlags, used, q.num)
-			if !validated {
-				r.suspect, r.suspectStep = why, false
-			}
-			return fmt.Errorf("%s: %w", why, ErrNotAvailable)
+			return fmt.Errorf("queue %d: avail flags %#x idx %d, used flags %#x idx %d are not a split ring's (ring size %d): the ring moved: %w",
+				q.vq, availFlags, avail, usedFlags, used, q.num, ErrNotAvailable)
 		}
 	}
+	// The rings are where they were (the caller checked). A queue that
+	// reads since the last collection saw back at 0 or as memory that
+	// was not a ring was reset (its driver set it up again in the same
+	// place): its new ring counts from 0. One seen stepping more than
+	// half a turn (a loadvm took its indices back, or a reset whose new
+	// ring is past 0 already): what is read now is its new base, nothing
+	// counted for the step. The others go on.
 	next := slices.Clone(r.queues)
-	if validated && r.suspect != "" {
-		// A read since the last collection saw what this ring never does,
-		// and the rings are where they were. Indices back at 0 or memory
-		// that was not a ring: a reset (the driver set its rings up again
-		// in the same place), the new rings count from 0. A step of more
-		// than half a turn: a loadvm (the indices went back) or a reset
-		// whose new rings are past 0 already; what is read now is the new
-		// base, nothing counted for the step.
-		for i := range next {
-			if r.suspectStep {
-				next[i].rebase(v[4*i+3], v[4*i+1])
-			} else {
-				next[i].restart()
-			}
-		}
-		r.suspect, r.suspectStep = "", false
-	}
-	// Check every queue before counting any: one suspect queue holds
-	// back the whole read.
 	for i := range next {
-		if why, step := next[i].advance(v[4*i+3], v[4*i+1], validated); why != "" {
-			r.suspect, r.suspectStep = why, step
-			return fmt.Errorf("not counted until the monitor confirms the rings (a reset?): %s: %w", why, ErrNotAvailable)
+		q := &next[i]
+		switch q.seen {
+		case seenReset:
+			q.restart()
+		case seenStep:
+			q.rebase(v[4*i+3], v[4*i+1])
 		}
+		q.seen = seenNothing
+		q.advance(v[4*i+3], v[4*i+1])
 	}
-	r.queues, r.readAt = next, at
+	r.suspect, r.queues, r.readAt = "", next, at
 	return nil
 }
 
@@ -435,16 +475,11 @@ func (c *Collector) readRings(ctx context.Context, sess *session, s *NICStats) {
 		// The same QEMU (a reused pid is another process: its rings
 		// start from its own indices).
 		r.mu.Lock()
-		// Carry the counts over. A status change, a reset seen, a read
-		// that saw something else than this ring, or rings at other
-		// addresses are a reset: the rings start at 0 again. A failed
-		// read with the same status and addresses (a remap) keeps the
-		// indices.
-		reset := r.fingerprint != nr.fingerprint || r.stopped || (r.suspect != "" && !r.suspectStep)
-		// A suspect step with the status unchanged (a loadvm moves no
-		// ring; a reset the status did not show): where the rings are
-		// again, what is read is the new base; elsewhere they count from 0.
-		rebase := !reset && r.suspect != "" && r.suspectStep
+		// Carry the counts over. A status change or a reset seen reset
+		// every queue; rings at other addresses, or a queue reads saw
+		// reset, start that queue at 0 again. A failed read with the
+		// same status and addresses (a remap) keeps the indices.
+		reset := r.fingerprint != nr.fingerprint || r.stopped
 		old := map[int]ringQueue{}
 		for _, q := range r.queues {
 			old[q.vq] = q
@@ -457,10 +492,14 @@ func (c *Collector) readRings(ctx context.Context, sess *session, s *NICStats) {
 			nq := &nr.queues[i]
 			nq.offered, nq.completed = o.offered, o.completed
 			nq.lastAvail, nq.lastUsed, nq.primed, nq.uncounted = o.lastAvail, o.lastUsed, o.primed, o.uncounted
+			// What reads since the last collection saw of this queue
+			// (seen is set only while the ring is suspect): seen reset,
+			// its new ring counts from 0; seen stepping (a loadvm moves
+			// no ring), what is read is its new base. The others go on.
 			switch {
-			case reset || nq.availGPA != o.availGPA || nq.usedGPA != o.usedGPA:
+			case reset || nq.availGPA != o.availGPA || nq.usedGPA != o.usedGPA || o.seen == seenReset:
 				nq.restart()
-			case rebase:
+			case o.seen == seenStep:
 				nq.primed = false // the next read is the base
 				nq.uncounted++
 			}

@@ -53,7 +53,8 @@ type Config struct {
 	// off) makes the guest's init unbind every other virtio-net device
 	// from its driver and bind it again (a reset of those devices by
 	// their driver, what a virtio_net reload does to them), bring them
-	// up, and print "L2-REBOUND n"; once it sees the carrier back it prints
+	// up, and print "L2-REBOUND n devices=k " (k: how many were unbound and
+	// bound again; an "L2-ERR" line says which failed); once it sees the carrier back it prints
 	// "L2-REARMED n" (wait for it before the next set_link off: a slow
 	// guest may not look in between).
 	RebindOn string

@@ -20,14 +20,16 @@ rebound=0
 tdown=0
 rebind() {
   drv=/sys/bus/virtio/drivers/virtio_net
+  k=0
   for v in $drv/virtio*; do
     [ "$(readlink -f "$v")" = "$(readlink -f "$1/device")" ] && continue
-    echo "${v##*/}" > $drv/unbind || echo "L2-ERR unbind ${v##*/}"
-    echo "${v##*/}" > $drv/bind || echo "L2-ERR bind ${v##*/}"
+    if ! echo "${v##*/}" > $drv/unbind; then echo "L2-ERR unbind ${v##*/}"; continue; fi
+    if echo "${v##*/}" > $drv/bind; then k=$((k+1)); else echo "L2-ERR bind ${v##*/}"; fi
   done
   for n in /sys/class/net/*; do ip link set "${n##*/}" up; done
   rebound=$((rebound+1))
-  echo "L2-REBOUND $rebound uptime=$(up)"
+  # devices=k: how many were unbound and bound again (the test wants each one it reads).
+  echo "L2-REBOUND $rebound devices=$k uptime=$(up)"
 }
 while true; do
   if [ -n "$trig" ]; then
