@@ -181,7 +181,7 @@ func Attach(ctx context.Context, r Request) (*state.NIC, error) {
 		vname, vhost = nic.VDPA.Name, p
 	}
 
-	dec, err := decide(ctx, r, h, version, vname)
+	dec, err := decide(ctx, r, h, version, vname, x.Type)
 	if err != nil {
 		return fail(err)
 	}
@@ -302,7 +302,11 @@ func interfaceXML(n libvirtdom.NIC, dec policy.Decision, alias string) (string, 
 // decide probes the host and asks policy.Decide for libvirt's QEMU
 // version, as netctl attach does for a hand-run QEMU. The only vdpa
 // device offered is vdpa, the one the request names (none for "").
-func decide(ctx context.Context, r Request, h hostnic.Host, version, vdpa string) (policy.Decision, error) {
+// vhost-net is offered only to a domain of type 'kvm' (domType):
+// libvirt opens /dev/vhost-net for no other (qemuInterfaceOpenVhostNet),
+// whatever <driver name='vhost'> says, so QEMU would run its userspace
+// virtio-net under a record saying vhost-net.
+func decide(ctx context.Context, r Request, h hostnic.Host, version, vdpa, domType string) (policy.Decision, error) {
 	probe := r.Probe
 	if probe == nil {
 		probe = func(ctx context.Context) (*host.Description, error) { return h.Probe(ctx, hostnic.ProbeSpec{}) }
@@ -314,6 +318,11 @@ func decide(ctx context.Context, r Request, h hostnic.Host, version, vdpa string
 	d := *desc
 	d.QEMU.Version, d.QEMU.Error = version, ""
 	restrictVDPA(&d, vdpa)
+	if domType != "kvm" && d.VhostNet.Available {
+		d.VhostNet.Available = false
+		d.VhostNet.Error = fmt.Sprintf("libvirt gives QEMU /dev/vhost-net only for a domain of type 'kvm', and this one is type %.16q "+
+			"(QEMU's emulator): libvirt would run QEMU's userspace virtio-net whatever <driver name='vhost'> says", domType)
+	}
 	dec, err := policy.Decide(&d, policy.Request{Backend: r.Backend, Queues: r.Queues, Profile: r.Profile, QEMU: version})
 	if err != nil {
 		return policy.Decision{}, step("choose the backend", err)

@@ -42,7 +42,7 @@ func probe612(t *testing.T) func(context.Context) (*host.Description, error) {
 // refused with it.
 func TestDecideVDPAOnlyNamed(t *testing.T) {
 	p := probe612(t)
-	dec, err := decide(t.Context(), Request{Queues: 1, Probe: p}, nil, "7.2.0", "")
+	dec, err := decide(t.Context(), Request{Queues: 1, Probe: p}, nil, "7.2.0", "", "kvm")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,15 +50,15 @@ func TestDecideVDPAOnlyNamed(t *testing.T) {
 		!strings.Contains(dec.Steps[0].Reason, "no --vdpa DEV or --mgmtdev MGMTDEV given") {
 		t.Errorf("auto with nothing named: %s, steps %+v", dec.Backend, dec.Steps)
 	}
-	if _, err := decide(t.Context(), Request{Backend: policy.BackendVDPA, Queues: 1, Probe: p}, nil, "7.2.0", ""); err == nil ||
+	if _, err := decide(t.Context(), Request{Backend: policy.BackendVDPA, Queues: 1, Probe: p}, nil, "7.2.0", "", "kvm"); err == nil ||
 		!strings.Contains(err.Error(), "no --vdpa DEV") {
 		t.Errorf("--backend vdpa with nothing named: %v", err)
 	}
-	dec, err = decide(t.Context(), Request{Queues: 1, Probe: p}, nil, "7.2.0", "vdpa1")
+	dec, err = decide(t.Context(), Request{Queues: 1, Probe: p}, nil, "7.2.0", "vdpa1", "kvm")
 	if err != nil || dec.Backend != policy.BackendVDPA {
 		t.Errorf("auto naming vdpa1: %s %v", dec.Backend, err)
 	}
-	if _, err := decide(t.Context(), Request{Backend: policy.BackendVDPA, Queues: 1, Probe: p}, nil, "7.2.0", "vdpa9"); err == nil ||
+	if _, err := decide(t.Context(), Request{Backend: policy.BackendVDPA, Queues: 1, Probe: p}, nil, "7.2.0", "vdpa9", "kvm"); err == nil ||
 		!strings.Contains(err.Error(), "vdpa device vdpa9 does not exist") {
 		t.Errorf("--backend vdpa naming a missing device: %v", err)
 	}
