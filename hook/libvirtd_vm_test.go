@@ -1,7 +1,6 @@
 package hook
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,8 +11,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/netctl/netctl/internal/testenv"
 	"github.com/netctl/netctl/state"
@@ -40,19 +37,7 @@ func treeNetctl(t *testing.T) string {
 // chrootCmd runs a host binary in l2.Root with a clean environment (as
 // libvirtd's own hooks get), returning its combined output.
 func chrootCmd(ctx context.Context, env []string, bin string, args ...string) (string, error) {
-	return chrootIn(ctx, nil, env, bin, args...)
-}
-
-// chrootIn is chrootCmd with stdin.
-func chrootIn(ctx context.Context, stdin []byte, env []string, bin string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, "chroot", append([]string{l2.Root, bin}, args...)...)
-	if stdin != nil {
-		cmd.Stdin = bytes.NewReader(stdin)
-	}
-	cmd.Env = append([]string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LC_ALL=C"}, env...)
-	cmd.Dir = "/"
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	return libvirtd.ChrootRun(ctx, nil, env, bin, args...)
 }
 
 // libvirtdVDPAXML is a transient domain with one vdpa interface that
@@ -104,7 +89,7 @@ func TestVMHookLibvirtdVDPA(t *testing.T) {
 		}
 		env := []string{"NETCTL_RUN_DIR=/run/l2/hookrun", "NETCTL_HOOK_CONFIG=/run/l2/nohook.json"}
 		os.WriteFile(l2.Root+"/run/l2/nohook.json", []byte(`{"log": "-"}`), 0o644)
-		out, err := chrootIn(context.Background(), []byte(libvirtdVDPAXML("netctl-h2", "")), env, netctl, "hook", "qemu", "hooklv", "prepare", "begin", "-")
+		out, err := libvirtd.ChrootRun(context.Background(), []byte(libvirtdVDPAXML("netctl-h2", "")), env, netctl, "hook", "qemu", "hooklv", "prepare", "begin", "-")
 		m.Logf("hook without vDPA: %v %s", err, out)
 		var ee *exec.ExitError
 		m.Check(errors.As(err, &ee) && ee.ExitCode() == 1 && strings.Count(strings.TrimSpace(out), "\n") == 0 && strings.Contains(out, "vdpa"),
@@ -117,105 +102,25 @@ func TestVMHookLibvirtdVDPA(t *testing.T) {
 		_, lerr := os.Lstat(l2.Root + "/run/netctl/vdpa/netctl-h2")
 		m.Check(errors.Is(lerr, os.ErrNotExist), "a published link was left: %v", lerr)
 	})
-	if err := l2.Chroot(); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 
-	// Every directory libvirtd writes (libvirtd.Dirs) is an empty tmpfs
-	// of the test's: the host's files are a read-only share, and this VM
-	// has no overlayfs (the harness loads no overlay module). Nothing
-	// then depends on what a libvirtd that ran on the host earlier left
-	// there (a fresh host has no /etc/libvirt/secrets, which libvirtd's
-	// secret driver must create), and the host's own configuration is
-	// not read. /var/log as a whole is the test's, for netctl's log too.
-	// netctl runs with its defaults (there is no /etc/netctl/hook.json to
-	// write): log /var/log/netctl/hook.log, vdpa_dir /run/netctl/vdpa,
-	// timeout 30 s.
-	var mounted []string
-	for _, d := range append([]string{"/var/log"}, libvirtd.Dirs...) {
-		under := false
-		for _, m := range mounted {
-			under = under || strings.HasPrefix(d, m+"/")
-		}
-		p := l2.Root + d
-		if under {
-			if err := os.MkdirAll(p, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		if err := unix.Mount("tmpfs", p, "tmpfs", 0, "mode=0755"); err != nil {
-			t.Fatalf("tmpfs on %s: %v (the host's libvirt-daemon-system makes the directory)", p, err)
-		}
-		mounted = append(mounted, d)
-		t.Cleanup(func() { unix.Unmount(p, unix.MNT_DETACH) })
-	}
+	// The host's libvirtd chrooted in the VM, on writable tmpfs copies of
+	// its directories (libvirtd.Chrooted). netctl runs with its defaults
+	// (there is no /etc/netctl/hook.json to write): log
+	// /var/log/netctl/hook.log, vdpa_dir /run/netctl/vdpa, timeout 30 s.
+	lvd := libvirtd.NewChrooted(t)
 	if err := os.MkdirAll(l2.Root+"/var/log/netctl", 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := libvirtd.Seed(l2.Root + "/etc/libvirt"); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := chrootCmd(ctx, nil, netctl, "hook", "install", "--dir", "/etc/libvirt/hooks"); err != nil {
 		t.Fatalf("netctl hook install: %v\n%s", err, out)
 	}
 	hookLog := func() string { b, _ := os.ReadFile(l2.Root + "/var/log/netctl/hook.log"); return string(b) }
-	lvLog := func() string { b, _ := os.ReadFile(l2.Root + "/var/log/libvirt/libvirtd.log"); return string(b) }
-
-	// The daemons, started by hand as real-vmm-recipes.md part 1 does.
-	if out, err := chrootCmd(ctx, nil, "/usr/sbin/virtlogd", "-d"); err != nil {
-		t.Fatalf("virtlogd -d: %v\n%s", err, out)
+	if err := lvd.Start(ctx); err != nil {
+		t.Fatal(err)
 	}
-	t.Cleanup(func() { killPidFile(t, l2.Root+"/run/virtlogd.pid") })
-	// libvirtd in the foreground, a child of the test: if it exits (its
-	// drivers failed to initialise) the test says so at once, with its
-	// log, instead of waiting for an answer that cannot come.
-	start := time.Now()
-	lv := exec.Command("chroot", l2.Root, "/usr/sbin/libvirtd")
-	lv.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LC_ALL=C",
-		"LIBVIRT_LOG_OUTPUTS=1:file:/var/log/libvirt/libvirtd.log", "LIBVIRT_LOG_FILTERS=1:util.hook 3:*"}
-	lv.Dir = "/"
-	var lvOut bytes.Buffer
-	lv.Stdout, lv.Stderr = &lvOut, &lvOut
-	if err := lv.Start(); err != nil {
-		t.Fatalf("libvirtd: %v", err)
-	}
-	lvDone := make(chan error, 1)
-	go func() { lvDone <- lv.Wait() }()
-	t.Cleanup(func() {
-		chrootCmd(context.Background(), nil, "/usr/bin/virsh", "-c", "qemu:///system", "destroy", "hooklv")
-		lv.Process.Signal(unix.SIGTERM)
-		select {
-		case <-lvDone:
-		case <-time.After(10 * time.Second):
-			lv.Process.Kill()
-			<-lvDone
-			t.Errorf("libvirtd ignored SIGTERM for 10 s and was killed")
-		}
-		if t.Failed() {
-			t.Logf("libvirtd's output:\n%s\nlibvirtd's log:\n%s", lvOut.String(), lvLog())
-		}
-	})
-	virsh := func(args ...string) (string, error) {
-		return chrootCmd(ctx, nil, "/usr/bin/virsh", append([]string{"-c", "qemu:///system"}, args...)...)
-	}
-	for {
-		out, err := virsh("version")
-		if err == nil {
-			t.Logf("libvirtd answered after %v: %s", time.Since(start).Round(time.Second), strings.Join(strings.Fields(out), " "))
-			break
-		}
-		select {
-		case werr := <-lvDone:
-			lvDone <- werr // for the cleanup
-			t.Fatalf("libvirtd exited before it answered (%v), after %v", werr, time.Since(start).Round(time.Second))
-		case <-ctx.Done():
-			t.Fatalf("libvirtd did not answer: %v\n%s", err, out)
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
+	virsh := func(args ...string) (string, error) { return lvd.Virsh(ctx, args...) }
 
 	dev, err := vduse.Create(vduse.Config{Name: "netctl-h2"})
 	if err != nil {
@@ -248,7 +153,7 @@ func TestVMHookLibvirtdVDPA(t *testing.T) {
 	}
 
 	// Accepted: netctl creates and publishes, libvirt opens, QEMU holds it.
-	start = time.Now()
+	start := time.Now()
 	if out, err := create(""); err != nil {
 		t.Fatalf("virsh create: %v\n%s\nnetctl's log:\n%s", err, out, hookLog())
 	}
@@ -299,24 +204,4 @@ func TestVMHookLibvirtdVDPA(t *testing.T) {
 	if err := dev.Close(); err != nil {
 		t.Errorf("destroying the VDUSE device: %v", err)
 	}
-}
-
-// killPidFile stops the daemon whose pid file is p and waits for it.
-func killPidFile(t *testing.T, p string) {
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return
-	}
-	pid, err := strconv.Atoi(string(bytes.TrimSpace(b)))
-	if err != nil || pid <= 1 {
-		return
-	}
-	unix.Kill(pid, unix.SIGTERM)
-	for i := 0; i < 100; i++ {
-		if unix.Kill(pid, 0) != nil {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Errorf("%s: pid %d still running after SIGTERM", p, pid)
 }

@@ -23,9 +23,15 @@ type Request struct {
 	URI    string // libvirt's URI ("" qemu:///system)
 	Domain string // by name or UUID
 	ID     string // the NIC's id: its libvirt alias is ua-netctl-ID
-	// Backend: auto, vhost-net or userspace ("" auto). vdpa and macvtap
-	// are not offered through libvirt yet.
-	Backend    string
+	// Backend: auto, vdpa, vhost-net or userspace ("" auto). macvtap is
+	// not offered through libvirt yet. vdpa is chosen only for a device
+	// the request names (VDPA or Mgmtdev).
+	Backend string
+	// VDPA names an existing vdpa device bound to vhost_vdpa; Mgmtdev a
+	// management device netctl creates vdpa device netctl-ID on (deleted
+	// again by detach). At most one; either needs Backend vdpa or auto.
+	VDPA       string
+	Mgmtdev    string
 	Queues     int
 	MAC        string // "" 52:54:00 and three random bytes
 	MTU        int
@@ -60,12 +66,12 @@ func Attach(ctx context.Context, r Request) (*state.NIC, error) {
 	switch r.Backend {
 	case "", "auto":
 		r.Backend = ""
-	case policy.BackendVhostNet, policy.BackendUserspace:
-	case policy.BackendVDPA:
-		return nil, step("check the request", fmt.Errorf("--backend vdpa on a libvirt domain is not supported by netctl yet: "+
-			"create the device (netctl vdpa dev add), then virsh attach-device with <interface type='vdpa'>: %w", errs.ErrNotAvailable))
+	case policy.BackendVDPA, policy.BackendVhostNet, policy.BackendUserspace:
 	default:
-		return nil, step("check the request", fmt.Errorf("backend %.32q: use auto, vhost-net or userspace: %w", r.Backend, errs.ErrInvalid))
+		return nil, step("check the request", fmt.Errorf("backend %.32q: use auto, vdpa, vhost-net or userspace: %w", r.Backend, errs.ErrInvalid))
+	}
+	if err := checkVDPARequest(r); err != nil {
+		return nil, step("check the request", err)
 	}
 	if r.Queues == 0 {
 		r.Queues = 1
@@ -135,6 +141,9 @@ func Attach(ctx context.Context, r Request) (*state.NIC, error) {
 	if len(nic.VM) > state.MaxVMName || state.CheckVMName(nic.VM) != nil {
 		nic.VM = "" // the UUID keys the record; a name netctl cannot keep is left out
 	}
+	if r.VDPA != "" || r.Mgmtdev != "" {
+		nic.Backend = policy.BackendVDPA // until the decision
+	}
 	nic.NetNS, _ = state.NetNS()
 	if err := store.Create(nic); err != nil {
 		if errors.Is(err, state.ErrExists) {
@@ -159,7 +168,20 @@ func Attach(ctx context.Context, r Request) (*state.NIC, error) {
 		return nil, err
 	}
 
-	dec, err := decide(ctx, r, h, version)
+	// A vdpa device to create must exist to be probed: made first,
+	// recorded before it is made, deleted again by the undo (also when
+	// the chain decides against it).
+	vname, vhost := r.VDPA, ""
+	if r.Mgmtdev != "" {
+		p, u, err := createVDPA(ctx, r, h, nic, mac, func() error { return store.Save(nic) })
+		if err != nil {
+			return fail(step("create a vdpa device on "+r.Mgmtdev, err))
+		}
+		undo = append(undo, u)
+		vname, vhost = nic.VDPA.Name, p
+	}
+
+	dec, err := decide(ctx, r, h, version, vname, x.Type)
 	if err != nil {
 		return fail(err)
 	}
@@ -171,36 +193,40 @@ func Attach(ctx context.Context, r Request) (*state.NIC, error) {
 		nic.Properties[k] = v
 	}
 
-	// The tap: its name is the kernel's choice (nctlN), known only once
-	// made, so the record names the template first: a kill in between
-	// leaves a marked tap the record cannot name, which the hook's and
-	// gc's rules never take for anyone's (no record holds it).
-	// With --persistent the definition names the tap, which the hook
-	// makes again at the next start: a name of its own (see
-	// PersistentTapName).
-	template := hostnic.TapTemplate
-	if r.Persistent {
-		template = PersistentTapName(dom.UUID, r.ID)
+	n := libvirtdom.NIC{MAC: mac, MTU: r.MTU, Queues: r.Queues}
+	switch {
+	case dec.Backend == policy.BackendVDPA:
+		if r.VDPA != "" {
+			if vhost, err = existingVDPA(r.VDPA); err != nil {
+				return fail(step("find vdpa device "+r.VDPA, err))
+			}
+			nic.VDPA = &state.VDPA{Name: r.VDPA, Vhost: vhost}
+		}
+		n.VDPA = vhost
+	default:
+		if r.Mgmtdev != "" {
+			// Created for nothing: delete it now (its undo is the last).
+			if err := undo[len(undo)-1](ctx); err != nil {
+				return fail(step("delete the unused vdpa device", err))
+			}
+			undo, nic.VDPA = undo[:len(undo)-1], nil
+		}
+		// With --persistent the definition names the tap, which the
+		// hook makes again at the next start: a name of its own (see
+		// PersistentTapName).
+		template := hostnic.TapTemplate
+		if r.Persistent {
+			template = PersistentTapName(dom.UUID, r.ID)
+		}
+		if n.Tap, err = createTap(r, h, nic, &undo, template); err != nil {
+			return fail(err)
+		}
 	}
-	ifindex, err := h.CreateTap(hostnic.PersistentTap{Name: template, Queues: r.Queues, MTU: r.MTU, Owner: hostnic.NoOwner})
-	if err != nil {
-		return fail(step("create the tap", err))
-	}
-	tapName, err := hostnic.LinkName(ifindex)
-	if err != nil {
-		_, derr := h.DeleteTap(template, ifindex)
-		return fail(step("create the tap", errors.Join(err, derr)))
-	}
-	undo = append(undo, func(context.Context) error {
-		_, err := h.DeleteTap(tapName, ifindex)
-		return err
-	})
-	nic.Tap = &state.Link{Name: tapName, Ifindex: ifindex, Created: true}
 	if err := store.Save(nic); err != nil {
-		return fail(step("record the tap", err))
+		return fail(step("record the host side", err))
 	}
 
-	ixml, unexpressed, err := interfaceXML(tapName, mac, r, dec, alias)
+	ixml, unexpressed, err := interfaceXML(n, dec, alias)
 	if err != nil {
 		return fail(step("write the interface", err))
 	}
@@ -242,10 +268,32 @@ func checkFree(x *libvirtxml.Domain, alias string, mac net.HardwareAddr, id stri
 	return nil
 }
 
+// createTap makes the persistent multiqueue tap nctlN for nic (nic.Tap)
+// and pushes its undo. Its name is the kernel's choice, known only once
+// made, so the record names the template first: a kill in between
+// leaves a marked tap the record cannot name, which the hook's and gc's
+// rules never take for anyone's (no record holds it).
+func createTap(r Request, h hostnic.Host, nic *state.NIC, undo *[]func(context.Context) error, template string) (string, error) {
+	ifindex, err := h.CreateTap(hostnic.PersistentTap{Name: template, Queues: r.Queues, MTU: r.MTU, Owner: hostnic.NoOwner})
+	if err != nil {
+		return "", step("create the tap", err)
+	}
+	tapName, err := hostnic.LinkName(ifindex)
+	if err != nil {
+		_, derr := h.DeleteTap(template, ifindex)
+		return "", step("create the tap", errors.Join(err, derr))
+	}
+	*undo = append(*undo, func(context.Context) error {
+		_, err := h.DeleteTap(tapName, ifindex)
+		return err
+	})
+	nic.Tap = &state.Link{Name: tapName, Ifindex: ifindex, Created: true}
+	return tapName, nil
+}
+
 // interfaceXML is the <interface> libvirt gets: libvirtdom.NIC's, with
 // netctl's alias.
-func interfaceXML(tap string, mac net.HardwareAddr, r Request, dec policy.Decision, alias string) (string, []string, error) {
-	n := libvirtdom.NIC{Tap: tap, MAC: mac, MTU: r.MTU, Queues: r.Queues}
+func interfaceXML(n libvirtdom.NIC, dec policy.Decision, alias string) (string, []string, error) {
 	x, unexpressed, err := n.Interface(dec)
 	if err != nil {
 		return "", nil, err
@@ -259,9 +307,13 @@ func interfaceXML(tap string, mac net.HardwareAddr, r Request, dec policy.Decisi
 }
 
 // decide probes the host and asks policy.Decide for libvirt's QEMU
-// version, as netctl attach does for a hand-run QEMU. No vdpa device is
-// offered (none is named).
-func decide(ctx context.Context, r Request, h hostnic.Host, version string) (policy.Decision, error) {
+// version, as netctl attach does for a hand-run QEMU. The only vdpa
+// device offered is vdpa, the one the request names (none for "").
+// vhost-net is offered only to a domain of type 'kvm' (domType):
+// libvirt opens /dev/vhost-net for no other (qemuInterfaceOpenVhostNet),
+// whatever <driver name='vhost'> says, so QEMU would run its userspace
+// virtio-net under a record saying vhost-net.
+func decide(ctx context.Context, r Request, h hostnic.Host, version, vdpa, domType string) (policy.Decision, error) {
 	probe := r.Probe
 	if probe == nil {
 		probe = func(ctx context.Context) (*host.Description, error) { return h.Probe(ctx, hostnic.ProbeSpec{}) }
@@ -272,11 +324,12 @@ func decide(ctx context.Context, r Request, h hostnic.Host, version string) (pol
 	}
 	d := *desc
 	d.QEMU.Version, d.QEMU.Error = version, ""
-	if d.VDPA.Available {
-		d.VDPA.Available = false
-		d.VDPA.Error = "not offered through libvirt by netctl attach yet"
+	restrictVDPA(&d, vdpa)
+	if domType != "kvm" && d.VhostNet.Available {
+		d.VhostNet.Available = false
+		d.VhostNet.Error = fmt.Sprintf("libvirt gives QEMU /dev/vhost-net only for a domain of type 'kvm', and this one is type %.16q "+
+			"(QEMU's emulator): libvirt would run QEMU's userspace virtio-net whatever <driver name='vhost'> says", domType)
 	}
-	d.VDPA.Devices = nil
 	dec, err := policy.Decide(&d, policy.Request{Backend: r.Backend, Queues: r.Queues, Profile: r.Profile, QEMU: version})
 	if err != nil {
 		return policy.Decision{}, step("choose the backend", err)

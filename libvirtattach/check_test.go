@@ -44,7 +44,7 @@ func TestCheckFree(t *testing.T) {
 // managed='no'>, the MAC and the queues.
 func TestInterfaceXMLHasAlias(t *testing.T) {
 	mac, _ := net.ParseMAC("52:54:00:00:00:07")
-	s, _, err := interfaceXML("nctl3", mac, Request{Queues: 2}, policy.Decision{Backend: policy.BackendVhostNet}, Alias("net7"))
+	s, _, err := interfaceXML(libvirtdom.NIC{Tap: "nctl3", MAC: mac, Queues: 2}, policy.Decision{Backend: policy.BackendVhostNet}, Alias("net7"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,11 @@ func TestAttachRefusesBeforeDialling(t *testing.T) {
 	for _, r := range []Request{
 		{ID: "-bad", Domain: "d"},
 		{ID: "net1", Domain: "d", Backend: "macvtap"},
-		{ID: "net1", Domain: "d", Backend: policy.BackendVDPA},
+		{ID: "net1", Domain: "d", VDPA: "vdpa0", Mgmtdev: "vduse"},
+		{ID: "net1", Domain: "d", VDPA: "vdpa0", Backend: policy.BackendVhostNet},
+		{ID: "net1", Domain: "d", Mgmtdev: "vduse", Backend: policy.BackendUserspace},
+		{ID: "net1", Domain: "d", VDPA: "../x"},
+		{ID: "net1", Domain: "d", Mgmtdev: "a b"},
 		{ID: "net1", Domain: "d", Queues: 300},
 		{ID: "net1", Domain: "d", MAC: "01:00:5e:00:00:01"},
 		{ID: "net1", Domain: "d", MTU: 20},

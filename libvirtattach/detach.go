@@ -32,7 +32,7 @@ var ErrPending = libvirtdom.ErrPending
 // Detach removes NIC r.ID netctl attached to domain r.Domain: libvirt
 // unplugs it (live, and from the persistent definition when it was
 // attached with Persistent), netctl waits for the device-removed event,
-// then deletes the tap it made and the record.
+// then deletes the tap or vdpa device it made and the record.
 func Detach(ctx context.Context, r DetachRequest) error {
 	h := r.Host
 	if h == nil {
@@ -93,10 +93,8 @@ func Detach(ctx context.Context, r DetachRequest) error {
 		}
 		return fmt.Errorf("detach: %w", err)
 	}
-	if nic.Tap != nil && nic.Tap.Created {
-		if _, err := h.DeleteTap(nic.Tap.Name, nic.Tap.Ifindex); err != nil {
-			return fmt.Errorf("detach: delete tap %s (the NIC is out of the domain; the record stays: run netctl detach again): %w", nic.Tap.Name, err)
-		}
+	if err := deleteHost(ctx, h, nic, "the NIC is out of the domain; "); err != nil {
+		return err
 	}
 	if err := store.Remove(key, r.ID); err != nil {
 		return fmt.Errorf("detach: remove the record: %w", err)
@@ -227,10 +225,8 @@ func cleanGone(ctx context.Context, store *state.Store, h hostnic.Host, r Detach
 		return fmt.Errorf("detach: lock the domain: %w", err)
 	}
 	defer lock.Unlock()
-	if n.Tap != nil && n.Tap.Created {
-		if _, err := h.DeleteTap(n.Tap.Name, n.Tap.Ifindex); err != nil {
-			return fmt.Errorf("detach: delete tap %s (the record stays: run netctl detach again): %w", n.Tap.Name, err)
-		}
+	if err := deleteHost(ctx, h, n, ""); err != nil {
+		return err
 	}
 	if err := store.Remove(key, n.ID); err != nil {
 		return fmt.Errorf("detach: remove the record: %w", err)
@@ -280,4 +276,19 @@ func detachRestarted(ctx context.Context, c *libvirtdom.Conn, dom libvirtdom.Dom
 		}
 	}
 	return true, nil
+}
+
+// deleteHost deletes what netctl made for nic: its tap (only while it
+// carries netctl's mark and the recorded ifindex) and its vdpa device
+// (only while it is the device netctl created: deleteVDPA).
+func deleteHost(ctx context.Context, h hostnic.Host, nic *state.NIC, said string) error {
+	if nic.Tap != nil && nic.Tap.Created {
+		if _, err := h.DeleteTap(nic.Tap.Name, nic.Tap.Ifindex); err != nil {
+			return fmt.Errorf("detach: delete tap %s (%sthe record stays: run netctl detach again): %w", nic.Tap.Name, said, err)
+		}
+	}
+	if err := deleteVDPA(ctx, h, nic.VDPA); err != nil {
+		return fmt.Errorf("detach: delete vdpa device %s (%sthe record stays: run netctl detach again): %w", nic.VDPA.Name, said, err)
+	}
+	return nil
 }

@@ -59,6 +59,11 @@ type VDPA struct {
 	Mgmtdev string `json:"mgmtdev,omitempty"`
 	Vhost   string `json:"vhost,omitempty"` // /dev/vhost-vdpa-N
 	Created bool   `json:"created"`         // netctl added it (vdpa dev add), so detach deletes it
+	// Ino is the identity of a device netctl created (the inode of its
+	// sysfs directory, hostnic.VDPAIdentity), so that detach deletes it
+	// only while it is still that device; 0 when not kept (the name
+	// decides).
+	Ino uint64 `json:"ino,omitempty"`
 }
 
 // Step is one backend the fallback chain considered (policy.Step).

@@ -34,6 +34,11 @@ func TestAttachUsageErrors(t *testing.T) {
 		{[]string{"attach", "--qmp", "/etc/hostname", "--id", "n1"}, 2, "is not a socket"},
 		{[]string{"attach", "--vm", "nctl-no-such-vm", "--id", "n1"}, 1, `no VM named "nctl-no-such-vm"`},
 		{[]string{"attach", "--qmp", sock, "--id", "n1"}, 1, "connect to QEMU"},
+		// On a libvirt domain: --vdpa and --mgmtdev go to libvirt (here
+		// unreachable), a tap of one's own does not.
+		{[]string{"attach", "--vm", "d", "--libvirt", "qemu+unix:///system?socket=" + filepath.Join(dir, "none.sock"), "--id", "n1", "--mgmtdev", "vduse"}, 1, "libvirt not reachable"},
+		{[]string{"attach", "--vm", "d", "--libvirt", "qemu+unix:///system?socket=" + filepath.Join(dir, "none.sock"), "--id", "n1", "--vdpa", "vdpa0", "--backend", "vhost-net"}, 2, "need --backend vdpa or auto"},
+		{[]string{"attach", "--vm", "d", "--libvirt", "qemu:///system", "--id", "n1", "--tap", "t0"}, 2, "--tap is for a hand-run QEMU"},
 		{[]string{"detach", "--qmp", sock}, 2, "--id is required"},
 		{[]string{"detach", "--qmp", sock, "--id", "n1", "--timeout", "0s"}, 2, "positive duration"},
 		{[]string{"list", "extra"}, 2, "takes no arguments"},

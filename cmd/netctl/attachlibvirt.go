@@ -27,9 +27,9 @@ func libvirtFor(c *cli.Context, path string) (uri string, ok bool, err error) {
 	if !ok {
 		return "", false, nil
 	}
-	for _, f := range []string{"tap", "shared-tap", "macvtap", "vdpa", "mgmtdev", "bus"} {
+	for _, f := range []string{"tap", "shared-tap", "macvtap", "bus"} {
 		if c.IsSet(f) {
-			return "", false, usageErr(path, "--%s is for a hand-run QEMU: on a libvirt domain netctl makes its own tap and libvirt plugs it in", f)
+			return "", false, usageErr(path, "--%s is for a hand-run QEMU: on a libvirt domain netctl makes its own tap (or uses --vdpa, --mgmtdev) and libvirt plugs it in", f)
 		}
 	}
 	return uri, true, nil
@@ -55,7 +55,7 @@ func attachLibvirt(c *cli.Context, path, uri string) error {
 	ctx, interrupted, stop := interruptible(c.Duration("timeout"))
 	defer stop()
 	nic, err := libvirtattach.Attach(ctx, libvirtattach.Request{URI: uri, Domain: c.String("vm"), ID: c.String("id"),
-		Backend: c.String("backend"), Queues: c.Int("queues"), MAC: c.String("mac"), MTU: c.Int("mtu"), Profile: c.String("profile"),
+		Backend: c.String("backend"), VDPA: c.String("vdpa"), Mgmtdev: c.String("mgmtdev"), Queues: c.Int("queues"), MAC: c.String("mac"), MTU: c.Int("mtu"), Profile: c.String("profile"),
 		Persistent: c.Bool("persistent"), StateDir: runDir()})
 	if err != nil {
 		return interruptedErr("attach", interrupted, err)

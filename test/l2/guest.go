@@ -187,6 +187,21 @@ func prepare(ctx context.Context, vmlinuz string) error {
 	return os.WriteFile(Root+Run+"/initrd.gz", rd, 0o644)
 }
 
+// PrepareFiles writes the L2 kernel (the uncompressed vmlinux of the
+// bzImage vmlinuz) and the L2 initramfs (whose init reports each NIC as
+// WaitNICs reads it, hotplugged ones included) to Root+Run, after Chroot,
+// and returns their paths as a process chrooted in Root sees them: for a
+// guest another program boots (a libvirt domain's <kernel>, <initrd>).
+func PrepareFiles(ctx context.Context, vmlinuz string) (vmlinux, initrd string, err error) {
+	if err := Chroot(); err != nil {
+		return "", "", err
+	}
+	if err := prepare(ctx, vmlinuz); err != nil {
+		return "", "", err
+	}
+	return Run + "/vmlinux", Run + "/initrd.gz", nil
+}
+
 // Start prepares the chroot and the L2 files and starts QEMU (TCG, one
 // vCPU) with cfg's NICs, each on a tap QEMU creates with vhost=on.
 func Start(ctx context.Context, cfg Config) (*Guest, error) {

@@ -1,0 +1,454 @@
+package libvirtd_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"libvirt.org/go/libvirtxml"
+
+	"github.com/netctl/netctl/internal/testenv"
+	"github.com/netctl/netctl/libvirtdom"
+	"github.com/netctl/netctl/policy"
+	"github.com/netctl/netctl/state"
+	"github.com/netctl/netctl/test/l2"
+	"github.com/netctl/netctl/test/libvirtd"
+	"github.com/netctl/netctl/test/vduse"
+	"github.com/netctl/netctl/virtio"
+)
+
+// nestedDomainXML is a transient TCG domain booting the L2 kernel and
+// initramfs (test/l2: its init reports every NIC, hotplugged ones too,
+// with the driver's feature word) with no NIC: shared memfd RAM, as a
+// VDUSE device needs; paths as the chroot sees them.
+func nestedDomainXML(name, vmlinux, initrd, console string) string {
+	return `<domain type='qemu'>
+  <name>` + name + `</name>
+  <memory unit='MiB'>256</memory>
+  <memoryBacking><source type='memfd'/><access mode='shared'/></memoryBacking>
+  <vcpu>1</vcpu>
+  <os>
+    <type arch='x86_64' machine='pc'>hvm</type>
+    <kernel>` + vmlinux + `</kernel>
+    <initrd>` + initrd + `</initrd>
+    <cmdline>console=ttyS0 quiet panic=-1 mitigations=off ` + l2.BootTrims + `</cmdline>
+  </os>
+  <features><acpi/></features>
+  <on_poweroff>destroy</on_poweroff>
+  <on_reboot>destroy</on_reboot>
+  <on_crash>destroy</on_crash>
+  <devices>
+    <emulator>/usr/bin/qemu-system-x86_64</emulator>
+    <serial type='file'><source path='` + console + `'/><target port='0'/></serial>
+    <memballoon model='none'/>
+  </devices>
+</domain>`
+}
+
+// bootDeath: the L2 kernel died while booting (TCG inside TCG does now
+// and then on a loaded host; nothing to do with netctl).
+var bootDeath = regexp.MustCompile(`Kernel panic - not syncing|Oops: |BUG: kernel`)
+
+// treeNetctl is bin/netctl of this tree (make build).
+func treeNetctl(t *testing.T) string {
+	t.Helper()
+	p, err := filepath.Abs("../../bin/netctl") // the package is test/libvirtd
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("%s: %v: run make build first (a static netctl, CGO_ENABLED=0)", p, err)
+	}
+	return p
+}
+
+// nested is the test's domain: its libvirtd, QEMU and console.
+type nested struct {
+	lvd     *libvirtd.Chrooted
+	name    string
+	console string // as L1 sees it
+	pid     int
+	run     string // netctl's NETCTL_RUN_DIR
+	bin     string
+}
+
+func (n *nested) netctl(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, n.bin, args...)
+	cmd.Env = append(os.Environ(), "NETCTL_RUN_DIR="+n.run)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// iface is the live domain's interface with alias, or nil.
+func (n *nested) iface(ctx context.Context, t *testing.T, alias string) *libvirtxml.DomainInterface {
+	t.Helper()
+	out, err := n.lvd.Virsh(ctx, "dumpxml", n.name)
+	if err != nil {
+		t.Fatalf("virsh dumpxml: %v\n%s", err, out)
+	}
+	x, err := libvirtdom.ParseDomain([]byte(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x.Devices == nil {
+		return nil
+	}
+	for i := range x.Devices.Interfaces {
+		if libvirtdom.Alias(&x.Devices.Interfaces[i]) == alias {
+			return &x.Devices.Interfaces[i]
+		}
+	}
+	return nil
+}
+
+// holds says whether the domain's QEMU holds an fd whose link ends in
+// suffix (QEMU runs in the chroot; its fds are L1's devices).
+func (n *nested) holds(suffix string) bool {
+	fds, _ := l2.FDs(n.pid)
+	for l := range fds {
+		if strings.HasSuffix(l, suffix) {
+			return true
+		}
+	}
+	return false
+}
+
+func (n *nested) records() []string {
+	m, _ := filepath.Glob(filepath.Join(n.run, "nics", "*.json"))
+	return m
+}
+
+// TestVMLibvirtdAttach: netctl attach and detach on a running libvirt
+// domain of a real libvirtd in the VM (the host's, chrooted:
+// libvirtd.Chrooted) whose guest is a nested Linux (test/l2's kernel and
+// init, booted by libvirt):
+//   - vhost_net: the domain is type='qemu' (the VM has no KVM), for which
+//     libvirt never opens /dev/vhost-net: attach --backend vhost-net is
+//     refused with that reason; auto decides userspace and hotplugs a NIC
+//     whose live <driver> is name='qemu' with every offload attribute as
+//     decided; x-query-virtio-status (through libvirt's monitor
+//     passthrough) says DRIVER_OK, not vhost-started, QEMU offers exactly
+//     the decided offloads and the guest driver negotiated only offered
+//     ones; detach removes the interface, the tap and the record.
+//   - vdpa: attach --mgmtdev vduse creates vdpa device netctl-ID on a
+//     VDUSE device (test/vduse serves it) and libvirt hotplugs it as
+//     <interface type='vdpa'> on its /dev/vhost-vdpa-N, which QEMU holds;
+//     detach removes the interface and the device. Without vDPA (6.1)
+//     the same attach is refused and leaves nothing.
+func TestVMLibvirtdAttach(t *testing.T) {
+	testenv.Require(t, "vhost_net", nil)
+	vmlinuz := os.Getenv("NETCTL_VM_VMLINUZ")
+	if vmlinuz == "" {
+		t.Fatal("NETCTL_VM_VMLINUZ is not set: run this test through netctl-vm exec")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	n := &nested{name: "lvnest", run: t.TempDir(), bin: treeNetctl(t)}
+	n.lvd = libvirtd.NewChrooted(t)
+	if err := n.lvd.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	vmlinux, initrd, err := l2.PrepareFiles(ctx, vmlinuz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	console := l2.Run + "/lvnest-console.log"
+	n.console = l2.Root + console
+	xmlPath := l2.Run + "/lvnest.xml"
+	if err := os.WriteFile(l2.Root+xmlPath, []byte(nestedDomainXML(n.name, vmlinux, initrd, console)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	readConsole := func() string { b, _ := os.ReadFile(n.console); return string(b) }
+	// Boot, again if the L2 kernel died booting (up to three boots).
+	for attempt := 1; ; attempt++ {
+		os.Remove(n.console)
+		start := time.Now()
+		if out, err := n.lvd.Virsh(ctx, "create", xmlPath); err != nil {
+			t.Fatalf("virsh create: %v\n%s", err, out)
+		}
+		for !strings.Contains(readConsole(), "L2-INIT") && !bootDeath.MatchString(readConsole()) && ctx.Err() == nil {
+			time.Sleep(time.Second)
+		}
+		if !bootDeath.MatchString(readConsole()) || attempt == 3 {
+			t.Logf("L2 init after %v", time.Since(start).Round(time.Second))
+			break
+		}
+		t.Logf("the L2 kernel died booting (boot %d), again; console:\n%s", attempt, readConsole())
+		n.lvd.Virsh(ctx, "destroy", n.name)
+	}
+	if !strings.Contains(readConsole(), "L2-INIT") {
+		t.Fatalf("the L2 guest did not boot:\n%s", readConsole())
+	}
+	pidb, err := os.ReadFile(l2.Root + "/run/libvirt/qemu/" + n.name + ".pid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.pid, _ = strconv.Atoi(strings.TrimSpace(string(pidb)))
+
+	t.Run("vhost_net", func(t *testing.T) { testLibvirtdVhostNet(ctx, t, n) })
+	t.Run("vdpa", func(t *testing.T) { testLibvirtdVDPA(ctx, t, n) })
+}
+
+// guestNIC waits for the L2 init's line for mac and returns the driver's
+// feature word.
+func guestNIC(ctx context.Context, t *testing.T, n *nested, mac string) virtio.Features {
+	t.Helper()
+	re := regexp.MustCompile(`L2-NIC (\S+) mac=` + regexp.QuoteMeta(mac) + ` driver=(\S*) features=([01]+)`)
+	for {
+		if m := re.FindStringSubmatch(func() string { b, _ := os.ReadFile(n.console); return string(b) }()); m != nil {
+			var f virtio.Features
+			for i, c := range m[3] {
+				if c == '1' && i < 64 {
+					f |= virtio.Bit(uint(i))
+				}
+			}
+			t.Logf("guest: %s driver %s features %v", m[1], m[2], f)
+			return f
+		}
+		select {
+		case <-ctx.Done():
+			b, _ := os.ReadFile(n.console)
+			t.Fatalf("no L2-NIC line for %s: %v\n%s", mac, ctx.Err(), b)
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// virtioStatus is x-query-virtio-status of the domain's device with
+// alias, through libvirt's monitor passthrough.
+func virtioStatus(ctx context.Context, t *testing.T, n *nested, alias string) *l2.VirtioStatus {
+	t.Helper()
+	c, err := libvirtdom.Dial(ctx, n.lvd.URI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	dom, err := c.Lookup(ctx, n.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := `{"execute":"x-query-virtio-status","arguments":{"path":"/machine/peripheral/` + alias + `/virtio-backend"}}`
+	r, err := c.MonitorCommand(ctx, dom, cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reply struct {
+		Return json.RawMessage `json:"return"`
+	}
+	var st l2.VirtioStatus
+	if err := json.Unmarshal(r.Reply, &reply); err != nil || json.Unmarshal(reply.Return, &st) != nil {
+		t.Fatalf("x-query-virtio-status: %v\n%s", err, r.Reply)
+	}
+	st.Raw = reply.Return
+	return &st
+}
+
+// qemuWord is the bits of QEMU's feature names (those virtio names).
+func qemuWord(f l2.Features) virtio.Features {
+	w := virtio.Features(f.Unknown)
+	for _, name := range f.Names() {
+		if b, ok := virtio.ParseFeature(name); ok {
+			w |= b
+		}
+	}
+	return w
+}
+
+// testLibvirtdVhostNet: the VM has no KVM, so the domain is type='qemu',
+// and libvirt opens /dev/vhost-net for type='kvm' domains only
+// (qemuInterfaceOpenVhostNet), whatever <driver name='vhost'> says:
+// --backend vhost-net is refused with that reason and leaves nothing
+// (before, netctl recorded vhost-net while QEMU held no /dev/vhost-net);
+// auto falls back to userspace with the reason, pins <driver
+// name='qemu'> and the decided offloads, and QEMU and the guest driver
+// run exactly those.
+func testLibvirtdVhostNet(ctx context.Context, t *testing.T, n *nested) {
+	const mac = "52:54:00:97:00:01"
+	taps := func() []string { m, _ := filepath.Glob("/sys/class/net/nctl*"); return m }
+	out, err := n.netctl(ctx, "attach", "--vm", n.name, "--libvirt", n.lvd.URI, "--id", "net1", "--backend", "vhost-net", "--mac", mac)
+	t.Logf("attach --backend vhost-net on a type='qemu' domain: %v %s", err, strings.TrimSpace(out))
+	if err == nil || !strings.Contains(out, "type 'kvm'") {
+		t.Errorf("attach --backend vhost-net on a type='qemu' domain: %v\n%s (want a refusal naming type 'kvm')", err, out)
+	}
+	if r, tp := n.records(), taps(); len(r) != 0 || len(tp) != 0 || n.iface(ctx, t, "ua-netctl-net1") != nil {
+		t.Fatalf("after the refusal: records %v, taps %v, or an interface left", r, tp)
+	}
+
+	out, err = n.netctl(ctx, "attach", "--vm", n.name, "--libvirt", n.lvd.URI, "--id", "net1", "--mac", mac, "--json")
+	if err != nil {
+		t.Fatalf("netctl attach: %v\n%s", err, out)
+	}
+	var nic state.NIC
+	if err := json.Unmarshal([]byte(out), &nic); err != nil || nic.Tap == nil || nic.Backend != policy.BackendUserspace {
+		t.Fatalf("attach --json (want userspace on a tap): %v\n%s", err, out)
+	}
+	var offer virtio.Features
+	for _, s := range nic.Features {
+		b, ok := virtio.ParseFeature(s)
+		if !ok {
+			t.Fatalf("decided feature %q has no bit", s)
+		}
+		offer |= b
+	}
+	t.Logf("decided: %s offering %v; steps %+v", nic.Backend, offer, nic.Steps)
+	for _, s := range nic.Steps {
+		if s.Backend == policy.BackendVhostNet && !strings.Contains(s.Reason, "type 'kvm'") {
+			t.Errorf("vhost-net's step: %q (want the domain type's reason)", s.Reason)
+		}
+	}
+
+	// The live XML pins the decision.
+	x := n.iface(ctx, t, "ua-netctl-net1")
+	if x == nil {
+		t.Fatal("no interface ua-netctl-net1 in the live domain")
+	}
+	if x.Driver == nil || x.Driver.Name != "qemu" || x.Target == nil || x.Target.Dev != nic.Tap.Name {
+		s, _ := x.Marshal()
+		t.Fatalf("live interface (want <driver name='qemu'> on %s):\n%s", nic.Tap.Name, s)
+	}
+	want := libvirtdom.DriverFor(nil, policy.Decision{Backend: policy.BackendUserspace, Offer: offer}, 0).Driver
+	if !samePtr(x.Driver.Host, want.Host) || !samePtr(x.Driver.Guest, want.Guest) {
+		got, _ := x.Marshal()
+		t.Errorf("live <driver> offloads differ from the decision's: want host %+v guest %+v\n%s", want.Host, want.Guest, got)
+	}
+	if n.holds("/dev/vhost-net") {
+		t.Errorf("QEMU (pid %d) holds /dev/vhost-net for a userspace NIC", n.pid)
+	}
+
+	// The guest's driver takes the NIC, with the decided features.
+	guest := guestNIC(ctx, t, n, mac)
+	var st *l2.VirtioStatus
+	for deadline := time.Now().Add(2 * time.Minute); ; {
+		st = virtioStatus(ctx, t, n, "ua-netctl-net1")
+		if st.DriverOK() || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	if !st.DriverOK() || st.VhostStarted {
+		t.Errorf("x-query-virtio-status: DRIVER_OK %v, vhost-started %v (want QEMU's userspace virtio-net):\n%s", st.DriverOK(), st.VhostStarted, st.Raw)
+	}
+	host, acked := qemuWord(st.Host), qemuWord(st.Guest)
+	t.Logf("QEMU offers %v, the guest acked %v", host, acked)
+	managed := virtio.Features(0)
+	for _, b := range []virtio.Features{virtio.NetCsum, virtio.NetGuestCsum, virtio.NetHostTSO4, virtio.NetHostTSO6, virtio.NetHostECN,
+		virtio.NetHostUFO, virtio.NetGuestTSO4, virtio.NetGuestTSO6, virtio.NetGuestECN, virtio.NetGuestUFO, virtio.NetMrgRxbuf, virtio.EventIdx} {
+		managed |= b
+	}
+	if host&managed != offer&managed {
+		t.Errorf("QEMU offers %v of the decided offloads, the decision %v", host&managed, offer&managed)
+	}
+	if guest&^host != 0 || acked != guest {
+		t.Errorf("the guest driver's features %v: beyond QEMU's offer %v, or not what QEMU saw acked %v", guest, host, acked)
+	}
+	if guest&managed&^offer != 0 {
+		t.Errorf("the guest negotiated %v, which the decision left out", guest&managed&^offer)
+	}
+
+	if out, err := n.netctl(ctx, "detach", "--vm", n.name, "--libvirt", n.lvd.URI, "--id", "net1"); err != nil {
+		t.Fatalf("netctl detach: %v\n%s", err, out)
+	}
+	if x := n.iface(ctx, t, "ua-netctl-net1"); x != nil {
+		t.Errorf("the interface is in the live domain after detach")
+	}
+	if _, err := os.Stat("/sys/class/net/" + nic.Tap.Name); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("tap %s after detach: %v", nic.Tap.Name, err)
+	}
+	if r := n.records(); len(r) != 0 {
+		t.Errorf("records after detach: %v", r)
+	}
+}
+
+func samePtr[T comparable](a, b *T) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+func testLibvirtdVDPA(ctx context.Context, t *testing.T, n *nested) {
+	const mac = "52:54:00:97:00:02"
+	attach := func() (string, error) {
+		return n.netctl(ctx, "attach", "--vm", n.name, "--libvirt", n.lvd.URI, "--id", "net2", "--mgmtdev", "vduse", "--mac", mac, "--json")
+	}
+	testenv.Require(t, "vdpa", func(m *testenv.Missing) {
+		out, err := attach()
+		m.Logf("attach --mgmtdev vduse without vDPA: %v %s", err, out)
+		m.Check(err != nil && strings.Contains(out, "vdpa"), "attach --mgmtdev vduse without vDPA: %v %s, want a refusal naming vdpa", err, out)
+		m.Check(len(n.records()) == 0, "records after the refusal: %v", n.records())
+		m.Check(n.iface(ctx, m.T, "ua-netctl-net2") == nil, "an interface ua-netctl-net2 after the refusal")
+	})
+	testenv.Require(t, "vduse", nil)
+	dev, err := vduse.Create(vduse.Config{Name: "netctl-net2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := dev.Close(); err != nil {
+			t.Errorf("destroying the VDUSE device: %v", err)
+		}
+	}()
+	out, err := attach()
+	if err != nil {
+		t.Fatalf("netctl attach --mgmtdev vduse: %v\n%s", err, out)
+	}
+	var nic state.NIC
+	if err := json.Unmarshal([]byte(out), &nic); err != nil || nic.Backend != policy.BackendVDPA || nic.Tap != nil || nic.VDPA == nil ||
+		nic.VDPA.Name != "netctl-net2" || !nic.VDPA.Created || nic.VDPA.Ino == 0 || !strings.HasPrefix(nic.VDPA.Vhost, "/dev/vhost-vdpa-") {
+		t.Fatalf("attach --json: %v\n%s", err, out)
+	}
+	x := n.iface(ctx, t, "ua-netctl-net2")
+	if x == nil || x.Source == nil || x.Source.VDPA == nil || x.Source.VDPA.Device != nic.VDPA.Vhost {
+		s := ""
+		if x != nil {
+			s, _ = x.Marshal()
+		}
+		t.Fatalf("live interface (want type='vdpa' on %s):\n%s", nic.VDPA.Vhost, s)
+	}
+	if !n.holds(nic.VDPA.Vhost) {
+		t.Errorf("QEMU (pid %d) holds no %s", n.pid, nic.VDPA.Vhost)
+	}
+
+	// Let the guest's driver finish with the device (TCG inside TCG, a
+	// VDUSE device served by this process) before it is asked to let go.
+	re := regexp.MustCompile(`L2-NIC \S+ mac=` + regexp.QuoteMeta(mac) + ` driver=(\S*) features=([01]+)`)
+	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
+		b, _ := os.ReadFile(n.console)
+		if m := re.FindSubmatch(b); m != nil {
+			t.Logf("guest: the vdpa NIC's driver %s, features %s", m[1], m[2])
+			break
+		}
+	}
+	// A guest slow to release the NIC leaves it pending; detach again
+	// finishes it (detach's "still pending" semantics).
+	for i := 0; ; i++ {
+		out, err := n.netctl(ctx, "detach", "--vm", n.name, "--libvirt", n.lvd.URI, "--id", "net2", "--timeout", "90s")
+		if err == nil {
+			break
+		}
+		if i == 2 || !strings.Contains(out, "still pending") {
+			t.Fatalf("netctl detach: %v\n%s", err, out)
+		}
+		t.Logf("detach %d: %s", i+1, strings.TrimSpace(out))
+	}
+	if x := n.iface(ctx, t, "ua-netctl-net2"); x != nil {
+		t.Errorf("the vdpa interface is in the live domain after detach")
+	}
+	if n.holds(nic.VDPA.Vhost) {
+		t.Errorf("QEMU still holds %s after detach", nic.VDPA.Vhost)
+	}
+	if _, err := os.Stat("/sys/bus/vdpa/devices/netctl-net2"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("vdpa device netctl-net2 after detach: %v (want deleted)", err)
+	}
+	if r := n.records(); len(r) != 0 {
+		t.Errorf("records after detach: %v", r)
+	}
+}
