@@ -112,21 +112,37 @@ func (h *Hook) releaseAttached(ctx context.Context, domain, uuid string, res *Re
 	if len(nics) == 0 {
 		return // no lock taken: nothing to wait for
 	}
+	// Each NIC under its own lock (state.LibvirtLockKey), all within
+	// attachedLockWait: an attach of another NIC in flight holds only its
+	// own, and may be waiting in libvirt for the domain's job that runs
+	// this release.
 	lctx, cancel := context.WithTimeout(ctx, attachedLockWait)
 	defer cancel()
-	l, err := h.Store.Lock(lctx, key)
-	if err != nil {
-		say(false, "another netctl attach or detach on domain %s holds its lock (%v): left to it; what stays, netctl detach --vm %s --id ID removes",
-			uuid, err, uuid)
-		return
-	}
-	defer l.Unlock()
-	if nics, err = mine(); err != nil {
-		say(false, "netctl attach's records: %v: none released", err)
-		return
-	}
 	ns, nsErr := state.NetNS()
 	for _, n := range nics {
+		l, err := h.Store.Lock(lctx, state.LibvirtLockKey(uuid, n.ID))
+		if err != nil {
+			say(false, "another netctl attach or detach of NIC %s on domain %s holds its lock (%v): left to it; what stays, netctl detach --vm %s --id %s removes",
+				n.ID, uuid, err, uuid, n.ID)
+			continue
+		}
+		h.releaseAttachedNIC(key, uuid, n.ID, ns, nsErr, say)
+		l.Unlock()
+	}
+}
+
+// releaseAttachedNIC deletes NIC id's tap and record (its lock held),
+// reading the record again under the lock.
+func (h *Hook) releaseAttachedNIC(key, uuid, id string, ns uint64, nsErr error, say func(bool, string, ...any)) bool {
+	cur, err := h.Store.Load(key, id)
+	if errors.Is(err, state.ErrNotFound) {
+		return false // detached meanwhile
+	}
+	if err != nil {
+		say(false, "NIC %s: its record: %v: left", id, err)
+		return false
+	}
+	for _, n := range []*state.NIC{cur} {
 		if n.Tap != nil && n.Tap.Created {
 			if nsErr == nil && n.NetNS != 0 && n.NetNS != ns {
 				say(false, "NIC %s: its tap %s was made in network namespace %d, this is %d: left, with its record (netctl detach --vm %s --id %s there removes it)",
@@ -154,6 +170,7 @@ func (h *Hook) releaseAttached(ctx context.Context, domain, uuid string, res *Re
 		}
 		say(true, what, n.ID)
 	}
+	return true
 }
 
 // attachedHolds says whether a record of netctl attach on domain uuid

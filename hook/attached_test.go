@@ -95,14 +95,14 @@ func TestReleaseDeletesLiveAttached(t *testing.T) {
 }
 
 // TestReleaseAttachedLockBusy: while an attach or detach holds the
-// domain's lock, release waits at most attachedLockWait, leaves the NIC
+// NIC's lock, release waits at most attachedLockWait, leaves the NIC
 // to it and still succeeds (libvirt's release is never failed).
 func TestReleaseAttachedLockBusy(t *testing.T) {
 	f := newFake(t)
 	h, _, _ := newTestHook(t, f)
 	ctx := context.Background()
 	liveNIC(t, h, f, lvUUID, "net1", "nctl0")
-	l, err := h.Store.Lock(ctx, state.LibvirtKey(lvUUID))
+	l, err := h.Store.Lock(ctx, state.LibvirtLockKey(lvUUID, "net1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,8 +118,35 @@ func TestReleaseAttachedLockBusy(t *testing.T) {
 	if got := f.snapshot(); got != "eth0#2 nctl0#11" {
 		t.Errorf("links: %s (want the tap left to the lock's holder)", got)
 	}
-	if len(res.Notes) != 1 || !strings.Contains(res.Notes[0], "netctl detach --vm "+lvUUID+" --id ID") {
+	if len(res.Notes) != 1 || !strings.Contains(res.Notes[0], "netctl detach --vm "+lvUUID+" --id net1") {
 		t.Errorf("notes %q", res.Notes)
+	}
+}
+
+// TestReleaseAttachedOtherNICInFlight: an attach of another NIC of the
+// domain holds that NIC's lock while libvirt's hotplug waits for the
+// domain's job (a destroy, which runs this release): the NIC attached
+// before is still released. Before, one lock per domain made release
+// give up on every NIC and leave nctl0 and its record (a fresh-clone
+// make test saw it in TestHostLibvirtdAttachFailures).
+func TestReleaseAttachedOtherNICInFlight(t *testing.T) {
+	f := newFake(t)
+	h, _, _ := newTestHook(t, f)
+	ctx := context.Background()
+	liveNIC(t, h, f, lvUUID, "net1", "nctl0")
+	l, err := h.Store.Lock(ctx, state.LibvirtLockKey(lvUUID, "net2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock()
+	if _, err := h.Run(ctx, "web1", "release", "end", strings.NewReader(lvXML)); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.snapshot(); got != "eth0#2" {
+		t.Errorf("links: %s (want nctl0 deleted: its own lock was free)", got)
+	}
+	if _, err := h.Store.Load(state.LibvirtKey(lvUUID), "net1"); !errors.Is(err, state.ErrNotFound) {
+		t.Errorf("net1's record: %v (want removed)", err)
 	}
 }
 

@@ -124,9 +124,9 @@ func Attach(ctx context.Context, r Request) (*state.NIC, error) {
 		return nil, step("state", err)
 	}
 	key := state.LibvirtKey(dom.UUID)
-	lock, err := store.Lock(ctx, key)
+	lock, err := store.Lock(ctx, state.LibvirtLockKey(dom.UUID, r.ID))
 	if err != nil {
-		return nil, step("lock the domain", err)
+		return nil, step("lock the NIC", err)
 	}
 	defer lock.Unlock()
 

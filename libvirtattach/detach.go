@@ -63,7 +63,7 @@ func Detach(ctx context.Context, r DetachRequest) error {
 		return fmt.Errorf("detach: %w", err)
 	}
 	key := state.LibvirtKey(dom.UUID)
-	lock, err := store.Lock(ctx, key)
+	lock, err := store.Lock(ctx, state.LibvirtLockKey(dom.UUID, r.ID))
 	if err != nil {
 		return fmt.Errorf("detach: lock the domain: %w", err)
 	}
@@ -220,7 +220,7 @@ func cleanGone(ctx context.Context, store *state.Store, h hostnic.Host, r Detach
 	}
 	n := found[0]
 	key := n.Key()
-	lock, err := store.Lock(ctx, key)
+	lock, err := store.Lock(ctx, state.LibvirtLockKey(n.Libvirt.UUID, n.ID))
 	if err != nil {
 		return fmt.Errorf("detach: lock the domain: %w", err)
 	}

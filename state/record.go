@@ -139,6 +139,13 @@ var uuidPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a
 // literal key).
 func LibvirtKey(uuid string) string { return "lv=" + uuid }
 
+// LibvirtLockKey is the key of the lock of one NIC (id) of a libvirt
+// domain: per NIC, not per domain, since an attach holds it across
+// libvirt's hotplug, which may wait for the domain's own job (a destroy
+// running the hook's release, which takes the locks of the NICs already
+// attached): a per-domain lock would keep those NICs from release.
+func LibvirtLockKey(uuid, id string) string { return LibvirtKey(uuid) + "@" + id }
+
 // Key is the key the record is stored under: LibvirtKey of the domain's
 // UUID for a libvirt domain's NIC, else KeyFor(VM, QMP).
 func (n *NIC) Key() string {
