@@ -191,3 +191,16 @@ func (Real) OpenVDPA(ctx context.Context, name string) (int, string, error) {
 }
 
 func (Real) VDPAMapMode(fd int) vdpa.MapMode { return vdpa.MapModeOfFD(fd) }
+
+// BoundVhostPath is the /dev/vhost-vdpa-N of existing vdpa device name,
+// which must be bound to vhost_vdpa (a face that hands the node to
+// another program, such as libvirt, opens nothing itself).
+func BoundVhostPath(name string) (string, error) {
+	if drv, err := vdpa.BoundDriver(name); err != nil {
+		return "", fmt.Errorf("vdpa %s: %w (netctl vdpa dev show lists the devices)", name, err)
+	} else if drv != vdpa.DriverVhostVDPA {
+		return "", fmt.Errorf("vdpa %s is bound to %q, not vhost_vdpa: bind it (netctl vdpa dev bind %s) or create one with --mgmtdev: %w",
+			name, drv, name, errs.ErrNotAvailable)
+	}
+	return vdpa.VhostVDPAPath(name)
+}

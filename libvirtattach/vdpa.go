@@ -14,7 +14,6 @@ import (
 	"github.com/netctl/netctl/policy"
 	"github.com/netctl/netctl/policy/host"
 	"github.com/netctl/netctl/state"
-	"github.com/netctl/netctl/vdpa"
 )
 
 // maxMgmtdev bounds --mgmtdev (a handle such as "vduse" or "pci/0000:65:00.2").
@@ -118,17 +117,9 @@ func createVDPA(ctx context.Context, r Request, h hostnic.Host, nic *state.NIC, 
 	return vhost, undo, nil
 }
 
-// existingVDPA is the /dev/vhost-vdpa-N of device name, which must be
-// bound to vhost_vdpa (libvirt opens that node).
-func existingVDPA(name string) (string, error) {
-	if drv, err := vdpa.BoundDriver(name); err != nil {
-		return "", fmt.Errorf("vdpa %s: %w (netctl vdpa dev show lists the devices)", name, err)
-	} else if drv != vdpa.DriverVhostVDPA {
-		return "", fmt.Errorf("vdpa %s is bound to %q, not vhost_vdpa: bind it (netctl vdpa dev bind %s) or create one with --mgmtdev: %w",
-			name, drv, name, errs.ErrNotAvailable)
-	}
-	return vdpa.VhostVDPAPath(name)
-}
+// existingVDPA is hostnic.BoundVhostPath: the /dev/vhost-vdpa-N of an
+// existing device bound to vhost_vdpa (libvirt opens that node).
+var existingVDPA = hostnic.BoundVhostPath
 
 // deleteVDPA deletes the vdpa device v records, only if netctl created
 // it and it is still that device (its identity, when kept, is v.Ino): a
