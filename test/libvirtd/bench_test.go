@@ -85,7 +85,9 @@ func BenchmarkLibvirtAttach(b *testing.B) {
 	if err := os.WriteFile(ifile, []byte(iface), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	virsh := func(args ...string) float64 { return timed("virsh", append([]string{"-c", "qemu:///system"}, args...)...) }
+	virsh := func(args ...string) float64 {
+		return timed("virsh", append([]string{"-c", "qemu:///system"}, args...)...)
+	}
 	gone := func(dev string) {
 		for i := 0; i < 100; i++ {
 			if out, _ := d.Virsh("domiflist", "lvbench"); !strings.Contains(out, dev) {
