@@ -15,17 +15,9 @@ import (
 // libvirt's is one (on the default URI). Flags that only mean something
 // for a hand-run QEMU are refused with --libvirt.
 func libvirtFor(c *cli.Context, path string) (uri string, ok bool, err error) {
-	vm := c.String("vm")
-	if c.IsSet("libvirt") {
-		if vm == "" || c.String("qmp") != "" {
-			return "", false, usageErr(path, "--libvirt needs --vm DOMAIN (a name or UUID), not --qmp")
-		}
-		uri, ok = c.String("libvirt"), true
-	} else if vm != "" && c.String("qmp") == "" {
-		ok = runByLibvirt(vm)
-	}
-	if !ok {
-		return "", false, nil
+	uri, ok, err = libvirtStatsFor(c, path)
+	if err != nil || !ok {
+		return "", false, err
 	}
 	for _, f := range []string{"tap", "shared-tap", "macvtap", "bus"} {
 		if c.IsSet(f) {

@@ -8,7 +8,7 @@ import (
 	"github.com/netctl/netctl/stats"
 )
 
-// libvirtStatsFor says whether stats' (or diagnose's) --vm is a libvirt
+// libvirtStatsFor says whether --vm of stats, diagnose or attach is a libvirt
 // domain, and on which URI: --libvirt URI says so; else a QEMU named --vm
 // whose monitor is libvirt's is one (on the default URI).
 func libvirtStatsFor(c *cli.Context, path string) (uri string, ok bool, err error) {
