@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/netctl/netctl/hostnic"
 	"github.com/netctl/netctl/state"
 )
 
@@ -70,7 +71,9 @@ func domainUUID(r io.Reader) string {
 // releaseAttached deletes what netctl attach --vm made for the stopped
 // libvirt domain uuid (its records in this run dir, keyed
 // state.LibvirtKey(uuid)): each tap only while it carries netctl's mark
-// and the recorded ifindex (hostnic's DeleteTap), then the record. It is
+// and the recorded ifindex (hostnic's DeleteTap), each vdpa device only
+// while it is the one netctl created (hostnic.DeleteRecordedVDPA), then
+// the record. It is
 // best-effort: it never fails (libvirt only logs a failed release, and
 // the domain is gone either way), says what it did and did not in res,
 // and never calls libvirt. A NIC also added to the persistent definition
@@ -126,14 +129,14 @@ func (h *Hook) releaseAttached(ctx context.Context, domain, uuid string, res *Re
 				n.ID, uuid, err, uuid, n.ID)
 			continue
 		}
-		h.releaseAttachedNIC(key, uuid, n.ID, ns, nsErr, say)
+		h.releaseAttachedNIC(ctx, key, uuid, n.ID, ns, nsErr, say)
 		l.Unlock()
 	}
 }
 
 // releaseAttachedNIC deletes NIC id's tap and record (its lock held),
 // reading the record again under the lock.
-func (h *Hook) releaseAttachedNIC(key, uuid, id string, ns uint64, nsErr error, say func(bool, string, ...any)) bool {
+func (h *Hook) releaseAttachedNIC(ctx context.Context, key, uuid, id string, ns uint64, nsErr error, say func(bool, string, ...any)) bool {
 	cur, err := h.Store.Load(key, id)
 	if errors.Is(err, state.ErrNotFound) {
 		return false // detached meanwhile
@@ -158,6 +161,20 @@ func (h *Hook) releaseAttachedNIC(key, uuid, id string, ns uint64, nsErr error, 
 				say(true, "deleted tap %s of NIC %s (netctl attach)", n.Tap.Name, n.ID)
 			} else {
 				say(false, "tap %s of NIC %s is gone, or is not the tap netctl made (not ifindex %d, or without netctl's mark): left alone", n.Tap.Name, n.ID, n.Tap.Ifindex)
+			}
+		}
+		if n.VDPA != nil && n.VDPA.Created {
+			// QEMU is gone, so nothing holds the device: delete it as
+			// detach would, only while it is the device netctl made.
+			deleted, err := hostnic.DeleteRecordedVDPA(ctx, h.Devices, n.VDPA)
+			if err != nil {
+				say(false, "NIC %s: vdpa device %s: %v: its record stays (netctl detach --vm %s --id %s tries again)", n.ID, n.VDPA.Name, err, uuid, n.ID)
+				continue
+			}
+			if deleted {
+				say(true, "deleted vdpa device %s of NIC %s (netctl attach)", n.VDPA.Name, n.ID)
+			} else {
+				say(false, "vdpa device %s of NIC %s is gone, or is not the device netctl made (another identity, or not named by netctl): left alone", n.VDPA.Name, n.ID)
 			}
 		}
 		if err := h.Store.Remove(key, n.ID); err != nil && !errors.Is(err, state.ErrNotFound) {

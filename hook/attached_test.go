@@ -170,3 +170,92 @@ func TestDomainUUID(t *testing.T) {
 		t.Errorf("nil reader: %q", got)
 	}
 }
+
+// liveVDPANIC records NIC id, attached by netctl attach --vm --mgmtdev
+// to the libvirt domain uuid, on vdpa device netctl-ID the fake made.
+func liveVDPANIC(t *testing.T, h *Hook, f *fakeDevices, uuid, id string) *state.NIC {
+	t.Helper()
+	name := hostnic.VDPAPrefix + id
+	vhost, err := f.CreateVDPA(context.Background(), hostnic.VDPASpec{Name: name, Mgmtdev: "vduse"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ino, _ := f.VDPAIdentity(name)
+	n := &state.NIC{Schema: state.Schema, VM: "web1", ID: id, Netdev: "hostua-netctl-" + id, Backend: "vdpa", Queues: 1,
+		MAC: "52:54:00:00:00:02", Status: state.StatusAttached, Attached: time.Now().UTC(),
+		VDPA:    &state.VDPA{Name: name, Mgmtdev: "vduse", Vhost: vhost, Created: true, Ino: ino},
+		Libvirt: &state.Libvirt{URI: "qemu:///system", UUID: uuid, Alias: "ua-netctl-" + id}}
+	if err := h.Store.Create(n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestReleaseDeletesLiveAttachedVDPA: release end of a libvirt domain
+// deletes the vdpa devices netctl attach --vm created for it, as detach
+// would (only while each is still the device netctl made), with their
+// records; a device someone deleted and added again under the name is
+// left, its record removed (the domain is gone); a device netctl did not
+// create (attach --vdpa NAME) is never deleted. Before, release deleted
+// only taps and left every attached vdpa device behind.
+func TestReleaseDeletesLiveAttachedVDPA(t *testing.T) {
+	f := newFake(t)
+	h, _, _ := newTestHook(t, f)
+	ctx := context.Background()
+	liveVDPANIC(t, h, f, lvUUID, "net3")
+	liveVDPANIC(t, h, f, lvUUID, "net4")
+	f.recreateVDPA(hostnic.VDPAPrefix + "net4")
+	// A device the operator made, attached with --vdpa: not netctl's.
+	if _, err := f.CreateVDPA(ctx, hostnic.VDPASpec{Name: "ops0", Mgmtdev: "vduse"}); err != nil {
+		t.Fatal(err)
+	}
+	n := &state.NIC{Schema: state.Schema, VM: "web1", ID: "net5", Netdev: "hostua-netctl-net5", Backend: "vdpa", Queues: 1,
+		MAC: "52:54:00:00:00:05", Status: state.StatusAttached, Attached: time.Now().UTC(),
+		VDPA:    &state.VDPA{Name: "ops0", Vhost: f.vdpas["ops0"]},
+		Libvirt: &state.Libvirt{URI: "qemu:///system", UUID: lvUUID, Alias: "ua-netctl-net5"}}
+	if err := h.Store.Create(n); err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.Run(ctx, "web1", "release", "end", strings.NewReader(lvXML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.snapshot(); got != "eth0#2 vdpa:netctl-net4 vdpa:ops0" {
+		t.Errorf("after release: %s (want netctl-net3 deleted, netctl-net4 and ops0 left)", got)
+	}
+	for _, id := range []string{"net3", "net4", "net5"} {
+		if _, err := h.Store.Load(state.LibvirtKey(lvUUID), id); !errors.Is(err, state.ErrNotFound) {
+			t.Errorf("record %s after release: %v", id, err)
+		}
+	}
+	all := strings.Join(append(res.Done, res.Notes...), "\n")
+	for _, want := range []string{"deleted vdpa device netctl-net3 of NIC net3 (netctl attach)",
+		"vdpa device netctl-net4 of NIC net4 is gone, or is not the device netctl made"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("release said %q, want %q", all, want)
+		}
+	}
+	if strings.Contains(all, "ops0") && !strings.Contains(all, "not netctl's") {
+		t.Errorf("release on ops0: %q", all)
+	}
+}
+
+// TestReleaseAttachedVDPADeleteFails: a vdpa device that cannot be
+// deleted keeps its record (netctl detach tries again), and release
+// still succeeds.
+func TestReleaseAttachedVDPADeleteFails(t *testing.T) {
+	f := newFake(t)
+	h, _, _ := newTestHook(t, f)
+	liveVDPANIC(t, h, f, lvUUID, "net3")
+	f.failAt = "delvdpa netctl-net3"
+	res, err := h.Run(context.Background(), "web1", "release", "end", strings.NewReader(lvXML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Store.Load(state.LibvirtKey(lvUUID), "net3"); err != nil {
+		t.Errorf("record after a failed delete: %v (want kept)", err)
+	}
+	if all := strings.Join(res.Notes, "\n"); !strings.Contains(all, "injected failure") || !strings.Contains(all, "netctl detach --vm") {
+		t.Errorf("release notes %q: want the error and what to do", all)
+	}
+}

@@ -23,15 +23,18 @@ import (
 // scratch macvtap), or, for a vdpa interface, the device the hook just
 // created (vdev, with its features). The QEMU version is the installed
 // QEMU's when the probe found it: the hook cannot ask the QEMU libvirt is
-// about to start. Pure: it touches nothing.
+// about to start. On a domain whose type (domType) is not 'kvm', vhost-net
+// is not offered: libvirt would not open /dev/vhost-net for it
+// (host.ForLibvirtDomain). Pure: it touches nothing.
 //
 // A refusal is one line naming the interface; a forced-on attribute the
 // backend cannot carry is named as the domain XML spells it, with
 // policy's reason and what to do, and wraps errs.ErrNotSupported. Other
 // refusals (a backend not on this host, an unknown profile) are policy's
 // own, wrapped.
-func decide(desc *host.Description, it Interface, vdev *host.VDPADevice, iface string) (policy.Decision, error) {
+func decide(desc *host.Description, domType string, it Interface, vdev *host.VDPADevice, iface string) (policy.Decision, error) {
 	h := *desc
+	noKVM := it.Kind != KindVDPA && h.ForLibvirtDomain(domType)
 	req := policy.Request{Queues: max(it.Queues, 1), Profile: it.Profile, Backend: it.Backend,
 		Enable: it.Force.On & policyBits, Disable: it.Force.Off & policyBits}
 	kind := "tun"
@@ -46,7 +49,12 @@ func decide(desc *host.Description, it Interface, vdev *host.VDPADevice, iface s
 		if req.Backend == "" {
 			switch it.Driver {
 			case "vhost":
-				req.Backend = policy.BackendVhostNet
+				// libvirt itself passes <driver name='vhost'> by on
+				// a domain that is not type='kvm': so does the hook
+				// (the chain decides, with the reason).
+				if !noKVM {
+					req.Backend = policy.BackendVhostNet
+				}
 			case "qemu":
 				req.Backend = policy.BackendUserspace
 			}

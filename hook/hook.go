@@ -258,7 +258,7 @@ func (h *Hook) Prepare(ctx context.Context, p *Plan) (res *Result, err error) {
 		if it.Kind == KindVDPA {
 			continue
 		}
-		d, err := decide(desc, it, nil, ifaceName(it.MAC, i))
+		d, err := decide(desc, p.Type, it, nil, ifaceName(it.MAC, i))
 		if err != nil {
 			return nil, fmt.Errorf("domain %s: %w", p.Domain, err)
 		}
@@ -341,7 +341,7 @@ func (h *Hook) Prepare(ctx context.Context, p *Plan) (res *Result, err error) {
 			if err != nil {
 				return nil, fmt.Errorf("domain %s: interface %s: %w", p.Domain, ifaceName(it.MAC, i), err)
 			}
-			dec, err := decide(desc, it, &dev, ifaceName(it.MAC, i))
+			dec, err := decide(desc, p.Type, it, &dev, ifaceName(it.MAC, i))
 			if err != nil {
 				return nil, fmt.Errorf("domain %s: %w", p.Domain, err)
 			}

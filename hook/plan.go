@@ -72,7 +72,8 @@ const AttachAliasPrefix = "ua-netctl-"
 type Plan struct {
 	Domain     string
 	UUID       string
-	Owner      int // the taps' owner (tap_owner in the config), or NoOwner
+	Type       string // the domain's type attribute: vhost-net only for "kvm" (host.ForLibvirtDomain)
+	Owner      int    // the taps' owner (tap_owner in the config), or NoOwner
 	Interfaces []Interface
 }
 
@@ -168,6 +169,7 @@ func Marks(cfg *Config) [][]byte {
 // netctl does not know) can stop a domain netctl has nothing to do with.
 type liteDomain struct {
 	XMLName  xml.Name
+	Type     string `xml:"type,attr"`
 	Name     string `xml:"name"`
 	UUID     string `xml:"uuid"`
 	Metadata *struct {
@@ -243,7 +245,7 @@ func ParsePlan(domainXML []byte, cfg *Config) (*Plan, error) {
 	if d.XMLName.Local != "domain" {
 		return nil, &unreadableError{fmt.Sprintf("domain XML: the root is <%s>, not <domain>", clip(d.XMLName.Local))}
 	}
-	p := &Plan{Domain: d.Name, UUID: d.UUID}
+	p := &Plan{Domain: d.Name, UUID: d.UUID, Type: d.Type}
 	var meta map[string]*metaEntry
 	if d.Metadata != nil {
 		var err error

@@ -325,11 +325,7 @@ func decide(ctx context.Context, r Request, h hostnic.Host, version, vdpa, domTy
 	d := *desc
 	d.QEMU.Version, d.QEMU.Error = version, ""
 	restrictVDPA(&d, vdpa)
-	if domType != "kvm" && d.VhostNet.Available {
-		d.VhostNet.Available = false
-		d.VhostNet.Error = fmt.Sprintf("libvirt gives QEMU /dev/vhost-net only for a domain of type 'kvm', and this one is type %.16q "+
-			"(QEMU's emulator): libvirt would run QEMU's userspace virtio-net whatever <driver name='vhost'> says", domType)
-	}
+	d.ForLibvirtDomain(domType)
 	dec, err := policy.Decide(&d, policy.Request{Backend: r.Backend, Queues: r.Queues, Profile: r.Profile, QEMU: version})
 	if err != nil {
 		return policy.Decision{}, step("choose the backend", err)

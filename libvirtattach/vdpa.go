@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 
 	"golang.org/x/sys/unix"
 
@@ -121,24 +120,8 @@ func createVDPA(ctx context.Context, r Request, h hostnic.Host, nic *state.NIC, 
 // existing device bound to vhost_vdpa (libvirt opens that node).
 var existingVDPA = hostnic.BoundVhostPath
 
-// deleteVDPA deletes the vdpa device v records, only if netctl created
-// it and it is still that device (its identity, when kept, is v.Ino): a
-// device that is gone is no error, one deleted and added again under the
-// name is left alone.
+// deleteVDPA is hostnic.DeleteRecordedVDPA, its answer dropped.
 func deleteVDPA(ctx context.Context, h hostnic.Host, v *state.VDPA) error {
-	if v == nil || !v.Created || hostnic.NotCreatedVDPA(v) != "" {
-		return nil
-	}
-	if v.Ino != 0 {
-		id, err := h.VDPAIdentity(v.Name)
-		switch {
-		case errors.Is(err, os.ErrNotExist):
-			return nil
-		case err != nil:
-			return err
-		case id != v.Ino:
-			return nil // someone else's since: not netctl's to delete
-		}
-	}
-	return h.DeleteVDPA(ctx, v.Name)
+	_, err := hostnic.DeleteRecordedVDPA(ctx, h, v)
+	return err
 }

@@ -58,6 +58,9 @@ type Config struct {
 	// "L2-REARMED n" (wait for it before the next set_link off: a slow
 	// guest may not look in between).
 	RebindOn string
+	// Accel is QEMU's -accel: "tcg" (the default) or "kvm" (a nested KVM
+	// guest: L1 must have loaded kvm_amd, see LoadKVM).
+	Accel string
 }
 
 // GuestNIC is what the L2 init printed for one NIC.
@@ -217,12 +220,16 @@ func Start(ctx context.Context, cfg Config) (*Guest, error) {
 	g := &Guest{QMP: Root + Run + "/qmp.sock", Serial: Root + Run + "/serial.log", done: make(chan struct{}), reboot: cfg.Reboot}
 	os.Remove(g.QMP)
 	os.Remove(g.Serial)
+	accel := cfg.Accel
+	if accel == "" {
+		accel = "tcg"
+	}
 	appendArgs := "console=ttyS0 quiet panic=-1 mitigations=off " + BootTrims
 	if cfg.RebindOn != "" {
 		appendArgs += " l2.rebind=" + strings.ToLower(cfg.RebindOn)
 	}
 	g.Args = []string{QEMU, "-nodefaults", "-no-user-config", "-display", "none",
-		"-machine", "pc", "-accel", "tcg", "-m", fmt.Sprint(cfg.MemMB), "-smp", "1",
+		"-machine", "pc", "-accel", accel, "-m", fmt.Sprint(cfg.MemMB), "-smp", "1",
 		"-kernel", Run + "/vmlinux", "-initrd", Run + "/initrd.gz",
 		"-append", appendArgs,
 		"-serial", "file:" + Run + "/serial.log",

@@ -1,0 +1,54 @@
+package l2
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+)
+
+// LoadKVM loads kvm_amd in the L1 VM (an on-demand module of the 6.12
+// image: QEMU's TCG emulates AMD SVM with nested paging, so L1 can run
+// KVM guests) and checks /dev/kvm exists. It is for tests whose subject
+// needs a KVM guest (libvirt opens /dev/vhost-net only for type='kvm'
+// domains); everything else stays on TCG.
+func LoadKVM() error {
+	if _, err := os.Stat("/dev/kvm"); err == nil {
+		return kvmNodeAsUdev()
+	}
+	out, err := exec.Command("netctl-modprobe", "kvm_amd").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("load kvm_amd in the VM: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	if _, err := os.Stat("/dev/kvm"); err != nil {
+		return fmt.Errorf("kvm_amd loaded but %w", err)
+	}
+	return kvmNodeAsUdev()
+}
+
+// kvmNodeAsUdev gives /dev/kvm the group and mode udev gives it on a
+// Debian host (systemd's 50-udev-default.rules: GROUP="kvm", and libvirt's
+// QEMU user libvirt-qemu is in group kvm), so a QEMU libvirt starts as
+// libvirt-qemu can open it: the VM has no udev. The group is the kvm of
+// the chroot QEMU runs in (Root's /etc/group).
+func kvmNodeAsUdev() error {
+	b, err := os.ReadFile(Root + "/etc/group")
+	if err != nil {
+		return fmt.Errorf("/dev/kvm's group: %w", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Split(line, ":")
+		if len(f) >= 3 && f[0] == "kvm" {
+			gid, err := strconv.Atoi(f[2])
+			if err != nil {
+				return fmt.Errorf("/dev/kvm's group: kvm's gid %q: %w", f[2], err)
+			}
+			if err := os.Chown("/dev/kvm", 0, gid); err != nil {
+				return err
+			}
+			return os.Chmod("/dev/kvm", 0o660)
+		}
+	}
+	return fmt.Errorf("/dev/kvm's group: no group kvm in %s/etc/group (install qemu-system-x86 on the host: make vm-deps)", Root)
+}
