@@ -4,13 +4,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net"
-	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,6 +18,7 @@ import (
 	"github.com/netctl/netctl/internal/testenv"
 	"github.com/netctl/netctl/qmp"
 	"github.com/netctl/netctl/test/guest"
+	"github.com/netctl/netctl/test/prom"
 )
 
 // TestHostStatsGuest: a real QEMU 7.2 guest (6.12 kernel, TCG, 2 vCPUs)
@@ -156,36 +153,36 @@ func TestHostStatsGuest(t *testing.T) {
 
 	// netctl exporter and a real Prometheus scraping it every 2 s.
 	ex := startExporter(t, bin, "127.0.0.1:9465", "--scrape-timeout", "10s")
-	body, mfs := ex.scrape(t)
-	promtoolCheck(t, body)
-	if v, _ := value(mfs, "netctl_nic_up", map[string]string{"nic": "net1"}); v != 1 {
+	body, mfs := ex.Scrape(t)
+	prom.PromtoolCheck(t, body)
+	if v, _ := prom.Value(mfs, "netctl_nic_up", map[string]string{"nic": "net1"}); v != 1 {
 		t.Errorf("netctl_nic_up{nic=net1} = %v\n%s", v, body)
 	}
-	prom := startPrometheus(t, "127.0.0.1:9465")
+	ps := prom.Start(t, prom.NewHTTP(t), "127.0.0.1:9465")
 	q := `rate(netctl_queue_completed_descriptors_total{nic="net1",queue="1",direction="rx"}[10s])`
-	v := promWait(ctx, t, prom, q, func(v float64) bool { return v > 0 })
+	v := ps.Wait(ctx, t, q, func(v float64) bool { return v > 0 })
 	t.Logf("Prometheus: %s = %.2f/s (first answer)", q, v)
 	// Once the 10 s window is full, Prometheus's rate is the one netctl
 	// stats measured above (the ping's, ~47/s), within 30 %.
 	seen := *n1.Queues[1].RXDescriptors
 	full := `count_over_time(netctl_queue_completed_descriptors_total{nic="net1",queue="1",direction="rx"}[10s])`
-	promWait(ctx, t, prom, full, func(v float64) bool { return v >= 5 }) // 5 scrapes in the window
-	v = promWait(ctx, t, prom, q, func(float64) bool { return true })
+	ps.Wait(ctx, t, full, func(v float64) bool { return v >= 5 }) // 5 scrapes in the window
+	v = ps.Wait(ctx, t, q, func(float64) bool { return true })
 	t.Logf("Prometheus: %s = %.2f/s (window full; netctl stats saw %.1f/s)", q, v, seen)
 	if v < 0.7*seen || v > 1.3*seen {
 		t.Errorf("Prometheus's rate %.2f/s is not within 30%% of the %.1f/s netctl stats measured", v, seen)
 	}
 	q0 := `rate(netctl_queue_completed_descriptors_total{nic="net1",queue="0",direction="rx"}[10s])`
-	if v0 := promWait(ctx, t, prom, q0, func(float64) bool { return true }); v0 > 0.1*v {
+	if v0 := ps.Wait(ctx, t, q0, func(float64) bool { return true }); v0 > 0.1*v {
 		t.Errorf("Prometheus: queue 0 took %.2f/s of the flow pinned to pair 1 (%.2f/s)", v0, v)
 	} else {
 		t.Logf("Prometheus: %s = %.2f/s", q0, v0)
 	}
 	ql := `rate(netctl_link_receive_packets_total{nic="net1"}[10s])`
-	t.Logf("Prometheus: %s = %.2f/s", ql, promWait(ctx, t, prom, ql, func(v float64) bool { return v > 0 }))
+	t.Logf("Prometheus: %s = %.2f/s", ql, ps.Wait(ctx, t, ql, func(v float64) bool { return v > 0 }))
 
 	// An exporter restart under a real Prometheus: no false increase().
-	ex = restartUnderPrometheus(ctx, t, bin, ex, prom, nic1.Tap.Name, net.HardwareAddr{0x52, 0x54, 0, 0x95, 0, 2})
+	ex = restartUnderPrometheus(ctx, t, bin, ex, ps, nic1.Tap.Name, net.HardwareAddr{0x52, 0x54, 0, 0x95, 0, 2})
 
 	// Kill QEMU: the exporter keeps serving; net1 is down.
 	if err := syscall.Kill(nic1.QEMUPID, syscall.SIGKILL); err != nil {
@@ -197,15 +194,15 @@ func TestHostStatsGuest(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the guest's ping did not end with QEMU")
 	}
-	body, mfs = ex.scrape(t)
-	promtoolCheck(t, body)
-	if v, ok := value(mfs, "netctl_nic_up", map[string]string{"nic": "net1"}); !ok || v != 0 {
+	body, mfs = ex.Scrape(t)
+	prom.PromtoolCheck(t, body)
+	if v, ok := prom.Value(mfs, "netctl_nic_up", map[string]string{"nic": "net1"}); !ok || v != 0 {
 		t.Errorf("QEMU killed: netctl_nic_up{nic=net1} = %v (%v), want 0\n%s", v, ok, body)
 	}
-	if !ex.alive() {
-		t.Fatalf("the exporter died with the VM:\n%s", ex.stderr.String())
+	if !ex.Alive() {
+		t.Fatalf("the exporter died with the VM:\n%s", ex.Stderr.String())
 	}
-	promWait(ctx, t, prom, `netctl_nic_up{nic="net1"}`, func(v float64) bool { return v == 0 })
+	ps.Wait(ctx, t, `netctl_nic_up{nic="net1"}`, func(v float64) bool { return v == 0 })
 	t.Logf("Prometheus: netctl_nic_up{nic=\"net1\"} = 0 after the kill")
 }
 
@@ -228,7 +225,7 @@ func watchDetach(t *testing.T, bin, sock string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr syncBuf
+	var stderr prom.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -302,90 +299,6 @@ func watchDetach(t *testing.T, bin, sock string) {
 	}
 }
 
-// startPrometheus runs Debian's prometheus in the test's network
-// namespace, on loopback, scraping target every 2 s; its config and
-// storage in temp dirs. It returns its address.
-func startPrometheus(t *testing.T, target string) string {
-	t.Helper()
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "prometheus.yml")
-	conf := fmt.Sprintf(`global:
-  scrape_interval: 2s
-  scrape_timeout: 2s
-scrape_configs:
-  - job_name: netctl
-    static_configs:
-      - targets: ['%s']
-`, target)
-	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	const addr = "127.0.0.1:9090"
-	var out syncBuf
-	cmd := exec.Command("prometheus", "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+addr)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
-	})
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		if code, _ := httpGet(t, "http://"+addr+"/-/ready"); code == 200 {
-			return addr
-		}
-		select {
-		case err := <-exited:
-			t.Fatalf("prometheus exited: %v\n%s", err, out.String())
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("prometheus never became ready:\n%s", out.String())
-		}
-	}
-}
-
-// promWait queries Prometheus's HTTP API (instant query) until the first
-// series' value satisfies ok, and returns it; ctx ending fails the test.
-func promWait(ctx context.Context, t *testing.T, addr, query string, ok func(float64) bool) float64 {
-	t.Helper()
-	last := ""
-	for {
-		code, body := httpGet(t, "http://"+addr+"/api/v1/query?query="+url.QueryEscape(query))
-		last = body
-		var r struct {
-			Status string `json:"status"`
-			Data   struct {
-				Result []struct {
-					Value [2]any `json:"value"`
-				} `json:"result"`
-			} `json:"data"`
-		}
-		if code == 200 && json.Unmarshal([]byte(body), &r) == nil && r.Status == "success" && len(r.Data.Result) > 0 {
-			if s, isStr := r.Data.Result[0].Value[1].(string); isStr {
-				if v, err := strconv.ParseFloat(s, 64); err == nil && ok(v) {
-					return v
-				}
-			}
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("Prometheus: %s never gave the value wanted; last answer: %s", query, last)
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
-}
-
 // restartUnderPrometheus: the host sends net1's guest more than a
 // 16-bit turn of frames (its RX rings' counters pass 65536, the raw
 // indices wrapped), then netctl exporter is restarted while Prometheus
@@ -394,13 +307,13 @@ func promWait(ctx context.Context, t *testing.T, addr, query string, ok func(flo
 // is about what the link received in it (the guest's ping replies),
 // never the raw 16-bit index a counter starting there would add (up to
 // 65535 descriptors that never happened).
-func restartUnderPrometheus(ctx context.Context, t *testing.T, bin string, ex *exporterProc, prom, tap string, mac net.HardwareAddr) *exporterProc {
+func restartUnderPrometheus(ctx context.Context, t *testing.T, bin string, ex *prom.Exporter, ps *prom.Server, tap string, mac net.HardwareAddr) *prom.Exporter {
 	t.Helper()
 	rxSum := func() float64 {
-		_, mfs := ex.scrape(t)
+		_, mfs := ex.Scrape(t)
 		sum := 0.0
 		for _, q := range []string{"0", "1"} {
-			v, _ := value(mfs, "netctl_queue_completed_descriptors_total", map[string]string{"nic": "net1", "direction": "rx", "queue": q})
+			v, _ := prom.Value(mfs, "netctl_queue_completed_descriptors_total", map[string]string{"nic": "net1", "direction": "rx", "queue": q})
 			sum += v
 		}
 		return sum
@@ -439,14 +352,14 @@ func restartUnderPrometheus(ctx context.Context, t *testing.T, bin string, ex *e
 	// Prometheus scrapes the counters after the flood, and the window
 	// queried below (20 s, ending 10 s after the restart) holds none of it.
 	time.Sleep(15 * time.Second)
-	ex.stop(t)
+	ex.Stop(t, os.Interrupt)
 	time.Sleep(time.Second)
 	ex = startExporter(t, bin, "127.0.0.1:9465", "--scrape-timeout", "10s")
 	time.Sleep(10 * time.Second) // five scrapes of the new exporter
 	qd := `sum(increase(netctl_queue_completed_descriptors_total{nic="net1",direction="rx"}[20s]))`
 	ql := `increase(netctl_link_receive_packets_total{nic="net1"}[20s])`
-	d := promWait(ctx, t, prom, qd, func(float64) bool { return true })
-	lk := promWait(ctx, t, prom, ql, func(float64) bool { return true })
+	d := ps.Wait(ctx, t, qd, func(float64) bool { return true })
+	lk := ps.Wait(ctx, t, ql, func(float64) bool { return true })
 	t.Logf("across the restart: %s = %.0f, %s = %.0f", qd, d, ql, lk)
 	if lk > 5000 {
 		t.Errorf("the window holds %.0f link packets: the flood is in it, the check proves nothing", lk)

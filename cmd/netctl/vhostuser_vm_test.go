@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/netctl/netctl/internal/testenv"
+	"github.com/netctl/netctl/test/prom"
 	"github.com/netctl/netctl/vhostuser"
 	"github.com/netctl/netctl/virtio"
 )
@@ -150,7 +150,7 @@ func TestVMVhostUser(t *testing.T) {
 			status := filepath.Join(statusDir, "vu.json")
 			args := append([]string{"vhost-user", "--socket", sock, "--owner", "65534:65534", "--json-status", status, "--handshake-timeout", "2s"}, c.backend...)
 			cmd := asNetctl(args...)
-			var out lockedBuffer
+			var out prom.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &out
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
@@ -257,24 +257,6 @@ func TestVMVhostUser(t *testing.T) {
 	t.Run("reaper-killed", vhostUserReaperKilled)
 }
 
-// lockedBuffer is a buffer a process writes to while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex // guards b
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // childPID is the pid of pid's child whose command line holds arg.
 func childPID(pid int, arg string) int {
 	ents, _ := os.ReadDir("/proc")
@@ -316,7 +298,7 @@ func vhostUserReaperKilled(t *testing.T) {
 	status := filepath.Join(statusDir, "vu.json")
 	args := []string{"vhost-user", "--socket", sock, "--owner", "65534:65534", "--json-status", status, "--macvtap", "vulower1:bridge"}
 	cmd := asNetctl(args...)
-	var stdout, stderr lockedBuffer
+	var stdout, stderr prom.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,138 @@
+package prom
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Server is a running Prometheus server.
+type Server struct {
+	Addr string // 127.0.0.1:9090
+	h    *HTTP
+}
+
+// Start runs Debian's prometheus in the test's network namespace, on
+// loopback, scraping target every 2 s; its config and storage in temp
+// dirs. It returns once Prometheus says it is ready.
+func Start(t testing.TB, h *HTTP, target string) *Server {
+	t.Helper()
+	if _, err := exec.LookPath("prometheus"); err != nil {
+		t.Fatalf("prometheus: %v: run test/host-deps.sh (Debian's prometheus package)", err)
+	}
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "prometheus.yml")
+	conf := fmt.Sprintf(`global:
+  scrape_interval: 2s
+  scrape_timeout: 2s
+scrape_configs:
+  - job_name: netctl
+    static_configs:
+      - targets: ['%s']
+`, target)
+	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{Addr: "127.0.0.1:9090", h: h}
+	var out Buffer
+	cmd := exec.Command("prometheus", "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+s.Addr)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+		}
+	})
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if code, _ := h.Get("http://" + s.Addr + "/-/ready"); code == 200 {
+			return s
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("prometheus exited: %v\n%s", err, out.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("prometheus never became ready:\n%s", out.String())
+		}
+	}
+}
+
+// Sample is one series of an instant query's answer.
+type Sample struct {
+	Labels map[string]string
+	Value  float64
+}
+
+// Query asks Prometheus's HTTP API for the instant query's series; body
+// is its answer as it came.
+func (s *Server) Query(query string) (samples []Sample, body string, err error) {
+	code, body := s.h.Get("http://" + s.Addr + "/api/v1/query?query=" + url.QueryEscape(query))
+	var r struct {
+		Status string `json:"status"`
+		Data   struct {
+			Result []struct {
+				Metric map[string]string `json:"metric"`
+				Value  [2]any            `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if code != 200 || json.Unmarshal([]byte(body), &r) != nil || r.Status != "success" {
+		return nil, body, fmt.Errorf("prometheus: query %s: %d %s", query, code, body)
+	}
+	for _, x := range r.Data.Result {
+		str, ok := x.Value[1].(string)
+		if !ok {
+			return nil, body, fmt.Errorf("prometheus: query %s: a value that is not a string: %s", query, body)
+		}
+		v, err := strconv.ParseFloat(str, 64)
+		if err != nil {
+			return nil, body, fmt.Errorf("prometheus: query %s: %w", query, err)
+		}
+		samples = append(samples, Sample{Labels: x.Metric, Value: v})
+	}
+	return samples, body, nil
+}
+
+// Wait queries Prometheus (instant query, every 500 ms) until the first
+// series' value satisfies ok, and returns it; ctx ending fails the test.
+func (s *Server) Wait(ctx context.Context, t testing.TB, query string, ok func(float64) bool) float64 {
+	t.Helper()
+	return s.WaitSample(ctx, t, query, ok).Value
+}
+
+// WaitSample is Wait returning the first series with its labels.
+func (s *Server) WaitSample(ctx context.Context, t testing.TB, query string, ok func(float64) bool) Sample {
+	t.Helper()
+	last := ""
+	for {
+		samples, body, err := s.Query(query)
+		last = body
+		if err == nil && len(samples) > 0 && ok(samples[0].Value) {
+			return samples[0]
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("Prometheus: %s never gave the value wanted; last answer: %s", query, last)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
