@@ -8,12 +8,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/netctl/netctl/internal/testenv"
 	"github.com/netctl/netctl/test/guest"
 	"github.com/netctl/netctl/test/libvirtd"
+	"github.com/netctl/netctl/test/prom"
 )
 
 // statsScript brings up the NIC the domain boots with.
@@ -52,6 +54,9 @@ type statsJSON struct {
 //     qemu, 2 queues, the tap's vnet_hdr and queues) and lists what only
 //     QEMU's monitor knows; libvirt's log of the domain has no
 //     custom-monitor taint after both;
+//   - netctl exporter --domain DOMAIN --libvirt URI, scraped by a real
+//     Prometheus, serves the NIC (exporterUnderPrometheus), and still
+//     nothing is tainted;
 //   - diagnose --vm DOMAIN --qemu-monitor shows the guest-acked features
 //     and says the domain is tainted, and libvirt's log says so too;
 //   - stats --qemu-monitor then counts the rings through libvirt.
@@ -172,6 +177,8 @@ func TestHostLibvirtdStatsDiagnose(t *testing.T) {
 		t.Fatalf("libvirt's log says custom-monitor after stats and diagnose without --qemu-monitor")
 	}
 
+	exporterUnderPrometheus(ctx, t, bin, run, tainted)
+
 	out, err = netctl("diagnose", "--vm", "lvst", "--qemu-monitor", "--no-probe", "--json")
 	if err != nil {
 		t.Fatalf("netctl diagnose --qemu-monitor: %v\n%s", err, out)
@@ -207,4 +214,68 @@ func TestHostLibvirtdStatsDiagnose(t *testing.T) {
 	if n.Tainted != "custom-monitor" || n.Missing["rings"] != "" || len(n.Queues) == 0 || n.Queues[0].TX == nil || *n.Queues[0].TX <= 0 {
 		t.Errorf("stats --qemu-monitor: %+v: want the rings counted (tx descriptors moving) and the taint said", n)
 	}
+}
+
+// exporterUnderPrometheus: netctl exporter --domain lvst --libvirt URI
+// (no --qemu-monitor) in the test's namespaces, scraped every 2 s by a
+// real Prometheus (Debian's). Through Prometheus's query API: the
+// domain's target is up; its NIC net0 is up (vm lvst, nic net0, backend
+// userspace, link the tap); the guest's receive and transmit counters
+// grow while the host pings it; the rings are not counted (no ring
+// series, netctl_source_up{source="rings"} 0 with reason no_monitor).
+// libvirt's log of the domain has no custom-monitor taint after it. The
+// exporter stops on SIGTERM with exit 0.
+func exporterUnderPrometheus(ctx context.Context, t *testing.T, bin, run string, tainted func() bool) {
+	t.Helper()
+	const addr = "127.0.0.1:9469"
+	h := prom.NewHTTP(t)
+	ex := prom.StartExporter(t, h, bin, addr, append(os.Environ(), "NETCTL_RUN_DIR="+run),
+		"--domain", "lvst", "--libvirt", libvirtd.URI, "--scrape-timeout", "10s")
+	body, _ := ex.Scrape(t)
+	t.Logf("netctl exporter --domain lvst:\n%s", body)
+	prom.PromtoolCheck(t, body)
+	ps := prom.Start(t, h, addr)
+
+	nic := `vm="lvst",nic="net0",backend="userspace"`
+	ps.Wait(ctx, t, `netctl_target_up{target="libvirt:lvst"}`, func(v float64) bool { return v == 1 })
+	ps.Wait(ctx, t, `netctl_nic_up{`+nic+`}`, func(v float64) bool { return v == 1 })
+	info := ps.WaitSample(ctx, t, `netctl_nic_info{`+nic+`}`, func(float64) bool { return true })
+	if info.Labels["link"] != "lvst0" {
+		t.Errorf("Prometheus: netctl_nic_info%v: want link lvst0 (the domain's tap)", info.Labels)
+	}
+	if v := ps.Wait(ctx, t, `netctl_nic_queue_pairs{`+nic+`}`, func(float64) bool { return true }); v != 2 {
+		t.Errorf("Prometheus: netctl_nic_queue_pairs = %v, want 2 (<driver queues='2'>)", v)
+	}
+
+	// The link counters, as Prometheus has them, grow by the pings: the
+	// guest receives each echo request and transmits each reply.
+	rx := `netctl_link_receive_packets_total{` + nic + `,device="lvst0"}`
+	tx := `netctl_link_transmit_packets_total{` + nic + `,device="lvst0"}`
+	rx0 := ps.Wait(ctx, t, rx, func(float64) bool { return true })
+	tx0 := ps.Wait(ctx, t, tx, func(float64) bool { return true })
+	guest.HostPing(t, "10.79.1.2", 10)
+	rx1 := ps.Wait(ctx, t, rx, func(v float64) bool { return v >= rx0+10 })
+	tx1 := ps.Wait(ctx, t, tx, func(v float64) bool { return v >= tx0+10 })
+	t.Logf("Prometheus: over 10 pings the guest received %.0f → %.0f and sent %.0f → %.0f packets", rx0, rx1, tx0, tx1)
+	if rate := ps.Wait(ctx, t, `rate(`+rx+`[10s])`, func(float64) bool { return true }); rate <= 0 {
+		t.Errorf("Prometheus: rate(%s[10s]) = %v, want > 0 just after the pings", rx, rate)
+	}
+
+	// No ring is counted without --qemu-monitor, and the exporter says
+	// why as a code.
+	ps.Wait(ctx, t, `netctl_source_up{`+nic+`,source="link"}`, func(v float64) bool { return v == 1 })
+	ps.Wait(ctx, t, `netctl_source_up{`+nic+`,source="rings"}`, func(v float64) bool { return v == 0 })
+	if samples, body, err := ps.Query(`netctl_queue_completed_descriptors_total{vm="lvst"}`); err != nil || len(samples) != 0 {
+		t.Errorf("Prometheus: ring series without --qemu-monitor (%v): %s", err, body)
+	}
+	for _, src := range []string{"rings", "qmp"} {
+		why, body, err := ps.Query(`netctl_source_missing_info{` + nic + `,source="` + src + `"}`)
+		if err != nil || len(why) != 1 || why[0].Labels["reason"] != "no_monitor" {
+			t.Errorf("Prometheus: netctl_source_missing_info{source=%q} (%v): %s: want one series, reason no_monitor (libvirt holds the monitor; --qemu-monitor not given)", src, err, body)
+		}
+	}
+	if tainted() {
+		t.Errorf("libvirt's log says custom-monitor after netctl exporter without --qemu-monitor")
+	}
+	ex.Stop(t, syscall.SIGTERM)
 }
