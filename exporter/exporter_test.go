@@ -309,11 +309,13 @@ func TestListenLoopbackOnly(t *testing.T) {
 // they carry; anything else is "error".
 func TestReasonLabelCodes(t *testing.T) {
 	for why, want := range map[string]string{
-		"monitor busy: held by pid 4242 (libvirtd)":                                     "monitor_busy",
-		"VM gone: QEMU (pid 17) has exited: not available":                              "vm_gone",
-		"NIC gone: QEMU has no device net1 (detached?)":                                 "nic_gone",
-		"no QMP monitor is known for this VM: name it with --qmp SOCKET":                "no_monitor",
-		"not provided by this driver (vduse)":                                           "not_supported",
+		"monitor busy: held by pid 4242 (libvirtd)":                      "monitor_busy",
+		"VM gone: QEMU (pid 17) has exited: not available":               "vm_gone",
+		"NIC gone: QEMU has no device net1 (detached?)":                  "nic_gone",
+		"no QMP monitor is known for this VM: name it with --qmp SOCKET": "no_monitor",
+		stats.NoMonitorWhy:                    "no_monitor",
+		stats.NoMonitorQMPWhy:                 "no_monitor",
+		"not provided by this driver (vduse)": "not_supported",
 		"packed ring: not counted (the guest negotiated VIRTIO_F_RING_PACKED)":          "not_supported",
 		"the guest's driver has not started the device (status ACKNOWLEDGE|DRIVER)":     "not_started",
 		"not counted until the monitor confirms the rings (a reset?): queue 0: ...":     "unconfirmed",

@@ -112,7 +112,9 @@ var reasonMatch = []struct {
 	{"monitor_busy", []string{"monitor busy", "busy: held by", "held by pid", "in use by pid"}},
 	{"vm_gone", []string{"VM gone", "has exited", "no VM named", "no longer runs"}},
 	{"nic_gone", []string{"NIC gone", "is gone", "detached"}},
-	{"no_monitor", []string{"no QMP monitor", "no QMP to find", "go through libvirt", "no usable monitor"}},
+	// A libvirt domain's rings and QMP without --qemu-monitor
+	// (stats.NoMonitorWhy, stats.NoMonitorQMPWhy): libvirt holds the monitor.
+	{"no_monitor", []string{"no QMP monitor", "no QMP to find", "go through libvirt", "no usable monitor", "without --qemu-monitor"}},
 	{"not_supported", []string{"not provided by this driver", "needs QEMU", "packed ring", "CONFIG_CROSS_MEMORY_ATTACH", "not supported"}},
 	{"not_started", []string{"has not started", "has set up none", "vhost is stopped", "no owner yet", "no data queues"}},
 	{"unconfirmed", []string{"not counted until", "the ring moved", "was reset since", "not a split ring", "cannot tell which", "attributes them in attach order"}},

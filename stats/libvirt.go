@@ -47,9 +47,9 @@ type LibvirtTarget struct {
 const NoMonitorWhy = "not counted without --qemu-monitor: the rings' addresses only QEMU's monitor knows, and libvirt holds it; " +
 	"--qemu-monitor asks QEMU through libvirt (virDomainQemuMonitorCommand), after which libvirt marks the domain \"tainted: custom-monitor\""
 
-// noMonitorQMP is the qmp source's reason for a libvirt domain without
+// NoMonitorQMPWhy is the qmp source's reason for a libvirt domain without
 // Options.LibvirtMonitor.
-const noMonitorQMP = "libvirt holds QEMU's monitor: not asked without --qemu-monitor (which asks through libvirt and taints the domain: custom-monitor)"
+const NoMonitorQMPWhy = "libvirt holds QEMU's monitor: not asked without --qemu-monitor (which asks through libvirt and taints the domain: custom-monitor)"
 
 // linkStatser reads libvirt's counters of a domain's interface.
 type linkStatser interface {
@@ -104,7 +104,7 @@ func (c *Collector) libvirtSession(ctx context.Context, t Target) *session {
 		}
 		return &session{why: why}
 	}
-	s := &session{lv: domainStats{lc, d}, closer: func() { lc.Close() }, why: noMonitorQMP, rings: NoMonitorWhy}
+	s := &session{lv: domainStats{lc, d}, closer: func() { lc.Close() }, why: NoMonitorQMPWhy, rings: NoMonitorWhy}
 	if c.o.LibvirtMonitor {
 		pid := t.PID
 		if pid <= 0 { // a record of netctl's knows no pid: the domain's QEMU by its name

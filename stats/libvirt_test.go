@@ -123,7 +123,7 @@ func TestLibvirtLinkFallback(t *testing.T) {
 func TestLibvirtRingsNeedTheOptIn(t *testing.T) {
 	c := NewCollector(Options{})
 	s := NICStats{Target: Target{NIC: "net0", Libvirt: &LibvirtTarget{Alias: "net0"}}}
-	c.readRings(context.Background(), &session{why: noMonitorQMP, rings: NoMonitorWhy}, &s)
+	c.readRings(context.Background(), &session{why: NoMonitorQMPWhy, rings: NoMonitorWhy}, &s)
 	if s.Missing[SourceRings] != NoMonitorWhy || !strings.Contains(s.Missing[SourceQMP], "custom-monitor") || s.Tainted {
 		t.Errorf("%+v", s)
 	}
