@@ -7,7 +7,8 @@
 // thread, so they run in the test's network and mount namespaces, and
 // HTTP carries the requests to them from that network namespace (net/http
 // dials on goroutines of its own, whose threads would be in the
-// machine's).
+// machine's). DialIn is that dialing for a program's own http.Client
+// (test/bench/stats).
 //
 // Lifecycle. Prometheus and the exporter are stopped when the test ends
 // (t.Cleanup: SIGTERM for Prometheus; the exporter's Stop, which checks

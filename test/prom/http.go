@@ -30,10 +30,27 @@ func NewHTTP(t testing.TB) *HTTP {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ns.Close() })
-	// Each connection is dialed from a thread that joined ns; the dialing
-	// goroutine stays locked and ends, so its thread (in ns) is thrown
-	// away.
-	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return &HTTP{c: &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{DialContext: DialIn(ns), DisableKeepAlives: true}}}
+}
+
+// Get gets url and returns its status and body (up to 16 MiB); a request
+// that fails is status 0 with the error as the body.
+func (h *HTTP) Get(url string) (int, string) {
+	resp, err := h.c.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	return resp.StatusCode, string(b)
+}
+
+// DialIn dials from network namespace ns (an http.Transport's
+// DialContext): net/http dials on goroutines of its own, whose threads
+// may be outside it. Each dial runs on a goroutine that joins ns, stays
+// locked and ends, so its thread (in ns) is thrown away.
+func DialIn(ns *os.File) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		type res struct {
 			c   net.Conn
 			err error
@@ -52,17 +69,4 @@ func NewHTTP(t testing.TB) *HTTP {
 		r := <-ch
 		return r.c, r.err
 	}
-	return &HTTP{c: &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true}}}
-}
-
-// Get gets url and returns its status and body (up to 16 MiB); a request
-// that fails is status 0 with the error as the body.
-func (h *HTTP) Get(url string) (int, string) {
-	resp, err := h.c.Get(url)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	return resp.StatusCode, string(b)
 }

@@ -56,6 +56,7 @@ import (
 	"github.com/netctl/netctl/qmp"
 	"github.com/netctl/netctl/test/bench/result"
 	"github.com/netctl/netctl/test/guest"
+	"github.com/netctl/netctl/test/prom"
 )
 
 var (
@@ -419,29 +420,7 @@ func (r *rig) benchWatchGuest(ctx context.Context) error {
 	return nil
 }
 
-// nsClient is an HTTP client whose connections are made in ns: net/http
-// dials on goroutines of its own, which may run on threads outside it.
-// The dialing goroutine joins ns, stays locked and ends, so its thread is
-// thrown away.
+// nsClient is an HTTP client whose connections are made in ns.
 func nsClient(ns *os.File) *http.Client {
-	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
-		type res struct {
-			c   net.Conn
-			err error
-		}
-		ch := make(chan res, 1)
-		go func() {
-			runtime.LockOSThread()
-			if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
-				ch <- res{nil, err}
-				return
-			}
-			var d net.Dialer
-			c, err := d.DialContext(ctx, network, addr)
-			ch <- res{c, err}
-		}()
-		r := <-ch
-		return r.c, r.err
-	}
-	return &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{DialContext: dial}}
+	return &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{DialContext: prom.DialIn(ns)}}
 }
