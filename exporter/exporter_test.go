@@ -206,7 +206,7 @@ func TestExporterGoneNIC(t *testing.T) {
 # TYPE netctl_nic_up gauge
 netctl_nic_up{backend="userspace",nic="net1",vm="db1"} 0
 netctl_nic_up{backend="vhost-net",nic="net1",vm="web1"} 1
-# HELP netctl_target_up 1 if the target the exporter was given (--vm NAME, --qmp SOCKET, or the state directory) could be listed in this scrape, 0 if not (netctl_target_error_info says why).
+# HELP netctl_target_up 1 if the target the exporter was given (--vm NAME, --qmp SOCKET, --domain DOMAIN, or the state directory) could be listed in this scrape, 0 if not (netctl_target_error_info says why).
 # TYPE netctl_target_up gauge
 netctl_target_up{target="state"} 1
 netctl_target_up{target="vm:db1"} 0

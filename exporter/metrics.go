@@ -58,7 +58,7 @@ var (
 		withNIC("queue", "type"), nil)
 
 	descTargetUp = prometheus.NewDesc("netctl_target_up",
-		"1 if the target the exporter was given (--vm NAME, --qmp SOCKET, or the state directory) could be listed in this scrape, 0 if not (netctl_target_error_info says why).",
+		"1 if the target the exporter was given (--vm NAME, --qmp SOCKET, --domain DOMAIN, or the state directory) could be listed in this scrape, 0 if not (netctl_target_error_info says why).",
 		[]string{"target"}, nil)
 	descTargetError = prometheus.NewDesc("netctl_target_error_info",
 		"Why a target could not be listed in this scrape, as a code (as netctl_source_missing_info's); always 1.",
