@@ -90,6 +90,11 @@ func diagnoseLibvirt(ctx context.Context, w io.Writer, o diagnoseLibvirtOptions)
 		}
 		return err
 	}
+	if snap.Tap == nil && r.NICs[0].Tap != nil {
+		// QEMU's process was not found here (its fds name the tap):
+		// the tap libvirt names, read on this host, is the NIC's.
+		snap.Tap = r.NICs[0].Tap
+	}
 	if o.Save != "" {
 		if err := snap.Save(o.Save); err != nil {
 			return fmt.Errorf("diagnose: --save: %w", err)
