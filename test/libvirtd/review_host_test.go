@@ -2,7 +2,11 @@ package libvirtd_test
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -35,4 +39,60 @@ func TestReviewHostPinTransient(t *testing.T) {
 	}
 	e.d.Virsh("destroy", "trans")
 	e.d.Virsh("undefine", "trans")
+}
+
+// TestReviewHostAttachTimeoutMidHotplug: netctl attach whose --timeout
+// ends while libvirt is hotplugging (libvirtd held with SIGSTOP once
+// netctl's tap exists, let go after netctl gave up) must not leave the
+// domain with an interface netctl no longer knows: today the undo deletes
+// the tap and the record while libvirt completes the hotplug, so the
+// domain keeps <interface> ua-netctl-ID on a deleted tap, no record names
+// it, and netctl detach says it has no such NIC.
+func TestReviewHostAttachTimeoutMidHotplug(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	e := newLvEnv(t, ctx)
+	e.boot(t, "lvint", false)
+	b, err := os.ReadFile("/run/libvirtd.pid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for try := 0; try < 10; try++ {
+		id := fmt.Sprintf("t%d", try)
+		s := e.start(t, "attach", "--libvirt", "qemu:///system", "--vm", "lvint", "--id", id, "--timeout", "4s")
+		stopped := false
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
+			if len(lvTaps()) > 0 {
+				time.Sleep(time.Duration(try) * 4 * time.Millisecond)
+				syscall.Kill(pid, syscall.SIGSTOP)
+				stopped = true
+				break
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+		err := s.wait()
+		if stopped {
+			syscall.Kill(pid, syscall.SIGCONT)
+		}
+		time.Sleep(3 * time.Second) // libvirtd finishes what it was doing
+		if err == nil {
+			t.Logf("try %d: the attach got through before libvirtd stopped; detach", try)
+			if out, err := e.netctl("detach", "--libvirt", "qemu:///system", "--vm", "lvint", "--id", id); err != nil {
+				t.Fatalf("detach: %v\n%s", err, out)
+			}
+			continue
+		}
+		t.Logf("try %d: attach failed: %v", try, err)
+		dl := mustVirsh(t, e.d, "domiflist", "lvint")
+		if strings.Contains(dl, "nctl") {
+			out, derr := e.netctl("detach", "--libvirt", "qemu:///system", "--vm", "lvint", "--id", id)
+			t.Fatalf("the failed attach left an interface in the domain (records %v, taps %v):\n%s\nnetctl detach: %v\n%s",
+				lvRecords(), lvTaps(), dl, derr, out)
+		}
+		e.nothingLeft(t, fmt.Sprintf("try %d", try), "lvint")
+	}
 }
