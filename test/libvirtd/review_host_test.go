@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -95,4 +96,38 @@ func TestReviewHostAttachTimeoutMidHotplug(t *testing.T) {
 		}
 		e.nothingLeft(t, fmt.Sprintf("try %d", try), "lvint")
 	}
+}
+
+// TestReviewHostPinKeepsSecrets: hook pin must change nothing in the
+// persistent definition but the interfaces' <driver>. It reads the
+// definition without VIR_DOMAIN_XML_SECURE, so what libvirt hides from
+// such a read (a <graphics passwd>) is missing from what it defines: the
+// pin silently removes the domain's VNC password.
+func TestReviewHostPinKeepsSecrets(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	e := newLvEnv(t, ctx)
+	g, err := e.d.NewGuest(ctx, "secret", guestScript)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(g.Dir, "domain.xml")
+	x := g.DomainXML(netctlMetadata, netctlIface(""), `    <graphics type='vnc' port='-1' autoport='yes' passwd='s3cret'/>`)
+	if err := os.WriteFile(f, []byte(x), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := e.d.Virsh("define", f); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if before := mustVirsh(t, e.d, "dumpxml", "--inactive", "--security-info", "secret"); !strings.Contains(before, "passwd='s3cret'") {
+		t.Fatalf("no passwd before the pin:\n%s", before)
+	}
+	out, err := e.netctl("hook", "pin", "secret")
+	if err != nil {
+		t.Fatalf("netctl hook pin: %v\n%s", err, out)
+	}
+	if after := mustVirsh(t, e.d, "dumpxml", "--inactive", "--security-info", "secret"); !strings.Contains(after, "passwd='s3cret'") {
+		t.Errorf("netctl hook pin removed the domain's VNC password; its definition now:\n%s", after)
+	}
+	e.d.Virsh("undefine", "secret")
 }
