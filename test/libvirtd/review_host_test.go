@@ -131,3 +131,30 @@ func TestReviewHostPinKeepsSecrets(t *testing.T) {
 	}
 	e.d.Virsh("undefine", "secret")
 }
+
+// TestReviewHostParallelSameMAC: two netctl attaches to one domain with
+// the same --mac and distinct --id, run at once: checkFree looks at the
+// live XML before the per-NIC lock, and the two locks differ, so both may
+// pass it. At most one may end with the MAC in the domain (two NICs with
+// one MAC break the guest's L2, and the issue asks netctl to refuse a MAC
+// in use).
+func TestReviewHostParallelSameMAC(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	e := newLvEnv(t, ctx)
+	e.boot(t, "lvmac", false)
+	const mac = "52:54:00:7c:00:01"
+	for try := 0; try < 5; try++ {
+		a := e.start(t, "attach", "--libvirt", "qemu:///system", "--vm", "lvmac", "--id", "a", "--mac", mac)
+		b := e.start(t, "attach", "--libvirt", "qemu:///system", "--vm", "lvmac", "--id", "b", "--mac", mac)
+		ea, eb := a.wait(), b.wait()
+		dl := mustVirsh(t, e.d, "domiflist", "lvmac")
+		if n := strings.Count(dl, mac); n > 1 {
+			t.Fatalf("try %d: the domain has %d interfaces with MAC %s (attach a: %v; attach b: %v):\n%s", try, n, mac, ea, eb, dl)
+		}
+		for _, id := range []string{"a", "b"} {
+			e.netctl("detach", "--libvirt", "qemu:///system", "--vm", "lvmac", "--id", id)
+		}
+		e.nothingLeft(t, fmt.Sprintf("try %d", try), "lvmac")
+	}
+}
