@@ -106,6 +106,28 @@ func Attach(ctx context.Context, r Request) (*state.NIC, error) {
 		return nil, step("find the domain", fmt.Errorf("domain %s is not running: start it (virsh start %s); for its next start, "+
 			"netctl's hook serves interfaces its metadata names: %w", dom.Name, dom.Name, errs.ErrNotAvailable))
 	}
+	store, err := state.Open(r.StateDir)
+	if err != nil {
+		return nil, step("state", err)
+	}
+	key := state.LibvirtKey(dom.UUID)
+	lock, err := store.Lock(ctx, state.LibvirtLockKey(dom.UUID, r.ID))
+	if err != nil {
+		return nil, step("lock the NIC", err)
+	}
+	defer lock.Unlock()
+	// The MAC's lock too (after the NIC's, always in this order), held
+	// across the hotplug: libvirt does not refuse a second interface with
+	// a MAC the domain has, so two attaches of one MAC under distinct ids
+	// would both pass checkFree. The hook's release never takes it.
+	mlock, err := store.Lock(ctx, state.LibvirtLockKey(dom.UUID, "mac="+mac.String()))
+	if err != nil {
+		return nil, step("lock the MAC", err)
+	}
+	defer mlock.Unlock()
+
+	// Read under the locks: what checkFree sees cannot change under it
+	// by another netctl attach.
 	live, err := c.XML(ctx, dom, false)
 	if err != nil {
 		return nil, step("read the domain", err)
@@ -118,17 +140,6 @@ func Attach(ctx context.Context, r Request) (*state.NIC, error) {
 	if err := checkFree(x, alias, mac, r.ID); err != nil {
 		return nil, step("check the domain", err)
 	}
-
-	store, err := state.Open(r.StateDir)
-	if err != nil {
-		return nil, step("state", err)
-	}
-	key := state.LibvirtKey(dom.UUID)
-	lock, err := store.Lock(ctx, state.LibvirtLockKey(dom.UUID, r.ID))
-	if err != nil {
-		return nil, step("lock the NIC", err)
-	}
-	defer lock.Unlock()
 
 	version, err := c.HypervisorVersion(ctx)
 	if err != nil {
