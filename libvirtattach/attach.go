@@ -249,7 +249,20 @@ func Attach(ctx context.Context, r Request) (*state.NIC, error) {
 		m |= libvirtdom.Config
 	}
 	if err := c.Attach(ctx, dom, ixml, m); err != nil {
-		return fail(step("hotplug through libvirt (nothing of it is left)", err))
+		if libvirtdom.Answered(err) {
+			return fail(step("hotplug through libvirt (nothing of it is left)", err))
+		}
+		// No answer (a deadline, a signal, the connection lost): libvirt
+		// may have plugged the NIC in, or may still. Deleting the tap
+		// would leave the domain an interface on a deleted tap that no
+		// record names: the tap and the record stay, for detach (or the
+		// hook's release at the domain's stop) to remove.
+		nic.Note = strings.TrimPrefix(nic.Note+"; libvirt did not answer the hotplug: it may or may not be in the domain", "; ")
+		if serr := store.Save(nic); serr != nil {
+			err = fmt.Errorf("%w; and saving the record failed: %w", err, serr)
+		}
+		return nil, step("hotplug through libvirt: no answer, so netctl cannot tell whether libvirt plugged the NIC in; its tap and record stay: "+
+			"netctl detach --vm "+dom.UUID+" --id "+r.ID+" removes them (and the NIC, if it is in)", err)
 	}
 	nic.Status = state.StatusAttached
 	if err := store.Save(nic); err != nil {
