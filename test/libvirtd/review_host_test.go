@@ -3,6 +3,7 @@ package libvirtd_test
 import (
 	"context"
 	"fmt"
+	"github.com/netctl/netctl/state"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -164,5 +165,25 @@ func TestReviewHostParallelSameMAC(t *testing.T) {
 			e.netctl("detach", "--libvirt", "qemu:///system", "--vm", "lvmac", "--id", id)
 		}
 		e.nothingLeft(t, fmt.Sprintf("try %d", try), "lvmac")
+	}
+}
+
+// TestReviewHostNoLockLeft: an attach and its detach leave no lock file
+// of the domain's NIC (or MAC) in the run dir: each NIC id, and each
+// random MAC, would otherwise leave one file per attach until netctl gc.
+func TestReviewHostNoLockLeft(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	e := newLvEnv(t, ctx)
+	e.boot(t, "lvlock", false)
+	for _, id := range []string{"k1", "k2"} {
+		e.attach(t, "--libvirt", "qemu:///system", "--vm", "lvlock", "--id", id)
+		if out, err := e.netctl("detach", "--libvirt", "qemu:///system", "--vm", "lvlock", "--id", id); err != nil {
+			t.Fatalf("detach: %v\n%s", err, out)
+		}
+	}
+	e.nothingLeft(t, "after the detaches", "lvlock")
+	if m, _ := filepath.Glob(filepath.Join(state.DefaultDir, "locks", "lv=*")); len(m) != 0 {
+		t.Errorf("lock files left after attach and detach: %v", m)
 	}
 }
