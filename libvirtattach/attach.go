@@ -111,20 +111,22 @@ func Attach(ctx context.Context, r Request) (*state.NIC, error) {
 		return nil, step("state", err)
 	}
 	key := state.LibvirtKey(dom.UUID)
-	lock, err := store.Lock(ctx, state.LibvirtLockKey(dom.UUID, r.ID))
+	lkey := state.LibvirtLockKey(dom.UUID, r.ID)
+	lock, err := store.Lock(ctx, lkey)
 	if err != nil {
 		return nil, step("lock the NIC", err)
 	}
-	defer lock.Unlock()
+	defer unlock(store, lock, lkey)
 	// The MAC's lock too (after the NIC's, always in this order), held
 	// across the hotplug: libvirt does not refuse a second interface with
 	// a MAC the domain has, so two attaches of one MAC under distinct ids
 	// would both pass checkFree. The hook's release never takes it.
-	mlock, err := store.Lock(ctx, state.LibvirtLockKey(dom.UUID, "mac="+mac.String()))
+	mkey := state.LibvirtLockKey(dom.UUID, "mac="+mac.String())
+	mlock, err := store.Lock(ctx, mkey)
 	if err != nil {
 		return nil, step("lock the MAC", err)
 	}
-	defer mlock.Unlock()
+	defer unlock(store, mlock, mkey)
 
 	// Read under the locks: what checkFree sees cannot change under it
 	// by another netctl attach.
@@ -355,4 +357,12 @@ func decide(ctx context.Context, r Request, h hostnic.Host, version, vdpa, domTy
 		return policy.Decision{}, step("choose the backend", err)
 	}
 	return dec, nil
+}
+
+// unlock drops lock l of key and removes its file unless someone took it
+// meanwhile (state.RemoveLock, safe against a concurrent Lock): a lock
+// file per NIC id and per MAC would otherwise stay until netctl gc.
+func unlock(store *state.Store, l *state.Lock, key string) {
+	l.Unlock()
+	store.RemoveLock(key, false)
 }
