@@ -13,13 +13,13 @@ import (
 	"time"
 )
 
-// TestReviewHostPinTransient: netctl hook pin on a transient domain (virsh
+// TestHostReviewPinTransient: netctl hook pin on a transient domain (virsh
 // create) must not make it persistent: virDomainDefineXML of a running
 // transient domain's UUID turns it into a persistent one, something the
 // operator did not ask for (and its XML is the live one). Pin should refuse
 // ("domain X is transient: it has no persistent definition to pin; ...")
 // and leave the domain as it is.
-func TestReviewHostPinTransient(t *testing.T) {
+func TestHostReviewPinTransient(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	e := newLvEnv(t, ctx)
@@ -43,14 +43,14 @@ func TestReviewHostPinTransient(t *testing.T) {
 	e.d.Virsh("undefine", "trans")
 }
 
-// TestReviewHostAttachTimeoutMidHotplug: netctl attach whose --timeout
+// TestHostReviewAttachTimeoutMidHotplug: netctl attach whose --timeout
 // ends while libvirt is hotplugging (libvirtd held with SIGSTOP once
 // netctl's tap exists, let go after netctl gave up) must not leave the
 // domain with an interface netctl no longer knows: today the undo deletes
 // the tap and the record while libvirt completes the hotplug, so the
 // domain keeps <interface> ua-netctl-ID on a deleted tap, no record names
 // it, and netctl detach says it has no such NIC.
-func TestReviewHostAttachTimeoutMidHotplug(t *testing.T) {
+func TestHostReviewAttachTimeoutMidHotplug(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	e := newLvEnv(t, ctx)
@@ -107,12 +107,12 @@ func TestReviewHostAttachTimeoutMidHotplug(t *testing.T) {
 	}
 }
 
-// TestReviewHostPinKeepsSecrets: hook pin must change nothing in the
+// TestHostReviewPinKeepsSecrets: hook pin must change nothing in the
 // persistent definition but the interfaces' <driver>. It reads the
 // definition without VIR_DOMAIN_XML_SECURE, so what libvirt hides from
 // such a read (a <graphics passwd>) is missing from what it defines: the
 // pin silently removes the domain's VNC password.
-func TestReviewHostPinKeepsSecrets(t *testing.T) {
+func TestHostReviewPinKeepsSecrets(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	e := newLvEnv(t, ctx)
@@ -141,13 +141,13 @@ func TestReviewHostPinKeepsSecrets(t *testing.T) {
 	e.d.Virsh("undefine", "secret")
 }
 
-// TestReviewHostParallelSameMAC: two netctl attaches to one domain with
+// TestHostReviewParallelSameMAC: two netctl attaches to one domain with
 // the same --mac and distinct --id, run at once: checkFree looks at the
 // live XML before the per-NIC lock, and the two locks differ, so both may
 // pass it. At most one may end with the MAC in the domain (two NICs with
 // one MAC break the guest's L2, and the issue asks netctl to refuse a MAC
 // in use).
-func TestReviewHostParallelSameMAC(t *testing.T) {
+func TestHostReviewParallelSameMAC(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	e := newLvEnv(t, ctx)
@@ -168,10 +168,10 @@ func TestReviewHostParallelSameMAC(t *testing.T) {
 	}
 }
 
-// TestReviewHostNoLockLeft: an attach and its detach leave no lock file
+// TestHostReviewNoLockLeft: an attach and its detach leave no lock file
 // of the domain's NIC (or MAC) in the run dir: each NIC id, and each
 // random MAC, would otherwise leave one file per attach until netctl gc.
-func TestReviewHostNoLockLeft(t *testing.T) {
+func TestHostReviewNoLockLeft(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	e := newLvEnv(t, ctx)
