@@ -16,7 +16,7 @@ import (
 // TestHostReviewPinTransient: netctl hook pin on a transient domain (virsh
 // create) must not make it persistent: virDomainDefineXML of a running
 // transient domain's UUID turns it into a persistent one, something the
-// operator did not ask for (and its XML is the live one). Pin should refuse
+// operator did not ask for (and its XML is the live one). Pin refuses
 // ("domain X is transient: it has no persistent definition to pin; ...")
 // and leave the domain as it is.
 func TestHostReviewPinTransient(t *testing.T) {
@@ -46,10 +46,12 @@ func TestHostReviewPinTransient(t *testing.T) {
 // TestHostReviewAttachTimeoutMidHotplug: netctl attach whose --timeout
 // ends while libvirt is hotplugging (libvirtd held with SIGSTOP once
 // netctl's tap exists, let go after netctl gave up) must not leave the
-// domain with an interface netctl no longer knows: today the undo deletes
-// the tap and the record while libvirt completes the hotplug, so the
-// domain keeps <interface> ua-netctl-ID on a deleted tap, no record names
-// it, and netctl detach says it has no such NIC.
+// domain with an interface netctl no longer knows. Before the fix the undo
+// deleted the tap and the record while libvirt completed the hotplug, so
+// the domain kept <interface> ua-netctl-ID on a deleted tap, no record
+// named it, and netctl detach said it had no such NIC; now, without
+// libvirt's answer, the tap and the record stay and netctl detach removes
+// them (and the NIC). Each try holds libvirtd a little later.
 func TestHostReviewAttachTimeoutMidHotplug(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
