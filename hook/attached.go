@@ -123,7 +123,8 @@ func (h *Hook) releaseAttached(ctx context.Context, domain, uuid string, res *Re
 	defer cancel()
 	ns, nsErr := state.NetNS()
 	for _, n := range nics {
-		l, err := h.Store.Lock(lctx, state.LibvirtLockKey(uuid, n.ID))
+		lkey := state.LibvirtLockKey(uuid, n.ID)
+		l, err := h.Store.Lock(lctx, lkey)
 		if err != nil {
 			say(false, "another netctl attach or detach of NIC %s on domain %s holds its lock (%v): left to it; what stays, netctl detach --vm %s --id %s removes",
 				n.ID, uuid, err, uuid, n.ID)
@@ -131,6 +132,7 @@ func (h *Hook) releaseAttached(ctx context.Context, domain, uuid string, res *Re
 		}
 		h.releaseAttachedNIC(ctx, key, uuid, n.ID, ns, nsErr, say)
 		l.Unlock()
+		h.Store.RemoveLock(lkey, false) // unless taken meanwhile (safe against a Lock)
 	}
 }
 

@@ -106,6 +106,30 @@ func Attach(ctx context.Context, r Request) (*state.NIC, error) {
 		return nil, step("find the domain", fmt.Errorf("domain %s is not running: start it (virsh start %s); for its next start, "+
 			"netctl's hook serves interfaces its metadata names: %w", dom.Name, dom.Name, errs.ErrNotAvailable))
 	}
+	store, err := state.Open(r.StateDir)
+	if err != nil {
+		return nil, step("state", err)
+	}
+	key := state.LibvirtKey(dom.UUID)
+	lkey := state.LibvirtLockKey(dom.UUID, r.ID)
+	lock, err := store.Lock(ctx, lkey)
+	if err != nil {
+		return nil, step("lock the NIC", err)
+	}
+	defer unlock(store, lock, lkey)
+	// The MAC's lock too (after the NIC's, always in this order), held
+	// across the hotplug: libvirt does not refuse a second interface with
+	// a MAC the domain has, so two attaches of one MAC under distinct ids
+	// would both pass checkFree. The hook's release never takes it.
+	mkey := state.LibvirtLockKey(dom.UUID, "mac="+mac.String())
+	mlock, err := store.Lock(ctx, mkey)
+	if err != nil {
+		return nil, step("lock the MAC", err)
+	}
+	defer unlock(store, mlock, mkey)
+
+	// Read under the locks: what checkFree sees cannot change under it
+	// by another netctl attach.
 	live, err := c.XML(ctx, dom, false)
 	if err != nil {
 		return nil, step("read the domain", err)
@@ -118,17 +142,6 @@ func Attach(ctx context.Context, r Request) (*state.NIC, error) {
 	if err := checkFree(x, alias, mac, r.ID); err != nil {
 		return nil, step("check the domain", err)
 	}
-
-	store, err := state.Open(r.StateDir)
-	if err != nil {
-		return nil, step("state", err)
-	}
-	key := state.LibvirtKey(dom.UUID)
-	lock, err := store.Lock(ctx, state.LibvirtLockKey(dom.UUID, r.ID))
-	if err != nil {
-		return nil, step("lock the NIC", err)
-	}
-	defer lock.Unlock()
 
 	version, err := c.HypervisorVersion(ctx)
 	if err != nil {
@@ -238,7 +251,20 @@ func Attach(ctx context.Context, r Request) (*state.NIC, error) {
 		m |= libvirtdom.Config
 	}
 	if err := c.Attach(ctx, dom, ixml, m); err != nil {
-		return fail(step("hotplug through libvirt (nothing of it is left)", err))
+		if libvirtdom.Answered(err) {
+			return fail(step("hotplug through libvirt (nothing of it is left)", err))
+		}
+		// No answer (a deadline, a signal, the connection lost): libvirt
+		// may have plugged the NIC in, or may still. Deleting the tap
+		// would leave the domain an interface on a deleted tap that no
+		// record names: the tap and the record stay, for detach (or the
+		// hook's release at the domain's stop) to remove.
+		nic.Note = strings.TrimPrefix(nic.Note+"; libvirt did not answer the hotplug: it may or may not be in the domain", "; ")
+		if serr := store.Save(nic); serr != nil {
+			err = fmt.Errorf("%w; and saving the record failed: %w", err, serr)
+		}
+		return nil, step("hotplug through libvirt: no answer, so netctl cannot tell whether libvirt plugged the NIC in; its tap and record stay: "+
+			"netctl detach --vm "+dom.UUID+" --id "+r.ID+" removes them (and the NIC, if it is in)", err)
 	}
 	nic.Status = state.StatusAttached
 	if err := store.Save(nic); err != nil {
@@ -331,4 +357,12 @@ func decide(ctx context.Context, r Request, h hostnic.Host, version, vdpa, domTy
 		return policy.Decision{}, step("choose the backend", err)
 	}
 	return dec, nil
+}
+
+// unlock drops lock l of key and removes its file unless someone took it
+// meanwhile (state.RemoveLock, safe against a concurrent Lock): a lock
+// file per NIC id and per MAC would otherwise stay until netctl gc.
+func unlock(store *state.Store, l *state.Lock, key string) {
+	l.Unlock()
+	store.RemoveLock(key, false)
 }

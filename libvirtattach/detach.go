@@ -63,11 +63,12 @@ func Detach(ctx context.Context, r DetachRequest) error {
 		return fmt.Errorf("detach: %w", err)
 	}
 	key := state.LibvirtKey(dom.UUID)
-	lock, err := store.Lock(ctx, state.LibvirtLockKey(dom.UUID, r.ID))
+	lkey := state.LibvirtLockKey(dom.UUID, r.ID)
+	lock, err := store.Lock(ctx, lkey)
 	if err != nil {
-		return fmt.Errorf("detach: lock the domain: %w", err)
+		return fmt.Errorf("detach: lock the NIC: %w", err)
 	}
-	defer lock.Unlock()
+	defer unlock(store, lock, lkey)
 	nic, err := store.Load(key, r.ID)
 	if errors.Is(err, state.ErrNotFound) {
 		if found, err := detachRestarted(ctx, c, dom, h, r); found {
@@ -220,11 +221,12 @@ func cleanGone(ctx context.Context, store *state.Store, h hostnic.Host, r Detach
 	}
 	n := found[0]
 	key := n.Key()
-	lock, err := store.Lock(ctx, state.LibvirtLockKey(n.Libvirt.UUID, n.ID))
+	lkey := state.LibvirtLockKey(n.Libvirt.UUID, n.ID)
+	lock, err := store.Lock(ctx, lkey)
 	if err != nil {
-		return fmt.Errorf("detach: lock the domain: %w", err)
+		return fmt.Errorf("detach: lock the NIC: %w", err)
 	}
-	defer lock.Unlock()
+	defer unlock(store, lock, lkey)
 	if err := deleteHost(ctx, h, n, ""); err != nil {
 		return err
 	}

@@ -120,3 +120,12 @@ func wrapLibvirt(err error) error {
 	}
 	return err
 }
+
+// Answered says err carries the daemon's own answer (a libvirt error
+// reply): the call was refused and did nothing. Any other error (no
+// answer in time, the connection lost) leaves the outcome unknown: the
+// daemon may have done, or still do, what was asked.
+func Answered(err error) bool {
+	var le libvirt.Error
+	return errors.As(err, &le)
+}

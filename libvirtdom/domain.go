@@ -105,6 +105,27 @@ func (c *Conn) XML(ctx context.Context, d Domain, inactive bool) ([]byte, error)
 	if inactive {
 		flags, what = libvirt.DomainXMLInactive, "persistent XML of "+d.Name
 	}
+	return c.xmlDesc(ctx, d, flags, what)
+}
+
+// Definition reads the domain's persistent definition to define it again,
+// as virsh edit does (VIR_DOMAIN_XML_INACTIVE|VIR_DOMAIN_XML_SECURE): with
+// what libvirt leaves out of other reads (a <graphics passwd>), which a
+// Define of XML's would drop. Read it only to Define it.
+func (c *Conn) Definition(ctx context.Context, d Domain) ([]byte, error) {
+	return c.xmlDesc(ctx, d, libvirt.DomainXMLInactive|libvirt.DomainXMLSecure, "persistent XML of "+d.Name)
+}
+
+// Persistent says whether the domain has a persistent definition (one
+// started with virsh create has none: it is transient, and a Define
+// would make it persistent).
+func (c *Conn) Persistent(ctx context.Context, d Domain) (bool, error) {
+	var p int32
+	err := c.do(ctx, "is "+d.Name+" persistent", func() (err error) { p, err = c.l.DomainIsPersistent(d.d); return })
+	return p == 1, err
+}
+
+func (c *Conn) xmlDesc(ctx context.Context, d Domain, flags libvirt.DomainXMLFlags, what string) ([]byte, error) {
 	var s string
 	if err := c.do(ctx, what, func() (err error) { s, err = c.l.DomainGetXMLDesc(d.d, flags); return }); err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"libvirt.org/go/libvirtxml"
@@ -65,6 +66,10 @@ func Pin(domainXML []byte, pin func(x *libvirtxml.DomainInterface) *libvirtxml.D
 			before := string(domainXML[s.drvStart:s.drvEnd])
 			if sameDriver(x.Driver, drv) {
 				continue
+			}
+			if lost := lostInDriver(before, x.Driver); lost != "" {
+				return nil, nil, fmt.Errorf("interface %s: its <driver> has %s, which netctl's libvirtxml does not know and a pin would drop: "+
+					"set its <driver> by hand (virsh edit), or use a netctl built with a newer libvirtxml: %w", clip(mac), clip(lost), errs.ErrInvalid)
 			}
 			edits = append(edits, edit{s.drvStart, s.drvEnd, text})
 			changes = append(changes, Change{MAC: mac, Before: before, After: text, written: text})
@@ -240,4 +245,52 @@ func Unpin(domainXML []byte) ([]byte, error) {
 		return &d
 	})
 	return out, err
+}
+
+// lostInDriver names the first attribute or element of the <driver>
+// text raw that libvirtxml's reading of it (parsed) does not write back,
+// "" when it keeps them all: what rewriting that <driver> would drop.
+func lostInDriver(raw string, parsed *libvirtxml.DomainInterfaceDriver) string {
+	kept := ""
+	if parsed != nil {
+		var err error
+		if kept, err = marshalDriver(parsed); err != nil {
+			return "what netctl cannot write back"
+		}
+	}
+	have := xmlPaths(kept)
+	for _, p := range xmlPaths(raw) {
+		if !slices.Contains(have, p) {
+			return p
+		}
+	}
+	return ""
+}
+
+// xmlPaths lists every element and attribute of the XML text s as a path
+// (driver, driver@queues, driver/host@csum), in document order; at most
+// 256 of them.
+func xmlPaths(s string) []string {
+	dec := xml.NewDecoder(strings.NewReader(s))
+	var path, out []string
+	for len(out) < 256 {
+		tok, err := dec.Token()
+		if err != nil {
+			break
+		}
+		switch t := tok.(type) {
+		case xml.StartElement:
+			path = append(path, t.Name.Local)
+			p := strings.Join(path, "/")
+			out = append(out, p)
+			for _, a := range t.Attr {
+				out = append(out, p+"@"+a.Name.Local)
+			}
+		case xml.EndElement:
+			if len(path) > 0 {
+				path = path[:len(path)-1]
+			}
+		}
+	}
+	return out
 }

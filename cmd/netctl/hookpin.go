@@ -12,6 +12,7 @@ import (
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/netctl/netctl/hook"
+	"github.com/netctl/netctl/internal/errs"
 	"github.com/netctl/netctl/libvirtdom"
 )
 
@@ -104,7 +105,14 @@ func hookPin(ctx context.Context, uri string, cfg *hook.Config, ref string, dryR
 	if err != nil {
 		return nil, nil, err
 	}
-	before, err := conn.XML(ctx, dom, true)
+	switch persistent, err := conn.Persistent(ctx, dom); {
+	case err != nil:
+		return nil, nil, err
+	case !persistent && !dryRun:
+		return nil, nil, fmt.Errorf("domain %s is transient (virsh create): it has no persistent definition to pin, and defining one would make it persistent; "+
+			"define it (virsh define FILE) and pin that, or start it from XML with the <driver> that netctl hook pin --dry-run shows: %w", dom.Name, errs.ErrNotAvailable)
+	}
+	before, err := conn.Definition(ctx, dom)
 	if err != nil {
 		return nil, nil, err
 	}
