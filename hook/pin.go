@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/netctl/netctl/hostnic"
 	"slices"
 
+	"github.com/netctl/netctl/hostnic"
 	"github.com/netctl/netctl/policy"
 )
 

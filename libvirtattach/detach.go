@@ -57,7 +57,7 @@ func Detach(ctx context.Context, r DetachRequest) error {
 	if errors.Is(err, os.ErrNotExist) {
 		// A transient domain that was destroyed: libvirt no longer knows
 		// it, and its QEMU (with the NIC) is gone. What netctl made stays.
-		return cleanGone(ctx, store, h, r)
+		return cleanGone(ctx, store, h, c.URI, r)
 	}
 	if err != nil {
 		return fmt.Errorf("detach: %w", err)
@@ -199,18 +199,29 @@ func detachConfig(ctx context.Context, c *libvirtdom.Conn, dom libvirtdom.Domain
 }
 
 // cleanGone deletes the tap and the record of NIC r.ID of a domain
-// libvirt no longer knows (named by r.Domain, its name or UUID in the
-// record).
-func cleanGone(ctx context.Context, store *state.Store, h hostnic.Host, r DetachRequest) error {
+// libvirt (uri, the connection's) no longer knows (named by r.Domain, its
+// name or UUID in the record). Only a record made through uri is this
+// libvirt's: one of a domain of that name on another libvirtd is that
+// running domain's NIC, and is left with an error naming its URI.
+func cleanGone(ctx context.Context, store *state.Store, h hostnic.Host, uri string, r DetachRequest) error {
 	recs, _, err := store.List("")
 	if err != nil {
 		return fmt.Errorf("detach: %w", err)
 	}
-	var found []*state.NIC
+	var found, elsewhere []*state.NIC
 	for _, n := range recs {
 		if n.Libvirt != nil && n.ID == r.ID && (n.VM == r.Domain || n.Libvirt.UUID == r.Domain) {
+			if n.Libvirt.URI != uri {
+				elsewhere = append(elsewhere, n)
+				continue
+			}
 			found = append(found, n)
 		}
+	}
+	if len(found) == 0 && len(elsewhere) > 0 {
+		n := elsewhere[0]
+		return fmt.Errorf("detach: libvirt at %s has no domain %s; NIC %s of a domain of that name (%s) was attached through %s: run netctl detach --libvirt %s --vm %s --id %s: %w",
+			uri, r.Domain, r.ID, n.Libvirt.UUID, n.Libvirt.URI, n.Libvirt.URI, n.Libvirt.UUID, r.ID, os.ErrNotExist)
 	}
 	switch len(found) {
 	case 0:

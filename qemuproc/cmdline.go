@@ -70,6 +70,7 @@ func (m Monitor) String() string {
 type Cmdline struct {
 	Binary    string    // argv[0]
 	Name      string    // -name NAME or -name guest=NAME,...; "" when none
+	UUID      string    // -uuid UUID (libvirt gives every domain's QEMU its UUID), lower case; "" when none
 	Monitors  []Monitor // -qmp unix: and tcp: ones in command-line order, then those on a -chardev (-mon, -qmp chardev:ID)
 	Chroot    string    // -chroot DIR or -run-with chroot=DIR
 	Daemonize bool      // -daemonize: QEMU changed its cwd to / after start
@@ -137,7 +138,7 @@ func ParseCmdline(argv []string) (Cmdline, error) {
 			continue
 		}
 		switch name {
-		case "-name", "-qmp", "-qmp-pretty", "-chardev", "-mon", "-chroot", "-run-with":
+		case "-name", "-uuid", "-qmp", "-qmp-pretty", "-chardev", "-mon", "-chroot", "-run-with":
 		default:
 			continue
 		}
@@ -150,6 +151,10 @@ func ParseCmdline(argv []string) (Cmdline, error) {
 		case "-name":
 			if v, ok := get(splitOpts(arg, "guest"), "guest"); ok {
 				c.Name = v
+			}
+		case "-uuid":
+			if len(arg) <= 64 {
+				c.UUID = strings.ToLower(arg)
 			}
 		case "-chroot":
 			c.Chroot = arg

@@ -54,7 +54,7 @@ func TestParseCmdline(t *testing.T) {
 	}{{
 		name: "libvirt's fd monitor (qemuxmlconfdata boot-network, libvirt 6eaf3614)",
 		argv: argsFile(t, "testdata/libvirt-boot-network.x86_64-latest.args"),
-		want: Cmdline{Binary: "/usr/bin/qemu-system-x86_64", Name: "QEMUGuest1", Monitors: []Monitor{{
+		want: Cmdline{Binary: "/usr/bin/qemu-system-x86_64", Name: "QEMUGuest1", UUID: "c7a5fdbd-edaf-9455-926a-d65c16db1809", Monitors: []Monitor{{
 			Option: "-mon", Chardev: "charmonitor", FD: "1729", Server: true, Libvirt: true,
 			Unusable: "libvirt's monitor (inherited fd 1729): the VM is libvirt's",
 		}}},

@@ -18,7 +18,8 @@ type VM struct {
 	// StartTime is field 22 of /proc/PID/stat (clock ticks after boot):
 	// with PID it names the process even after the PID is reused.
 	StartTime uint64    `json:"starttime"`
-	Name      string    `json:"name"` // -name; "" when QEMU has none
+	Name      string    `json:"name"`           // -name; "" when QEMU has none
+	UUID      string    `json:"uuid,omitempty"` // -uuid, lower case; "" when QEMU has none
 	Binary    string    `json:"binary"`
 	Monitors  []Monitor `json:"monitors"`
 	Truncated bool      `json:"truncated,omitempty"` // the command line was cut at MaxCmdline
@@ -69,7 +70,7 @@ func readVM(pid int) (VM, bool) {
 	if err != nil {
 		return VM{}, false
 	}
-	vm := VM{PID: pid, StartTime: st, Name: c.Name, Binary: c.Binary, Monitors: c.Monitors, Truncated: cut || c.Truncated}
+	vm := VM{PID: pid, StartTime: st, Name: c.Name, UUID: c.UUID, Binary: c.Binary, Monitors: c.Monitors, Truncated: cut || c.Truncated}
 	for i := range vm.Monitors {
 		resolveSocket(pid, c, &vm.Monitors[i])
 	}
@@ -190,4 +191,20 @@ func readBounded(name string, max int64) ([]byte, error) {
 		return nil, err
 	}
 	return b, nil
+}
+
+// OfLibvirtDomain says whether v is the QEMU of the libvirt domain whose
+// UUID is uuid: its monitor is libvirt's and its -uuid is the domain's.
+// A same-named QEMU of another libvirtd (qemu:///session beside
+// qemu:///system) or a hand-run one is not.
+func (v VM) OfLibvirtDomain(uuid string) bool {
+	if v.UUID == "" || v.UUID != strings.ToLower(uuid) {
+		return false
+	}
+	for _, m := range v.Monitors {
+		if m.Libvirt {
+			return true
+		}
+	}
+	return false
 }

@@ -108,7 +108,7 @@ func (c *Collector) libvirtSession(ctx context.Context, t Target) *session {
 	if c.o.LibvirtMonitor {
 		pid := t.PID
 		if pid <= 0 { // a record of netctl's knows no pid: the domain's QEMU by its name
-			if v, err := qemuproc.Find(d.Name); err == nil && libvirtOwned(v) {
+			if v, err := qemuproc.Find(d.Name); err == nil && v.OfLibvirtDomain(d.UUID) {
 				pid = v.PID
 			}
 		}
@@ -174,7 +174,7 @@ func LibvirtTargets(ctx context.Context, uri, domain string) ([]Target, error) {
 	}
 	var pid int
 	var start uint64
-	if v, err := qemuproc.Find(d.Name); err == nil && libvirtOwned(v) {
+	if v, err := qemuproc.Find(d.Name); err == nil && v.OfLibvirtDomain(d.UUID) {
 		pid, start = v.PID, v.StartTime
 	}
 	ts := domainTargets(x, pid, vhostNetFDs(pid) > 0)
@@ -183,12 +183,6 @@ func LibvirtTargets(ctx context.Context, uri, domain string) ([]Target, error) {
 		ts[i].Libvirt.URI, ts[i].Libvirt.UUID = uri, d.UUID
 	}
 	return ts, nil
-}
-
-// libvirtOwned says libvirt holds the QEMU's monitor (it is a libvirt
-// domain's, not a hand-run QEMU that took the same name).
-func libvirtOwned(v qemuproc.VM) bool {
-	return slices.ContainsFunc(v.Monitors, func(m qemuproc.Monitor) bool { return m.Libvirt })
 }
 
 // maxInterfaces bounds the interfaces read from one domain's XML.

@@ -78,7 +78,7 @@ func diagnoseLibvirt(ctx context.Context, w io.Writer, o diagnoseLibvirtOptions)
 		return fmt.Errorf("diagnose: domain %s has %d virtio interfaces (%s): pick one with --id ALIAS: %w", d.Name, len(ids), strings.Join(ids, ", "), errs.ErrInvalid)
 	}
 	pid := 0
-	if v, err := qemuproc.Find(d.Name); err == nil && qemuOfLibvirt(v) {
+	if v, err := qemuproc.Find(d.Name); err == nil && v.OfLibvirtDomain(d.UUID) {
 		pid = v.PID
 	}
 	p := lc.Passthrough(d)
@@ -104,17 +104,6 @@ func diagnoseLibvirt(ctx context.Context, w io.Writer, o diagnoseLibvirtOptions)
 		return err
 	}
 	return writeLibvirtDiagnosis(w, out, o.JSON)
-}
-
-// qemuOfLibvirt: the QEMU's monitor is libvirt's (a domain's QEMU, not a
-// hand-run one that took the same name).
-func qemuOfLibvirt(v qemuproc.VM) bool {
-	for _, m := range v.Monitors {
-		if m.Libvirt {
-			return true
-		}
-	}
-	return false
 }
 
 func writeLibvirtDiagnosis(w io.Writer, d libvirtDiagnosis, asJSON bool) error {

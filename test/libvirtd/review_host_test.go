@@ -3,7 +3,6 @@ package libvirtd_test
 import (
 	"context"
 	"fmt"
-	"github.com/netctl/netctl/state"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/netctl/netctl/state"
 )
 
 // TestHostReviewPinTransient: netctl hook pin on a transient domain (virsh
