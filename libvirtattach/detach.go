@@ -74,7 +74,7 @@ func Detach(ctx context.Context, r DetachRequest) error {
 		if found, err := detachRestarted(ctx, c, dom, h, r); found {
 			return err
 		}
-		return fmt.Errorf("detach: netctl has no NIC %s on domain %s (netctl list shows what it attached): %w", r.ID, dom.Name, errs.ErrInvalid)
+		return fmt.Errorf("detach: netctl has no NIC %s on domain %s (netctl list shows what it attached): %w", r.ID, dom.Name, state.ErrNotFound)
 	}
 	if err != nil {
 		return fmt.Errorf("detach: %w", err)

@@ -3,6 +3,7 @@ package libvirtd_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -145,6 +146,13 @@ func TestHostLibvirtdAttach(t *testing.T) {
 		t.Errorf("after gc: tap %v, records %v", err, records())
 	}
 
+	// A NIC netctl does not have: a failure (exit 1) that says so, not a
+	// usage error pointing at --help (review: it was exit 2).
+	out, err = netctl("detach", "--vm", "lvatt", "--id", "nosuch")
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(out, "netctl has no NIC nosuch") || strings.Contains(out, "--help") {
+		t.Errorf("netctl detach --id nosuch: %v (want exit 1 saying netctl has no NIC nosuch, no --help hint)\n%s", err, out)
+	}
 	if out, err := netctl("detach", "--vm", "lvatt", "--id", "net1"); err != nil {
 		t.Fatalf("netctl detach: %v\n%s", err, out)
 	}
