@@ -72,6 +72,11 @@ type Host interface {
 	// added again under the name does not keep); an error wrapping
 	// os.ErrNotExist when there is no such device.
 	VDPAIdentity(name string) (uint64, error)
+	// VDPAMAC is the MAC in vdpa device name's config space (vdpa dev
+	// config show), nil when it has none or all zeros. QEMU gives the
+	// guest that MAC, not the -device mac= (virtio_net_get_config takes
+	// a vhost-vdpa peer's own unless it is zero).
+	VDPAMAC(ctx context.Context, name string) (net.HardwareAddr, error)
 	// DescribeVDPA reads vdpa device name's bus driver and the features
 	// the device offers (vdpa dev config show).
 	DescribeVDPA(ctx context.Context, name string) (host.VDPADevice, error)

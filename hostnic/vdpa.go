@@ -1,6 +1,7 @@
 package hostnic
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -173,6 +174,22 @@ func (Real) DescribeVDPA(ctx context.Context, name string) (host.VDPADevice, err
 	}
 	d.Features, d.FeaturesHex = cfg.Features.Names(), fmt.Sprintf("%#x", uint64(cfg.Features))
 	return d, nil
+}
+
+func (Real) VDPAMAC(ctx context.Context, name string) (net.HardwareAddr, error) {
+	c, err := vdpa.Dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	cfg, err := c.Config(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if len(cfg.MAC) != 6 || bytes.Equal(cfg.MAC, make([]byte, 6)) {
+		return nil, nil
+	}
+	return cfg.MAC, nil
 }
 
 func (Real) OpenVDPA(ctx context.Context, name string) (int, string, error) {

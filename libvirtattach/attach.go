@@ -216,6 +216,14 @@ func Attach(ctx context.Context, r Request) (*state.NIC, error) {
 			nic.VDPA = &state.VDPA{Name: r.VDPA, Vhost: vhost}
 		}
 		n.VDPA = vhost
+		// The guest sees the device's own MAC (QEMU takes a vdpa
+		// peer's over the interface's): the interface must say it.
+		adopted, unlockMAC, err := deviceMAC(ctx, c, dom, h, store, r, nic.VDPA.Name, alias, mac)
+		if err != nil {
+			return fail(step("check vdpa device "+nic.VDPA.Name+"'s MAC", err))
+		}
+		defer unlockMAC()
+		mac, n.MAC, nic.MAC = adopted, adopted, adopted.String()
 	default:
 		if r.Mgmtdev != "" {
 			// Created for nothing: delete it now (its undo is the last).

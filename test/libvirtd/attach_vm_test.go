@@ -529,12 +529,18 @@ func testLibvirtdVDPA(ctx context.Context, t *testing.T, n *nested) {
 	// Let the guest's driver finish with the device (TCG inside TCG, a
 	// VDUSE device served by this process) before it is asked to let go.
 	re := regexp.MustCompile(`L2-NIC \S+ mac=` + regexp.QuoteMeta(mac) + ` driver=(\S*) features=([01]+)`)
-	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
+	seen := false
+	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline) && !seen; time.Sleep(time.Second) {
 		b, _ := os.ReadFile(n.console)
 		if m := re.FindSubmatch(b); m != nil {
 			t.Logf("guest: the vdpa NIC's driver %s, features %s", m[1], m[2])
-			break
+			seen = true
 		}
+	}
+	if !seen {
+		b, _ := os.ReadFile(n.console)
+		st, _ := n.lvd.Virsh(ctx, "qemu-monitor-command", n.name, "--hmp", "info pci")
+		t.Logf("the guest reported no NIC with MAC %s in 90 s; console:\n%s\ninfo pci:\n%s\ndmesg:\n%s", mac, b, st, stuck(n.name))
 	}
 	// A guest slow to release the NIC leaves it pending; detach again
 	// finishes it (detach's "still pending" semantics).
