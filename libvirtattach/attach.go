@@ -260,7 +260,7 @@ func Attach(ctx context.Context, r Request) (*state.NIC, error) {
 	}
 	if err := c.Attach(ctx, dom, ixml, m); err != nil {
 		if libvirtdom.Answered(err) {
-			return fail(step("hotplug through libvirt (nothing of it is left)", err))
+			return fail(step("hotplug through libvirt (nothing of it is left)", refused(err, x, dom.Name)))
 		}
 		// No answer (a deadline, a signal, the connection lost): libvirt
 		// may have plugged the NIC in, or may still. Deleting the tap

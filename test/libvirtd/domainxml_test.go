@@ -54,4 +54,28 @@ func TestDomainXML(t *testing.T) {
 	if strings.Contains(g.DomainXML(""), "<metadata>") {
 		t.Error("an empty metadata argument still gave <metadata>")
 	}
+	if !strings.Contains(s, "machine='pc'>hvm") {
+		t.Errorf("no machine given: want pc\n%s", s)
+	}
+	g.Machine, g.Devices = "q35", []string{"<controller type='pci' index='1' model='pcie-root-port'/>"}
+	s = g.DomainXML("", "<interface type='ethernet'/>")
+	var q struct {
+		OS struct {
+			Type struct {
+				Machine string `xml:"machine,attr"`
+			} `xml:"type"`
+		} `xml:"os"`
+		Devices struct {
+			Controllers []struct {
+				Model string `xml:"model,attr"`
+			} `xml:"controller"`
+			Ifaces []struct{} `xml:"interface"`
+		} `xml:"devices"`
+	}
+	if err := xml.Unmarshal([]byte(s), &q); err != nil {
+		t.Fatalf("%v\n%s", err, s)
+	}
+	if q.OS.Type.Machine != "q35" || len(q.Devices.Controllers) != 1 || q.Devices.Controllers[0].Model != "pcie-root-port" || len(q.Devices.Ifaces) != 1 {
+		t.Errorf("machine q35 and a pcie-root-port: %+v\n%s", q, s)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,6 +25,12 @@ type Guest struct {
 	Initrd  string
 	Share   string // mounted in the guest at /results (9p tag "results"), mode 0777
 	Console string // the serial console's file (test/vm's init writes there)
+
+	// Machine is the domain's machine type ("" pc); Devices are more
+	// elements for <devices>, each whole and put in as it is (controllers,
+	// say: a q35 domain whose PCIe root ports are all taken).
+	Machine string
+	Devices []string
 }
 
 // NewGuest prepares guest NAME that runs script (busybox sh, in the guest
@@ -85,16 +92,19 @@ func copyFile(from, to string) error {
 
 // DomainXML is a transient TCG domain for g with the given interface
 // elements (each a whole <interface>...</interface>) and extra <metadata>
-// content (empty for none): 1 vCPU, 256 MiB, pc, ACPI on (without it the
-// guest's poweroff halts instead), the serial console to g.Console, the
-// results share over virtio-9p.
+// content (empty for none): 1 vCPU, 256 MiB, machine g.Machine (pc),
+// ACPI on (without it the guest's poweroff halts instead), the serial
+// console to g.Console, the results share over virtio-9p, g.Devices.
 func (g *Guest) DomainXML(metadata string, interfaces ...string) string {
 	esc := func(s string) string {
 		var b strings.Builder
 		xml.EscapeText(&b, []byte(s))
 		return b.String()
 	}
-	md := ""
+	md, machine := "", g.Machine
+	if machine == "" {
+		machine = "pc"
+	}
 	if metadata != "" {
 		md = "  <metadata>\n" + metadata + "\n  </metadata>\n"
 	}
@@ -103,7 +113,7 @@ func (g *Guest) DomainXML(metadata string, interfaces ...string) string {
 ` + md + `  <memory unit='MiB'>256</memory>
   <vcpu>1</vcpu>
   <os>
-    <type arch='x86_64' machine='pc'>hvm</type>
+    <type arch='x86_64' machine='` + esc(machine) + `'>hvm</type>
     <kernel>` + esc(g.Kernel) + `</kernel>
     <initrd>` + esc(g.Initrd) + `</initrd>
     <cmdline>console=ttyS0 quiet panic=-1 mitigations=off no_timer_check</cmdline>
@@ -119,7 +129,7 @@ func (g *Guest) DomainXML(metadata string, interfaces ...string) string {
       <source dir='` + esc(g.Share) + `'/>
       <target dir='results'/>
     </filesystem>
-` + strings.Join(interfaces, "\n") + `
+` + strings.Join(slices.Concat(g.Devices, interfaces), "\n") + `
     <memballoon model='none'/>
   </devices>
 </domain>
