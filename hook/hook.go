@@ -356,6 +356,10 @@ func (h *Hook) Prepare(ctx context.Context, p *Plan) (res *Result, err error) {
 			d := fmt.Sprintf("created vdpa %s from %s (%s, published as %s)", it.Name, it.Mgmtdev, vhost, it.Link)
 			res.Done = append(res.Done, d)
 			h.logf("%s prepare: %s", p.Domain, d)
+			if note := vdpaMACNote(ctx, h.Devices, it, ifaceName(it.MAC, i)); note != "" {
+				res.Notes = append(res.Notes, note)
+				h.logf("%s prepare: %s", p.Domain, note)
+			}
 		}
 	}
 	if len(rec.Taps) == 0 && len(rec.VDPAs) == 0 {
@@ -365,6 +369,20 @@ func (h *Hook) Prepare(ctx context.Context, p *Plan) (res *Result, err error) {
 		}
 	}
 	return res, nil
+}
+
+// vdpaMACNote says when the guest will not see the interface's <mac>:
+// QEMU gives it the vdpa device's own MAC (from its config space) when
+// the device has one, and a management device that takes no MAC (VDUSE:
+// its device owner sets it) keeps its own. The hook cannot rewrite the
+// XML at prepare: it says so, naming both. "" when they agree.
+func vdpaMACNote(ctx context.Context, d Devices, it Interface, iface string) string {
+	dm, err := d.VDPAMAC(ctx, it.Name)
+	if err != nil || dm == nil || it.MAC == nil || dm.String() == it.MAC.String() {
+		return ""
+	}
+	return fmt.Sprintf("interface %s: vdpa device %s has MAC %s, which the guest sees (QEMU gives the guest a vdpa device's own MAC), not the interface's %s: "+
+		"set <mac address='%s'/> in the domain, or use a management device that takes a MAC", iface, it.Name, dm, it.MAC, dm)
 }
 
 func macString(it Interface) string {

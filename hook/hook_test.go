@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -38,6 +39,13 @@ type fakeDevices struct {
 	// device offers.
 	desc         *host.Description
 	vdpaFeatures virtio.Features
+	// vdpaMACs are the MACs of created vdpa devices' config spaces, by
+	// name (none: the device has none, or took the one asked for).
+	vdpaMACs map[string]net.HardwareAddr
+}
+
+func (f *fakeDevices) VDPAMAC(_ context.Context, name string) (net.HardwareAddr, error) {
+	return f.vdpaMACs[name], nil
 }
 
 // fakeRing is what a 6.1 vhost-net offers of the ring features.

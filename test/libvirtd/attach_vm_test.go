@@ -505,16 +505,31 @@ func testLibvirtdVDPA(ctx context.Context, t *testing.T, n *nested) {
 			t.Errorf("destroying the VDUSE device: %v", err)
 		}
 	}()
+	// The guest sees a vdpa device's own MAC (QEMU takes it over the
+	// interface's), and a VDUSE device's is its owner's (test/vduse's
+	// 02:00:00:00:0d:01): an explicit --mac that differs is refused and
+	// leaves nothing; without --mac the interface takes the device's.
+	devMAC := "02:00:00:00:0d:01"
 	out, err := attach()
+	if err == nil || !strings.Contains(out, "has MAC "+devMAC) {
+		t.Errorf("attach --mgmtdev vduse --mac %s (the device has %s): %v\n%s (want a refusal naming the device's MAC)", mac, devMAC, err, out)
+	}
+	if _, serr := os.Stat("/sys/bus/vdpa/devices/netctl-net2"); len(n.records()) != 0 || n.iface(ctx, t, "ua-netctl-net2") != nil || serr == nil {
+		t.Fatalf("after the MAC refusal: records %v, interface left, or vdpa device netctl-net2 (%v)", n.records(), serr)
+	}
+	out, err = n.netctl(ctx, "attach", "--vm", n.name, "--libvirt", n.lvd.URI, "--id", "net2", "--mgmtdev", "vduse", "--json")
 	if err != nil {
 		t.Fatalf("netctl attach --mgmtdev vduse: %v\n%s", err, out)
 	}
 	var nic state.NIC
 	if err := json.Unmarshal([]byte(out), &nic); err != nil || nic.Backend != policy.BackendVDPA || nic.Tap != nil || nic.VDPA == nil ||
-		nic.VDPA.Name != "netctl-net2" || !nic.VDPA.Created || nic.VDPA.Ino == 0 || !strings.HasPrefix(nic.VDPA.Vhost, "/dev/vhost-vdpa-") {
-		t.Fatalf("attach --json: %v\n%s", err, out)
+		nic.VDPA.Name != "netctl-net2" || !nic.VDPA.Created || nic.VDPA.Ino == 0 || !strings.HasPrefix(nic.VDPA.Vhost, "/dev/vhost-vdpa-") || nic.MAC != devMAC {
+		t.Fatalf("attach --json (want the device's MAC %s): %v\n%s", devMAC, err, out)
 	}
 	x := n.iface(ctx, t, "ua-netctl-net2")
+	if x == nil || x.MAC == nil || x.MAC.Address != devMAC {
+		t.Errorf("live interface's MAC: want the device's %s", devMAC)
+	}
 	if x == nil || x.Source == nil || x.Source.VDPA == nil || x.Source.VDPA.Device != nic.VDPA.Vhost {
 		s := ""
 		if x != nil {
@@ -528,7 +543,7 @@ func testLibvirtdVDPA(ctx context.Context, t *testing.T, n *nested) {
 
 	// Let the guest's driver finish with the device (TCG inside TCG, a
 	// VDUSE device served by this process) before it is asked to let go.
-	re := regexp.MustCompile(`L2-NIC \S+ mac=` + regexp.QuoteMeta(mac) + ` driver=(\S*) features=([01]+)`)
+	re := regexp.MustCompile(`L2-NIC \S+ mac=` + regexp.QuoteMeta(devMAC) + ` driver=(\S*) features=([01]+)`)
 	seen := false
 	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline) && !seen; time.Sleep(time.Second) {
 		b, _ := os.ReadFile(n.console)
@@ -540,7 +555,7 @@ func testLibvirtdVDPA(ctx context.Context, t *testing.T, n *nested) {
 	if !seen {
 		b, _ := os.ReadFile(n.console)
 		st, _ := n.lvd.Virsh(ctx, "qemu-monitor-command", n.name, "--hmp", "info pci")
-		t.Logf("the guest reported no NIC with MAC %s in 90 s; console:\n%s\ninfo pci:\n%s\ndmesg:\n%s", mac, b, st, stuck(n.name))
+		t.Errorf("the guest reported no NIC with MAC %s in 90 s; console:\n%s\ninfo pci:\n%s\nQEMU:\n%s", devMAC, b, st, stuck(n.name))
 	}
 	// A guest slow to release the NIC leaves it pending; detach again
 	// finishes it (detach's "still pending" semantics).
