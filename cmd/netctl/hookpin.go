@@ -154,7 +154,7 @@ func hookPin(ctx context.Context, uri string, cfg *hook.Config, ref string, dryR
 			return nil
 		}
 		i, ok := byMAC[m.String()]
-		if !ok {
+		if !ok || !pinsInterface(x, ds[i].Interface) {
 			return nil
 		}
 		p := libvirtdom.DriverFor(x.Driver, ds[i].Decision, 0)
@@ -223,4 +223,22 @@ func firstNonEmptyStr(s ...string) string {
 		}
 	}
 	return ""
+}
+
+// pinsInterface says whether x, an interface of the definition with the
+// MAC of the decided interface it, is that interface: of its type (a
+// tap is type='ethernet' on target dev it.Name, a direct one type='direct'
+// on lower device it.Name). Another interface that shares the MAC (a
+// bridge's, which netctl does not manage) is not pinned.
+func pinsInterface(x *libvirtxml.DomainInterface, it hook.Interface) bool {
+	if x.Source == nil {
+		return false
+	}
+	switch it.Kind {
+	case hook.KindTap:
+		return x.Source.Ethernet != nil && (it.Name == "" || x.Target != nil && x.Target.Dev == it.Name)
+	case hook.KindDirect:
+		return x.Source.Direct != nil && (it.Name == "" || x.Source.Direct.Dev == it.Name)
+	}
+	return false
 }
