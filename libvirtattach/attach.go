@@ -190,10 +190,12 @@ func Attach(ctx context.Context, r Request) (*state.NIC, error) {
 	vname, vhost := r.VDPA, ""
 	if r.Mgmtdev != "" {
 		p, u, err := createVDPA(ctx, r, h, nic, mac, func() error { return store.Save(nic) })
+		if u != nil {
+			undo = append(undo, u)
+		}
 		if err != nil {
 			return fail(step("create a vdpa device on "+r.Mgmtdev, err))
 		}
-		undo = append(undo, u)
 		vname, vhost = nic.VDPA.Name, p
 	}
 

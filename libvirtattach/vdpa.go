@@ -73,7 +73,9 @@ func restrictVDPA(d *host.Description, name string) {
 // createVDPA makes vdpa device netctl-ID on r.Mgmtdev for nic, recorded
 // in nic.VDPA (saved by save) before it is made, and returns its
 // /dev/vhost-vdpa-N and its undo (which deletes it only while it is the
-// device made here).
+// device made here). A device made whose identity cannot be read comes
+// back with an error and its undo: the caller's rollback deletes it, and
+// keeps the record when it cannot.
 func createVDPA(ctx context.Context, r Request, h hostnic.Host, nic *state.NIC, mac net.HardwareAddr, save func() error) (string, func(context.Context) error, error) {
 	name := hostnic.VDPAName(r.ID)
 	if h.VDPAExists(name) {
@@ -107,7 +109,9 @@ func createVDPA(ctx context.Context, r Request, h hostnic.Host, nic *state.NIC, 
 	made := nic.VDPA
 	undo := func(ctx context.Context) error { return deleteVDPA(ctx, h, made) }
 	if ierr != nil {
-		return "", nil, errors.Join(fmt.Errorf("vdpa %s: its identity: %w", name, ierr), h.DeleteVDPA(ctx, name))
+		// The undo (the caller's rollback) deletes it by name; when that
+		// fails too, the record that names it stays for detach.
+		return "", undo, fmt.Errorf("vdpa %s: its identity: %w", name, ierr)
 	}
 	nic.VDPA.Vhost, nic.VDPA.Ino = vhost, ino
 	if err := save(); err != nil {
