@@ -27,8 +27,11 @@ var (
 		"1 if the NIC's VM answered this scrape and the NIC is there, 0 if it is gone (VM exited, NIC detached) or no source answered.",
 		nicLabels, nil)
 	descNICInfo = prometheus.NewDesc("netctl_nic_info",
-		"The NIC's host side: its link (tap or macvtap), QEMU netdev, QMP socket and vdpa device; always 1.",
-		withNIC("link", "netdev", "qmp", "vdpa"), nil)
+		"The NIC's host side: its link (tap or macvtap), QEMU netdev, QMP socket, vdpa device and libvirt domain (its UUID, for a NIC read through libvirt); always 1.",
+		withNIC("link", "netdev", "qmp", "vdpa", "libvirt_domain"), nil)
+	descLibvirtTainted = prometheus.NewDesc("netctl_nic_libvirt_tainted",
+		"1 if this scrape asked QEMU through libvirt's monitor passthrough for the NIC (--qemu-monitor), after which libvirt marks the domain \"tainted: custom-monitor\"; 0 if it read only what libvirt reports. Only for NICs of libvirt domains.",
+		nicLabels, nil)
 	descQueuePairs = prometheus.NewDesc("netctl_nic_queue_pairs",
 		"Queue pairs of the NIC.", nicLabels, nil)
 	descSourceUp = prometheus.NewDesc("netctl_source_up",
@@ -86,7 +89,7 @@ var linkDescs = func() (m [2][4]*prometheus.Desc) {
 
 // allDescs are every metric the exporter can give.
 func allDescs() []*prometheus.Desc {
-	d := []*prometheus.Desc{descNICUp, descNICInfo, descQueuePairs, descSourceUp, descSourceMissing, descQueueOffered, descQueueCompleted, descQueueUncounted, descWorkerCPU,
+	d := []*prometheus.Desc{descNICUp, descNICInfo, descLibvirtTainted, descQueuePairs, descSourceUp, descSourceMissing, descQueueOffered, descQueueCompleted, descQueueUncounted, descWorkerCPU,
 		descVDPAReceived, descVDPACompleted, descTargetUp, descTargetError, descScrapeSeconds, descScrapeNICs}
 	for _, dir := range linkDescs {
 		d = append(d, dir[:]...)
@@ -165,7 +168,12 @@ func nicMetrics(s stats.NICStats, up bool, labels []string, emit func(prometheus
 	}
 	t := s.Target
 	gauge(descNICUp, b2f(up))
-	gauge(descNICInfo, 1, t.Link, t.Netdev, t.QMP, t.VDPA)
+	domain := ""
+	if t.Libvirt != nil {
+		domain = t.Libvirt.UUID
+		gauge(descLibvirtTainted, b2f(s.Tainted))
+	}
+	gauge(descNICInfo, 1, t.Link, t.Netdev, t.QMP, t.VDPA, domain)
 	if t.QueuePairs > 0 {
 		gauge(descQueuePairs, float64(t.QueuePairs))
 	}

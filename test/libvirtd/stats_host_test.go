@@ -177,7 +177,7 @@ func TestHostLibvirtdStatsDiagnose(t *testing.T) {
 		t.Fatalf("libvirt's log says custom-monitor after stats and diagnose without --qemu-monitor")
 	}
 
-	exporterUnderPrometheus(ctx, t, bin, run, tainted)
+	exporterUnderPrometheus(ctx, t, bin, run, uuid, tainted)
 
 	out, err = netctl("diagnose", "--vm", "lvst", "--qemu-monitor", "--no-probe", "--json")
 	if err != nil {
@@ -225,7 +225,7 @@ func TestHostLibvirtdStatsDiagnose(t *testing.T) {
 // series, netctl_source_up{source="rings"} 0 with reason no_monitor).
 // libvirt's log of the domain has no custom-monitor taint after it. The
 // exporter stops on SIGTERM with exit 0.
-func exporterUnderPrometheus(ctx context.Context, t *testing.T, bin, run string, tainted func() bool) {
+func exporterUnderPrometheus(ctx context.Context, t *testing.T, bin, run, uuid string, tainted func() bool) {
 	t.Helper()
 	const addr = "127.0.0.1:9469"
 	h := prom.NewHTTP(t)
@@ -240,8 +240,11 @@ func exporterUnderPrometheus(ctx context.Context, t *testing.T, bin, run string,
 	ps.Wait(ctx, t, `netctl_target_up{target="libvirt:lvst"}`, func(v float64) bool { return v == 1 })
 	ps.Wait(ctx, t, `netctl_nic_up{`+nic+`}`, func(v float64) bool { return v == 1 })
 	info := ps.WaitSample(ctx, t, `netctl_nic_info{`+nic+`}`, func(float64) bool { return true })
-	if info.Labels["link"] != "lvst0" {
-		t.Errorf("Prometheus: netctl_nic_info%v: want link lvst0 (the domain's tap)", info.Labels)
+	if info.Labels["link"] != "lvst0" || info.Labels["libvirt_domain"] != uuid {
+		t.Errorf("Prometheus: netctl_nic_info%v: want link lvst0 (the domain's tap) and libvirt_domain %s", info.Labels, uuid)
+	}
+	if v := ps.Wait(ctx, t, `netctl_nic_libvirt_tainted{`+nic+`}`, func(float64) bool { return true }); v != 0 {
+		t.Errorf("Prometheus: netctl_nic_libvirt_tainted = %v without --qemu-monitor, want 0", v)
 	}
 	if v := ps.Wait(ctx, t, `netctl_nic_queue_pairs{`+nic+`}`, func(float64) bool { return true }); v != 2 {
 		t.Errorf("Prometheus: netctl_nic_queue_pairs = %v, want 2 (<driver queues='2'>)", v)
