@@ -1,6 +1,7 @@
 #!/bin/busybox sh
 # L2 guest init (test/l2): load the virtio-net driver (/mods/order), then report every NIC
-# once, with the guest driver's own feature word, as
+# once (by name and MAC: a NIC hotplugged after another was unplugged takes its name), with the
+# guest driver's own feature word, as
 #   L2-NIC <eth> mac=<mac> driver=<driver> features=<device/features>
 /bin/busybox --install -s /bin
 export PATH=/bin
@@ -42,9 +43,10 @@ while true; do
   fi
   for d in /sys/class/net/*; do
     n=${d##*/}
-    case "$known" in *" $n "*) continue;; esac
+    k="$n@$(cat "$d/address" 2>/dev/null)"
+    case "$known" in *" $k "*|*" $n "*) continue;; esac
     [ -e "$d/device/features" ] || continue
-    known="$known$n "
+    known="$known$k "
     ip link set "$n" up
     echo "L2-NIC $n mac=$(cat $d/address) driver=$(basename "$(readlink $d/device/driver)") features=$(cat $d/device/features) uptime=$(up)"
   done
