@@ -63,16 +63,10 @@ func attachLibvirt(c *cli.Context, path, uri string) error {
 // which URI: --libvirt URI, or a record of NIC --id that netctl attached
 // through libvirt to a domain of that name or UUID (then its URI).
 func libvirtDetachFor(c *cli.Context, path string) (uri string, ok bool, err error) {
+	if uri, ok, decided, err := libvirtFlags(c, path); decided {
+		return uri, ok, err
+	}
 	vm := c.String("vm")
-	if c.IsSet("libvirt") {
-		if vm == "" || c.String("qmp") != "" {
-			return "", false, usageErr(path, "--libvirt needs --vm DOMAIN (a name or UUID), not --qmp")
-		}
-		return c.String("libvirt"), true, nil
-	}
-	if vm == "" || c.String("qmp") != "" {
-		return "", false, nil
-	}
 	store, err := state.Open(runDir())
 	if err != nil {
 		return "", false, nil // the QEMU path says what is wrong
@@ -92,12 +86,7 @@ func libvirtDetachFor(c *cli.Context, path string) (uri string, ok bool, err err
 		// No record: a NIC attached with --persistent to a domain
 		// restarted since (the hook made its tap at the start) is found
 		// through libvirt, when libvirt runs the VM.
-		if v, ferr := qemuproc.Find(vm); ferr == nil {
-			for _, m := range v.Monitors {
-				ok = ok || m.Libvirt
-			}
-		}
-		return "", ok, nil
+		return "", runByLibvirt(vm), nil
 	case 1:
 		return found[0].Libvirt.URI, true, nil
 	}

@@ -12,17 +12,27 @@ import (
 // domain, and on which URI: --libvirt URI says so; else a QEMU named --vm
 // whose monitor is libvirt's is one (on the default URI).
 func libvirtStatsFor(c *cli.Context, path string) (uri string, ok bool, err error) {
+	if uri, ok, decided, err := libvirtFlags(c, path); decided {
+		return uri, ok, err
+	}
+	return c.String("libvirt"), runByLibvirt(c.String("vm")), nil
+}
+
+// libvirtFlags is what the flags alone decide about --vm being a libvirt
+// domain (decided true): --libvirt URI makes it one (and needs --vm, not
+// --qmp); no --vm, or --qmp, makes it none. Otherwise the caller looks.
+func libvirtFlags(c *cli.Context, path string) (uri string, ok, decided bool, err error) {
 	vm := c.String("vm")
 	if c.IsSet("libvirt") {
 		if vm == "" || c.String("qmp") != "" {
-			return "", false, usageErr(path, "--libvirt needs --vm DOMAIN (a name or UUID), not --qmp")
+			return "", false, true, usageErr(path, "--libvirt needs --vm DOMAIN (a name or UUID), not --qmp")
 		}
-		return c.String("libvirt"), true, nil
+		return c.String("libvirt"), true, true, nil
 	}
 	if vm == "" || c.String("qmp") != "" {
-		return "", false, nil
+		return "", false, true, nil
 	}
-	return c.String("libvirt"), runByLibvirt(vm), nil
+	return "", false, false, nil
 }
 
 // listLibvirt lists a libvirt domain's virtio NICs (libvirt's live XML)
