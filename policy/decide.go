@@ -54,6 +54,9 @@ type Request struct {
 	// QEMU is the QEMU version to assume on a host whose probe found no
 	// QEMU ("8.2.2"); "" leaves it unknown.
 	QEMU string
+	// Pool, when set, is the plan of the hosts the VM may migrate among:
+	// nothing outside its set is offered (ParsePlanFile reads one).
+	Pool *Pool
 }
 
 // Step is one backend the chain considered.
@@ -163,8 +166,20 @@ func Decide(h *host.Description, req Request) (Decision, error) {
 			d.Dropped[name] = "the compat profile offers only checksum and TSO, which every supported kernel honours"
 		case !avail.Has(m.f):
 			d.Dropped[name] = why[m.f]
+		case req.Pool != nil && !req.Pool.Offer.Has(m.f):
+			d.Dropped[name] = req.Pool.reason()
 		default:
 			offer |= m.f
+		}
+	}
+	if req.Pool != nil {
+		if miss := req.Pool.Offer & managedMask &^ avail; miss != 0 {
+			var whys []string
+			for _, b := range miss.Bits() {
+				whys = append(whys, virtio.BitName(b)+" ("+firstNonEmpty(why[virtio.Bit(b)], "not carried by backend "+d.Backend)+")")
+			}
+			d.Notes = append(d.Notes, fmt.Sprintf("this host cannot carry all of the pool's plan %s: %s: a VM that negotiated it on another host of the pool cannot migrate here; probe this host and plan again (netctl plan)",
+				req.Pool.ID, strings.Join(whys, ", ")))
 		}
 	}
 	// The spec's dependencies: TSO needs checksum, ECN needs TSO, ...

@@ -24,6 +24,9 @@ type Difference struct {
 // PlanResult is the feature set safe to offer on every host, and the QEMU
 // properties that enforce it.
 type PlanResult struct {
+	// ID names the safe set (FeatureSetID): equal for pools that carry
+	// the same set; attach --plan checks it against Offer.
+	ID          string            `json:"id"`
 	Hosts       []string          `json:"hosts"`    // by hostname, sorted
 	Backends    map[string]string `json:"backends"` // host -> backend Decide chose there
 	Offer       []string          `json:"offer"`
@@ -37,7 +40,9 @@ type PlanResult struct {
 	// Unavailable: property -> the hosts whose QEMU lacks it, and why
 	// leaving it out there is safe.
 	Unavailable map[string]string `json:"qemu_props_unavailable,omitempty"`
-	Notes       []string          `json:"notes,omitempty"`
+	// Libvirt is the same pin as a domain's <interface> says it.
+	Libvirt LibvirtPin `json:"libvirt"`
+	Notes   []string   `json:"notes,omitempty"`
 }
 
 // Plan decides for each host with the same request and returns the
@@ -96,6 +101,7 @@ func Plan(hosts []*host.Description, req Request) (PlanResult, error) {
 		closed[f] = "needs " + needs + " (virtio spec 5.1.3.1), which is not offered on every host"
 	})
 	res.Offer = safe.Names()
+	res.ID = FeatureSetID(safe)
 	// A managed bit no host offers is dropped too (its property is still
 	// set, so that a QEMU that would offer it does not): it gets its row,
 	// missing on every host with each host's reason.
@@ -152,6 +158,7 @@ func Plan(hosts []*host.Description, req Request) (PlanResult, error) {
 	if safe.Has(virtio.NetMQ) {
 		res.QEMU["mq"] = "on"
 	}
+	res.Libvirt = libvirtPin(res.QEMU, res.QEMUByHost)
 	return res, nil
 }
 

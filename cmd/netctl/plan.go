@@ -97,6 +97,7 @@ func readCapped(name string, max int) ([]byte, error) {
 
 func printPlan(w io.Writer, p policy.PlanResult) {
 	fmt.Fprintf(w, "safe on all %d hosts (%s): %s\n", len(p.Hosts), strings.Join(p.Hosts, " "), strings.Join(p.Offer, " "))
+	fmt.Fprintf(w, "feature set: %s (netctl plan -j > POOL.json; netctl attach --plan POOL.json pins it)\n", p.ID)
 	for _, h := range p.Hosts {
 		fmt.Fprintf(w, "backend on %s: %s\n", h, p.Backends[h])
 	}
@@ -133,6 +134,12 @@ func printPlan(w io.Writer, p policy.PlanResult) {
 	slices.Sort(hosts)
 	for _, h := range hosts {
 		fmt.Fprintf(w, "  and on %s only: %s\n", h, props(p.QEMUByHost[h]))
+	}
+	if p.Libvirt.Driver != "" && p.Libvirt.Driver != "<driver/>" {
+		fmt.Fprintf(w, "libvirt <interface>: %s\n", p.Libvirt.Driver)
+	}
+	if p.Libvirt.OverrideXML != "" {
+		fmt.Fprintf(w, "libvirt (no <driver> attribute; 8.2+, per interface alias): %s\n", p.Libvirt.OverrideXML)
 	}
 	for _, k := range sortedKeys(p.Unavailable) {
 		fmt.Fprintf(w, "not emitted: %s: %s\n", k, p.Unavailable[k])
