@@ -48,6 +48,9 @@ type Request struct {
 	MAC       string // the guest's MAC; "" picks a random 52:54:00:xx:xx:xx
 	MTU       int    // 0: leave the backend's
 	Profile   string // throughput (default), latency or compat
+	// Pool pins the NIC to a pool's plan (policy.ParsePlanFile): the VM
+	// is offered nothing every host of the pool cannot carry.
+	Pool *policy.Pool
 	// Bus is device_add's bus= (a pcie-root-port's id on q35); "" picks a
 	// free pcie-root-port on q35 and leaves it to QEMU elsewhere.
 	Bus string

@@ -91,3 +91,7 @@ func (p *Pool) String() string {
 	}
 	return p.ID
 }
+
+// Outside is what of f the pool leaves out, among the bits netctl
+// decides about.
+func (p *Pool) Outside(f virtio.Features) virtio.Features { return f & managedMask &^ p.Offer }
