@@ -26,7 +26,7 @@ type PoolCheck struct {
 func (r *Report) CheckPool(pool *policy.Pool) {
 	host, hok := parseWord(r.Host)
 	guest, gok := parseWord(r.Guest)
-	negotiated := slices.Contains(r.Status, "FEATURES_OK") || slices.Contains(r.Status, "DRIVER_OK")
+	negotiated := r.Negotiated()
 	c := &PoolCheck{ID: pool.ID}
 	r.Pool = c
 	if !hok {
@@ -61,4 +61,18 @@ func parseWord(w Word) (virtio.Features, bool) {
 		return 0, false
 	}
 	return virtio.Features(v), true
+}
+
+// Negotiated says whether the guest's driver has negotiated (FEATURES_OK
+// or DRIVER_OK).
+func (r *Report) Negotiated() bool {
+	return slices.Contains(r.Status, "FEATURES_OK") || slices.Contains(r.Status, "DRIVER_OK")
+}
+
+// Words are the device's offered and the guest's acknowledged features
+// as QEMU reported them; ok is false when QEMU did not say them.
+func (r *Report) Words() (offered, acked virtio.Features, ok bool) {
+	h, hok := parseWord(r.Host)
+	g, gok := parseWord(r.Guest)
+	return h, g, hok && gok
 }
