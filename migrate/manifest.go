@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/netctl/netctl/internal/errs"
+	"github.com/netctl/netctl/policy"
 	"github.com/netctl/netctl/state"
 	"github.com/netctl/netctl/virtio"
 )
@@ -116,8 +117,9 @@ func Parse(b []byte) (*Manifest, error) {
 		if err != nil {
 			return nil, fmt.Errorf("migrate: manifest NIC %s negotiated: %w: %w", n.ID, err, errs.ErrInvalid)
 		}
-		if neg&^off != 0 && len(n.Offered) > 0 {
-			return nil, fmt.Errorf("migrate: manifest NIC %s: negotiated %v were never offered: %w", n.ID, neg&^off, errs.ErrInvalid)
+		// Offered names the bits netctl decides (the record's features).
+		if bad := neg & policy.Managed() &^ off; bad != 0 && len(n.Offered) > 0 {
+			return nil, fmt.Errorf("migrate: manifest NIC %s: negotiated %v were never offered: %w", n.ID, bad, errs.ErrInvalid)
 		}
 		if n.Queues < 1 || n.Queues > 256 || n.MTU < 0 || n.MTU > 65535 || len(n.Properties) > 64 {
 			return nil, fmt.Errorf("migrate: manifest NIC %s: queues %d, mtu %d, %d properties: out of range: %w", n.ID, n.Queues, n.MTU, len(n.Properties), errs.ErrInvalid)
