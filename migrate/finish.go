@@ -21,6 +21,11 @@ type FinishRequest struct {
 	// Wait bounds the wait for an incoming migration still under way
 	// and for the source QEMU to exit (default 30 s).
 	Wait time.Duration
+	// Quit confirms, on the source, that the destination runs the guest
+	// (its finish succeeded): only then does Finish quit the source QEMU.
+	// A source whose migration completed still holds the guest, paused:
+	// if the destination failed to load it, cont resumes it there.
+	Quit bool
 }
 
 // Finished says what Finish did.
@@ -37,8 +42,11 @@ type Finished struct {
 //     announce-self for its netctl NICs, so switches learn that their
 //     MACs moved (QEMU announces once by itself; this is the operator's
 //     second, like libvirt's after its Finish phase);
-//   - the source (postmigrate: the guest has left): quit QEMU, wait for it
-//     to exit, then collect what netctl made for it (netctl gc): its taps,
+//   - the source (postmigrate: the guest was sent), with Quit only (the
+//     operator's word that the destination runs it: the source cannot
+//     know, and a destination that failed to load the guest leaves it
+//     here, paused, to resume with cont): quit QEMU, wait for it to exit,
+//     then collect what netctl made for it (netctl gc): its taps,
 //     macvtaps and vdpa devices and the records, so netctl list is right.
 //
 // Any other state (a migration under way, failed or cancelled: the source
@@ -113,6 +121,10 @@ func Finish(ctx context.Context, r FinishRequest) (*Finished, error) {
 		}
 		return &Finished{Side: "destination", VM: vm, Announced: ids}, nil
 	case "postmigrate":
+		if !r.Quit {
+			return nil, fmt.Errorf("migrate finish: %s sent its guest and waits, paused: if the destination runs it (netctl migrate finish there succeeded), run this again with --quit "+
+				"to quit this QEMU and remove its NICs; if the destination failed to load it, resume it here with cont: nothing changed: %w", vm, errs.ErrConflict)
+		}
 		start, err := state.ProcStartTime(pid)
 		if err != nil {
 			return nil, fmt.Errorf("migrate finish: %w", err)

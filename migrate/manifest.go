@@ -53,11 +53,11 @@ type NIC struct {
 	// Host side: an existing tap netctl did not create (the destination
 	// opens the tap of that name), a macvtap on Lower (mode), a vdpa
 	// device netctl created on Mgmtdev or an existing one (VDPA).
-	Tap        string `json:"tap,omitempty"`
-	SharedTap  bool   `json:"shared_tap,omitempty"`
-	MacvtapOn  string `json:"macvtap,omitempty"` // LOWER:MODE
-	VDPA       string `json:"vdpa,omitempty"`
-	Mgmtdev    string `json:"mgmtdev,omitempty"`
+	Tap        string            `json:"tap,omitempty"`
+	SharedTap  bool              `json:"shared_tap,omitempty"`
+	MacvtapOn  string            `json:"macvtap,omitempty"` // LOWER:MODE
+	VDPA       string            `json:"vdpa,omitempty"`
+	Mgmtdev    string            `json:"mgmtdev,omitempty"`
 	Properties map[string]string `json:"properties,omitempty"`
 }
 

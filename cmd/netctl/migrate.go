@@ -22,7 +22,7 @@ func migrateCommand() *cli.Command {
 			"  netctl migrate incoming --vm DST --from nics.json [--plan POOL.json]\n" +
 			"then migrate-incoming on the destination and migrate on the source (QMP), and when QEMU says completed:\n" +
 			"  netctl migrate finish --vm DST   (announce-self)\n" +
-			"  netctl migrate finish --vm SRC   (quits the source QEMU, removes what netctl made for it)",
+			"  netctl migrate finish --vm SRC --quit   (once the destination runs the guest: quits the source QEMU, removes what netctl made for it)",
 		Subcommands: []*cli.Command{migrateExportCommand(), migrateIncomingCommand(), migrateFinishCommand()},
 	}
 }
@@ -37,6 +37,9 @@ func migrateExportCommand() *cli.Command {
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write to this file instead of stdout"},
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "give up after this long"}),
 		Action: func(c *cli.Context) error {
+			if c.Duration("timeout") <= 0 {
+				return usageErr(path, "--timeout %s: use a positive duration", c.Duration("timeout"))
+			}
 			ctx, interrupted, stop := interruptible(c.Duration("timeout"))
 			defer stop()
 			tg, err := target(ctx, c, path)
@@ -74,6 +77,9 @@ func migrateIncomingCommand() *cli.Command {
 			planFlag,
 			&cli.DurationFlag{Name: "timeout", Value: 60 * time.Second, Usage: "give up after this long"}),
 		Action: func(c *cli.Context) error {
+			if c.Duration("timeout") <= 0 {
+				return usageErr(path, "--timeout %s: use a positive duration", c.Duration("timeout"))
+			}
 			b, err := readCapped(c.String("from"), migrate.MaxManifest)
 			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
 				return fmt.Errorf("migrate incoming: --from: %w", err)
@@ -113,9 +119,10 @@ func migrateFinishCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "finish",
 		Usage:     "after QEMU migrated: on the destination announce the NICs' MACs (announce-self); on the source quit QEMU and remove what netctl made for it",
-		UsageText: "netctl migrate finish --vm guest1-dst; netctl migrate finish --vm guest1",
+		UsageText: "netctl migrate finish --vm guest1-dst; then on the source: netctl migrate finish --vm guest1 --quit",
 		Flags: append(targetFlags(),
 			&cli.DurationFlag{Name: "wait", Value: 30 * time.Second, Usage: "how long to wait for an incoming migration to arrive, or the source QEMU to exit"},
+			&cli.BoolFlag{Name: "quit", Usage: "on the source: the destination runs the guest (its finish succeeded): quit this QEMU and remove what netctl made for it"},
 			&cli.BoolFlag{Name: "json", Aliases: []string{"j"}, Usage: "print JSON"}),
 		Action: func(c *cli.Context) error {
 			if c.Duration("wait") <= 0 {
@@ -127,7 +134,7 @@ func migrateFinishCommand() *cli.Command {
 			if err != nil {
 				return interruptedErr("migrate", interrupted, err)
 			}
-			f, err := migrate.Finish(ctx, migrate.FinishRequest{QMP: tg.Sock, VMName: tg.Name, StateDir: runDir(), Wait: c.Duration("wait")})
+			f, err := migrate.Finish(ctx, migrate.FinishRequest{QMP: tg.Sock, VMName: tg.Name, StateDir: runDir(), Wait: c.Duration("wait"), Quit: c.Bool("quit")})
 			if err != nil {
 				return commandError(path, interruptedErr("migrate", interrupted, err))
 			}

@@ -1,6 +1,6 @@
 #!/bin/busybox sh
 # L2 guest init (test/l2): load the virtio-net driver (/mods/order), then report every NIC
-# once (by name and MAC: a NIC hotplugged after another was unplugged takes its name), with the
+# once (by name, MAC and ifindex: a NIC hotplugged after another was unplugged takes its name), with the
 # guest driver's own feature word, as
 #   L2-NIC <eth> mac=<mac> driver=<driver> features=<device/features>
 /bin/busybox --install -s /bin
@@ -46,7 +46,9 @@ while true; do
   fi
   for d in /sys/class/net/*; do
     n=${d##*/}
-    k="$n@$(cat "$d/address" 2>/dev/null)"
+    # name, MAC and ifindex: a NIC unplugged and plugged again with the same MAC takes the
+    # same name, and is a new NIC all the same (it needs its address again).
+    k="$n@$(cat "$d/address" 2>/dev/null)@$(cat "$d/ifindex" 2>/dev/null)"
     case "$known" in *" $k "*|*" $n "*) continue;; esac
     [ -e "$d/device/features" ] || continue
     known="$known$k "
