@@ -55,7 +55,7 @@ import (
 const (
 	qemuLogAllBlocker = "Migration disabled: vhost lacks VHOST_F_LOG_ALL feature."
 	qemuCVQBlocker    = "net vdpa cannot migrate with CVQ feature"
-	qemuNetSVQBlocker = "vdpa svq does not work with features %#x"          // "0x%" PRIx64
+	qemuNetSVQBlocker = "vdpa svq does not work with features %#x"              // "0x%" PRIx64
 	qemuSVQBlocker    = "SVQ Invalid device feature flags, offer: %#x, ok: %#x" // "0x%"PRIx64
 )
 
