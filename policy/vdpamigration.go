@@ -131,7 +131,7 @@ func VDPAMigration(qemu string, f host.VDPAFacts) host.VDPAMigration {
 	}
 	switch {
 	case qemu == "":
-		m.Reason = "no QEMU on this host (qemu-system-x86_64 not found) to migrate with; " + newer
+		m.Reason = "no QEMU on this host to migrate with (netctl probe found no qemu-system-x86_64, or could not read its version); " + newer
 	case !known(qemu):
 		m.Reason = fmt.Sprintf("unknown: QEMU version %.32q does not parse; %s", qemu, newer)
 	case !atLeast(qemu, "7.0"):
