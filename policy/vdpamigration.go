@@ -214,3 +214,47 @@ func atLeast(have, min string) bool {
 	ok, _ := versionAtLeast(have, min)
 	return ok
 }
+
+// noteVDPAMigration notes (in Notes and VDPAMigration) when the vdpa
+// device Decide chose on host n cannot live-migrate with n's QEMU, as
+// n's probe answered, or, on a host whose probe found no QEMU, with the
+// version req assumes (netctl plan --qemu), from the device's facts.
+func (res *PlanResult) noteVDPAMigration(n string, h *host.Description, d Decision, req Request) {
+	if d.Backend != BackendVDPA {
+		return
+	}
+	dev, ok := chosenVDPA(h)
+	if !ok {
+		return
+	}
+	m := dev.Migration
+	if m != nil && m.Facts != nil && h.QEMU.Version == "" && req.QEMU != "" {
+		assumed := VDPAMigration(req.QEMU, *m.Facts)
+		m = &assumed
+	}
+	var why string
+	switch {
+	case m == nil:
+		why = "vdpa device " + dev.Name + ": whether QEMU can live-migrate it is not known (the probe did not say: run netctl probe -j with this netctl on " + n + ")"
+	case m.OK:
+		return
+	default:
+		why = "vdpa device " + dev.Name + " cannot live-migrate: " + m.Reason
+	}
+	if res.VDPAMigration == nil {
+		res.VDPAMigration = map[string]string{}
+	}
+	res.VDPAMigration[n] = why
+	res.Notes = append(res.Notes, n+": "+why)
+}
+
+// chosenVDPA is the device Decision.chain takes for the vDPA backend: the
+// first one bound to vhost_vdpa whose features the probe read.
+func chosenVDPA(h *host.Description) (host.VDPADevice, bool) {
+	for _, dev := range h.VDPA.Devices {
+		if _, ok := dev.FeatureWord(); ok && dev.Driver == "vhost_vdpa" {
+			return dev, true
+		}
+	}
+	return host.VDPADevice{}, false
+}

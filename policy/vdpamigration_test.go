@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -140,4 +141,52 @@ func FuzzVDPAMigration(f *testing.F) {
 			t.Fatalf("yes for QEMU %q: %+v", qemu, m)
 		}
 	})
+}
+
+// TestPlanNotesVDPAMigration: a plan says, per host, when the vdpa
+// device Decide chose there cannot live-migrate with that host's QEMU, and
+// why (in Notes and in vdpa_migration); a host whose device can, or that
+// chose vhost-net, gets no such note; a probe that did not say (older
+// netctl, or attach's) is noted as not known.
+func TestPlanNotesVDPAMigration(t *testing.T) {
+	vdpaHost := load(t, "probe-6.12-vdpa.json") // the VDUSE device, no QEMU in the VM
+	res, err := Plan([]*host.Description{vdpaHost, load(t, "probe-6.1.json")}, Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Backends["vm-6-12-vdpa"] != BackendVDPA || res.Backends["vm-6-1"] != BackendVhostNet {
+		t.Fatalf("backends %v", res.Backends)
+	}
+	why := res.VDPAMigration["vm-6-12-vdpa"]
+	if !strings.HasPrefix(why, "vdpa device probevdpa0 cannot live-migrate: no QEMU on this host") || len(res.VDPAMigration) != 1 {
+		t.Errorf("vdpa_migration %v", res.VDPAMigration)
+	}
+	if !slices.Contains(res.Notes, "vm-6-12-vdpa: "+why) {
+		t.Errorf("notes %q lack %q", res.Notes, why)
+	}
+	// The same device with QEMU 9.2 on the host: it can.
+	ok := load(t, "probe-6.12-vdpa.json")
+	ok.QEMU = host.QEMU{Version: "9.2.0"}
+	m := VDPAMigration("9.2.0", *ok.VDPA.Devices[0].Migration.Facts)
+	ok.VDPA.Devices[0].Migration = &m
+	res, err = Plan([]*host.Description{ok}, Request{})
+	if err != nil || len(res.VDPAMigration) != 0 || slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "migrate") }) {
+		t.Errorf("QEMU 9.2: %v, %q, %v", res.VDPAMigration, res.Notes, err)
+	}
+	// The VM has no QEMU: --qemu names the version to assume there.
+	res, _ = Plan([]*host.Description{vdpaHost}, Request{QEMU: "9.2.0"})
+	if len(res.VDPAMigration) != 0 {
+		t.Errorf("--qemu 9.2.0: %v", res.VDPAMigration)
+	}
+	res, _ = Plan([]*host.Description{vdpaHost}, Request{QEMU: "7.2.22"})
+	if why := res.VDPAMigration["vm-6-12-vdpa"]; !strings.Contains(why, "QEMU 7.2.22 migrates vhost-vdpa only with") {
+		t.Errorf("--qemu 7.2.22: %q", why)
+	}
+	// A probe that did not look.
+	old := load(t, "probe-6.12-vdpa.json")
+	old.VDPA.Devices[0].Migration = nil
+	res, _ = Plan([]*host.Description{old}, Request{})
+	if why := res.VDPAMigration["vm-6-12-vdpa"]; !strings.Contains(why, "not known") || !strings.Contains(why, "netctl probe") {
+		t.Errorf("no answer in the probe: %q", why)
+	}
 }
