@@ -20,7 +20,9 @@ import (
 //   - 7.0 to 7.2 (Debian 12 has 7.2): shadow virtqueues only with the
 //     experimental netdev option x-svq=on, for the VM's whole life;
 //     vhost_vdpa_get_features (hw/virtio/vhost-vdpa.c) adds
-//     VHOST_F_LOG_ALL only then. netctl (attach, the libvirt face) does
+//     VHOST_F_LOG_ALL only then ("if (ret == 0 && v->shadow_vqs_enabled)",
+//     until "vdpa: return VHOST_F_LOG_ALL in vhost-vdpa devices", pulled
+//     March 2023 for 8.0). netctl (attach, the libvirt face) does
 //     not set x-svq, so the same blocker applies. Checked on Debian 12's
 //     qemu-system-x86_64 7.2.22: its strings have qemuLogAllBlocker and
 //     none of the CVQ blockers below (7.0/7.1's "Migration disabled:
@@ -42,7 +44,11 @@ import (
 //     device offers VHOST_BACKEND_F_IOTLB_ASID and the control queue is in
 //     a virtqueue group of its own (VHOST_VDPA_GET_VRING_GROUP of the last
 //     queue differs from every data queue's), which QEMU then moves to
-//     address space 1 (VHOST_VDPA_SET_GROUP_ASID). Otherwise, in QEMU's
+//     address space 1 (VHOST_VDPA_SET_GROUP_ASID); a parent without groups
+//     (GET_VRING_GROUP: EOPNOTSUPP) counts as not isolated ("The kernel
+//     report VHOST_BACKEND_F_IOTLB_ASID if the vdpa frontend support ASID
+//     even if the parent driver does not", vhost_vdpa_probe_cvq_isolation).
+//     Otherwise, in QEMU's
 //     words (vhost_vdpa_net_cvq_start): "If we early return in these
 //     cases SVQ will not be enabled. The migration will be blocked as
 //     long as vhost-vdpa backends will not offer _F_LOG."

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/netctl/netctl/internal/linux"
 	"github.com/netctl/netctl/policy"
 	"github.com/netctl/netctl/policy/host"
 	"github.com/netctl/netctl/vdpa"
@@ -117,9 +118,12 @@ func readVDPAFacts(dev *vdpa.VhostDevice) (*host.VDPAFacts, error) {
 	return f, nil
 }
 
-// cvqOwnGroup finds the control queue as QEMU does (index 2 * the config's
-// max_virtqueue_pairs with MQ, else 2) and compares its group with every
-// data queue's. The group ioctl answers the fd's owner only.
+// cvqOwnGroup does what QEMU's vhost_vdpa_probe_cvq_isolation
+// (net/vhost-vdpa.c, 8.1+) does: it finds the control queue (index 2 *
+// the config's max_virtqueue_pairs with MQ, else 2), negotiates the
+// device's features (a parent such as mlx5_vdpa places the control queue
+// by them), compares the control queue's group with every data queue's,
+// and resets the status. The group ioctl answers the fd's owner only.
 func cvqOwnGroup(dev *vdpa.VhostDevice, feats virtio.Features, vqs uint32) (bool, error) {
 	pairs := uint32(1)
 	if feats.Has(virtio.NetMQ) {
@@ -134,6 +138,17 @@ func cvqOwnGroup(dev *vdpa.VhostDevice, feats virtio.Features, vqs uint32) (bool
 		return false, fmt.Errorf("control virtqueue index %d: the device has %d virtqueues (at most %d are read)", cvq, vqs, maxGroupQueues)
 	}
 	if err := dev.SetOwner(); err != nil {
+		return false, err
+	}
+	const ackDriver = linux.VIRTIO_CONFIG_S_ACKNOWLEDGE | linux.VIRTIO_CONFIG_S_DRIVER
+	defer dev.Reset()
+	if err := dev.SetStatus(ackDriver); err != nil {
+		return false, err
+	}
+	if err := dev.SetFeatures(uint64(feats)); err != nil {
+		return false, err
+	}
+	if err := dev.SetStatus(ackDriver | linux.VIRTIO_CONFIG_S_FEATURES_OK); err != nil {
 		return false, err
 	}
 	g, err := dev.VringGroup(cvq)
