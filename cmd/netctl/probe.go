@@ -22,7 +22,7 @@ func probeCommand() *cli.Command {
 			&cli.BoolFlag{Name: "json", Aliases: []string{"j"}, Usage: "print JSON (the document netctl plan reads)"},
 		},
 		Action: func(c *cli.Context) error {
-			r, err := probe.Probe(c.StringSlice("dev"))
+			r, err := probe.ProbeFull(c.StringSlice("dev"))
 			if errors.Is(err, probe.ErrInvalid) {
 				return usage("%w", err)
 			} else if err != nil {

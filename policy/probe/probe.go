@@ -100,12 +100,23 @@ type Parts struct {
 	Tap *host.Tap
 	// VDPAMigration: say for each vdpa device whether the installed QEMU
 	// can live-migrate it, from its vhost-vdpa node (opened when no
-	// process holds it; see probeVDPAFacts). Needs QEMU.
+	// process holds it; see probeVDPAFacts). Needs QEMU. Only netctl
+	// probe asks for it (Full).
 	VDPAMigration bool
 }
 
-// All is every part: what Probe reads.
-var All = Parts{Macvtap: true, QEMU: true, VDPAMigration: true}
+// All is what Probe reads: every part but VDPAMigration, which opens
+// devices (netctl diagnose probes with it while a VM runs).
+var All = Parts{Macvtap: true, QEMU: true}
+
+// Full is All and VDPAMigration: what netctl probe reads (ProbeFull).
+var Full = Parts{Macvtap: true, QEMU: true, VDPAMigration: true}
+
+// ProbeFull is Probe that also says, for each vdpa device no process
+// holds, whether the installed QEMU can live-migrate it (netctl probe).
+func ProbeFull(devs []string) (*Result, error) {
+	return probe(devs, kernel, Full)
+}
 
 // notNeeded is the Error of a section the caller did not ask for.
 const notNeeded = "not probed: not needed for this decision"

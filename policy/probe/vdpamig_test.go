@@ -7,11 +7,11 @@ import (
 	"github.com/netctl/netctl/policy/host"
 )
 
-// TestProbeVDPAMigration: netctl probe (All) answers for each vdpa device
+// TestProbeVDPAMigration: netctl probe (Full) answers for each vdpa device
 // whether the host's QEMU can migrate it, from what its vhost-vdpa node
 // says and the QEMU version found; a device that was not looked at (in
-// use) says why. A probe for attach (QEMU not asked) leaves the field out
-// and opens no device.
+// use) says why. Attach's probe and Probe (netctl diagnose) leave the
+// field out and open no device.
 func TestProbeVDPAMigration(t *testing.T) {
 	src := fake()
 	src.vdpa = func(v *host.VDPA) {
@@ -26,7 +26,7 @@ func TestProbeVDPAMigration(t *testing.T) {
 		}
 		return &host.VDPAFacts{BackendFeatures: "0xe", Features: "0x320018028", VQs: 2, Groups: 1, AddressSpaces: 1}, ""
 	}
-	r, err := probe(nil, src, All)
+	r, err := probe(nil, src, Full)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,13 +41,15 @@ func TestProbeVDPAMigration(t *testing.T) {
 		t.Error(err)
 	}
 	src.qemu = func(q *host.QEMU) { q.Version = "7.2.22" }
-	r, _ = probe(nil, src, All)
+	r, _ = probe(nil, src, Full)
 	if m := r.VDPA.Devices[0].Migration; m == nil || m.OK || !strings.Contains(m.Reason, "x-svq=on") {
 		t.Errorf("free0 with QEMU 7.2.22: %+v", m)
 	}
-	looked = nil
-	r, _ = probe(nil, src, Parts{})
-	if len(looked) != 0 || r.VDPA.Devices[0].Migration != nil {
-		t.Errorf("attach's probe looked at %v: %+v", looked, r.VDPA.Devices[0].Migration)
+	for _, p := range []Parts{{}, All} { // attach's, and Probe's (netctl diagnose, beside a running VM)
+		looked = nil
+		r, _ = probe(nil, src, p)
+		if len(looked) != 0 || r.VDPA.Devices[0].Migration != nil {
+			t.Errorf("%+v looked at %v: %+v", p, looked, r.VDPA.Devices[0].Migration)
+		}
 	}
 }

@@ -26,7 +26,7 @@ import (
 func TestVMProbeVDPAMigration(t *testing.T) {
 	k := testenv.VM(t)
 	if !k.Has("vdpa") {
-		r, err := Probe(nil)
+		r, err := ProbeFull(nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,7 +61,7 @@ func TestVMProbeVDPAMigration(t *testing.T) {
 		}
 		return r.VDPA.Devices[i]
 	}
-	r, err := Probe(nil)
+	r, err := ProbeFull(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestVMProbeVDPAMigration(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer held.Close()
-	r, err = Probe(nil)
+	r, err = ProbeFull(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
