@@ -192,6 +192,7 @@ func (a *attacher) run(ctx context.Context) (*state.NIC, error) {
 		return nil, err
 	}
 	nic.Backend, nic.Features, nic.BusyPollUS = dec.Backend, dec.OfferNames, dec.BusyPollUS
+	nic.Pool = p.Pool.String()
 	for _, s := range dec.Steps {
 		nic.Steps = append(nic.Steps, state.Step{Backend: s.Backend, Chosen: s.Chosen, Reason: s.Reason})
 	}

@@ -68,7 +68,7 @@ func (a *attacher) decide(ctx context.Context, version string) (policy.Decision,
 	desc.QEMU.Version = version // the running QEMU decides the properties
 	desc.QEMU.Error = ""
 	restrictVDPA(desc, p)
-	dec, err := policy.Decide(desc, policy.Request{Backend: p.Backend, Queues: p.Queues, Profile: p.Profile, QEMU: version})
+	dec, err := policy.Decide(desc, policy.Request{Backend: p.Backend, Queues: p.Queues, Profile: p.Profile, QEMU: version, Pool: p.Pool, Enable: p.Require})
 	if err != nil {
 		// A forced backend that is not here: policy's error gives that
 		// backend's own reason.

@@ -86,6 +86,10 @@ func (a *attacher) addDevice(ctx context.Context, dec policy.Decision, nic *stat
 		dev["bus"] = a.bus
 		nic.Properties["bus"] = a.bus
 	}
+	if p.Addr != "" {
+		dev["addr"] = p.Addr
+		nic.Properties["addr"] = p.Addr
+	}
 	for k, v := range p.ExtraProps {
 		dev[k] = v
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/netctl/netctl/policy"
 	"github.com/netctl/netctl/policy/host"
 	"github.com/netctl/netctl/state"
+	"github.com/netctl/netctl/virtio"
 )
 
 // The sentinel errors attach wraps (the same values as every netctl
@@ -48,9 +49,19 @@ type Request struct {
 	MAC       string // the guest's MAC; "" picks a random 52:54:00:xx:xx:xx
 	MTU       int    // 0: leave the backend's
 	Profile   string // throughput (default), latency or compat
+	// Pool pins the NIC to a pool's plan (policy.ParsePlanFile): the VM
+	// is offered nothing every host of the pool cannot carry.
+	Pool *policy.Pool
 	// Bus is device_add's bus= (a pcie-root-port's id on q35); "" picks a
 	// free pcie-root-port on q35 and leaves it to QEMU elsewhere.
 	Bus string
+	// Addr is device_add's addr= (the slot on Bus): a NIC re-created for
+	// an incoming migration takes its source's slot; "" QEMU's choice.
+	Addr string
+	// Require are features the NIC must offer, or attach refuses before
+	// it creates anything (an incoming migration: what the guest
+	// negotiated on the source).
+	Require virtio.Features
 
 	StateDir string // the state root; "" is state.DefaultDir
 
@@ -157,6 +168,9 @@ func (r Request) check() (*parsed, error) {
 	if r.Bus != "" && !busPattern.MatchString(r.Bus) {
 		return nil, fmt.Errorf("attach: --bus %.32q is not a QEMU bus id: %w", r.Bus, ErrInvalid)
 	}
+	if r.Addr != "" && !addrPattern.MatchString(r.Addr) {
+		return nil, fmt.Errorf("attach: addr %.32q is not a PCI slot (0x1f, or 0x1f.0): %w", r.Addr, ErrInvalid)
+	}
 	if r.Tap != "" && (len(r.Tap) > 15 || strings.ContainsAny(r.Tap, "/ %:")) {
 		return nil, fmt.Errorf("attach: --tap %.32q is not an interface name: %w", r.Tap, ErrInvalid)
 	}
@@ -209,6 +223,8 @@ func (r Request) check() (*parsed, error) {
 	}
 	return p, nil
 }
+
+var addrPattern = regexp.MustCompile(`^0x(1[0-9a-f]|[0-9a-f])(\.[0-7])?$`)
 
 var busPattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.-]{0,63}$`)
 

@@ -36,9 +36,10 @@ type Request struct {
 	Queues     int
 	MAC        string // "" 52:54:00 and three random bytes
 	MTU        int
-	Profile    string // throughput (""), latency or compat
-	Persistent bool   // also add the interface to the persistent definition
-	StateDir   string // "" state.DefaultDir
+	Profile    string       // throughput (""), latency or compat
+	Pool       *policy.Pool // pin the NIC to a pool's plan (nil: none)
+	Persistent bool         // also add the interface to the persistent definition
+	StateDir   string       // "" state.DefaultDir
 
 	// For tests: the host (nil hostnic.Real{}) and its probe (nil
 	// Host.Probe).
@@ -204,6 +205,7 @@ func Attach(ctx context.Context, r Request) (*state.NIC, error) {
 		return fail(err)
 	}
 	nic.Backend, nic.Features, nic.BusyPollUS = dec.Backend, dec.OfferNames, dec.BusyPollUS
+	nic.Pool = r.Pool.String()
 	for _, s := range dec.Steps {
 		nic.Steps = append(nic.Steps, state.Step{Backend: s.Backend, Chosen: s.Chosen, Reason: s.Reason})
 	}
@@ -365,7 +367,7 @@ func decide(ctx context.Context, r Request, h hostnic.Host, version, vdpa, domTy
 	d.QEMU.Version, d.QEMU.Error = version, ""
 	restrictVDPA(&d, vdpa)
 	d.ForLibvirtDomain(domType)
-	dec, err := policy.Decide(&d, policy.Request{Backend: r.Backend, Queues: r.Queues, Profile: r.Profile, QEMU: version})
+	dec, err := policy.Decide(&d, policy.Request{Backend: r.Backend, Queues: r.Queues, Profile: r.Profile, QEMU: version, Pool: r.Pool})
 	if err != nil {
 		return policy.Decision{}, step("choose the backend", err)
 	}

@@ -91,3 +91,11 @@ func (p *Pool) String() string {
 	}
 	return p.ID
 }
+
+// Outside is what of f the pool leaves out, among the bits netctl
+// decides about.
+func (p *Pool) Outside(f virtio.Features) virtio.Features { return f & managedMask &^ p.Offer }
+
+// Managed is every bit Decide and Plan decide about (each has a QEMU
+// property that turns it off).
+func Managed() virtio.Features { return managedMask }

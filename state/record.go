@@ -106,8 +106,9 @@ type NIC struct {
 	FDNames []string `json:"fd_names"`
 	// FDSets are add-fd sets netctl created (removed at detach).
 	FDSets     []int             `json:"fdsets,omitempty"`
-	Features   []string          `json:"features"`   // offered to the guest
-	Properties map[string]string `json:"properties"` // virtio-net-pci properties set
+	Features   []string          `json:"features"`       // offered to the guest
+	Pool       string            `json:"pool,omitempty"` // the plan's feature set id the NIC is pinned to (attach --plan)
+	Properties map[string]string `json:"properties"`     // virtio-net-pci properties set
 	Steps      []Step            `json:"steps"`
 	BusyPollUS uint32            `json:"busy_poll_us,omitempty"`
 	Status     Status            `json:"status"`

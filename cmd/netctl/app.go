@@ -37,6 +37,7 @@ func newApp() *cli.App {
 			vdpaCommand(),
 			probeCommand(),
 			planCommand(),
+			migrateCommand(),
 			diagnoseCommand(),
 			hookCommand(),
 			statsCommand(),

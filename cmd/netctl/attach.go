@@ -57,6 +57,7 @@ func attachCommand() *cli.Command {
 			&cli.IntFlag{Name: "mtu", Usage: "the backend's MTU (68 to 65521)"},
 			&cli.StringFlag{Name: "bus", Usage: "the PCI bus to plug into (a pcie-root-port's id); default: a free pcie-root-port on q35, QEMU's choice elsewhere"},
 			&cli.StringFlag{Name: "profile", Value: "throughput", Usage: "throughput, latency (adds vhost busy-polling) or compat"},
+			planFlag,
 			&cli.DurationFlag{Name: "timeout", Value: 60 * time.Second, Usage: "give up after this long"},
 			&cli.BoolFlag{Name: "json", Aliases: []string{"j"}, Usage: "print the NIC's record as JSON"},
 			&cli.StringFlag{Name: "libvirt", Usage: "--vm names a libvirt domain (name or UUID) on this libvirt URI: libvirt hotplugs netctl's tap (default for a VM libvirt runs: " + libvirtdom.DefaultURI + ")"},
@@ -82,6 +83,10 @@ func attachCommand() *cli.Command {
 			if m := c.Int("mtu"); c.IsSet("mtu") && (m < 68 || m > 65521) {
 				return usageErr(path, "--mtu %d: out of range 68..65521 (a tap takes up to 65521)", m)
 			}
+			pool, err := readPool(path, c.String("plan"))
+			if err != nil {
+				return err
+			}
 			ctx, interrupted, stop := interruptible(c.Duration("timeout"))
 			defer stop()
 			tg, err := target(ctx, c, path)
@@ -90,7 +95,7 @@ func attachCommand() *cli.Command {
 			}
 			nic, err := attach.Attach(ctx, attach.Request{QMP: tg.Sock, VMName: tg.Name, QEMUPID: tg.PID, QEMUStart: tg.Start, ID: c.String("id"), Backend: c.String("backend"),
 				Tap: c.String("tap"), SharedTap: c.Bool("shared-tap"), Macvtap: c.String("macvtap"), VDPA: c.String("vdpa"), Mgmtdev: c.String("mgmtdev"),
-				Queues: c.Int("queues"), MAC: c.String("mac"), MTU: c.Int("mtu"), Profile: c.String("profile"), Bus: c.String("bus"), StateDir: runDir()})
+				Queues: c.Int("queues"), MAC: c.String("mac"), MTU: c.Int("mtu"), Profile: c.String("profile"), Bus: c.String("bus"), Pool: pool, StateDir: runDir()})
 			if err != nil {
 				return interruptedErr("attach", interrupted, err)
 			}
@@ -160,6 +165,9 @@ func printAttached(w io.Writer, n *state.NIC) {
 	}
 	fmt.Fprintf(w, "  netdev:     %s, fds %s\n", n.Netdev, strings.Join(n.FDNames, " "))
 	fmt.Fprintf(w, "  features:   %s\n", strings.Join(n.Features, "|"))
+	if n.Pool != "" {
+		fmt.Fprintf(w, "  pool:       %s (pinned: nothing outside the plan is offered)\n", n.Pool)
+	}
 	var props []string
 	for _, k := range sortedProps(n.Properties) {
 		props = append(props, k+"="+n.Properties[k])

@@ -44,10 +44,14 @@ func runByLibvirt(vm string) bool {
 
 // attachLibvirt is netctl attach on a libvirt domain (libvirtattach).
 func attachLibvirt(c *cli.Context, path, uri string) error {
+	pool, err := readPool(path, c.String("plan"))
+	if err != nil {
+		return err
+	}
 	ctx, interrupted, stop := interruptible(c.Duration("timeout"))
 	defer stop()
 	nic, err := libvirtattach.Attach(ctx, libvirtattach.Request{URI: uri, Domain: c.String("vm"), ID: c.String("id"),
-		Backend: c.String("backend"), VDPA: c.String("vdpa"), Mgmtdev: c.String("mgmtdev"), Queues: c.Int("queues"), MAC: c.String("mac"), MTU: c.Int("mtu"), Profile: c.String("profile"),
+		Backend: c.String("backend"), VDPA: c.String("vdpa"), Mgmtdev: c.String("mgmtdev"), Queues: c.Int("queues"), MAC: c.String("mac"), MTU: c.Int("mtu"), Profile: c.String("profile"), Pool: pool,
 		Persistent: c.Bool("persistent"), StateDir: runDir()})
 	if err != nil {
 		return interruptedErr("attach", interrupted, err)

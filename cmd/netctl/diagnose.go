@@ -38,12 +38,17 @@ func diagnoseCommand() *cli.Command {
 			&cli.StringFlag{Name: "from", Usage: "explain a snapshot saved with --save instead of asking QEMU"},
 			&cli.StringFlag{Name: "tap", Usage: "with --from a bare QMP reply: the NIC's tap or macvtap on this host"},
 			&cli.StringFlag{Name: "save", Usage: "write what was read to this file (explain it later with --from)"},
+			&cli.StringFlag{Name: "plan", Usage: "also say whether the NIC negotiated anything outside a pool's plan (netctl plan -j > POOL.json): what would make a live migration within the pool fail"},
 			&cli.BoolFlag{Name: "no-probe", Usage: "do not probe the host's tun offloads (the reasons then name fewer kernel limits)"},
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "give up on QEMU after this long"},
 			&cli.BoolFlag{Name: "json", Aliases: []string{"j"}, Usage: "print JSON"},
 		},
 		Action: func(c *cli.Context) error {
 			var snap *diagnose.Snapshot
+			pool, err := readPool(path, c.String("plan"))
+			if err != nil {
+				return err
+			}
 			uri, lv, err := libvirtStatsFor(c, path)
 			if err != nil {
 				return err
@@ -58,13 +63,16 @@ func diagnoseCommand() *cli.Command {
 				if c.String("tap") != "" {
 					return usageErr(path, "--tap goes with --from; on a libvirt domain netctl reads the tap libvirt names")
 				}
+				if pool != nil && !c.Bool("qemu-monitor") {
+					return usageErr(path, "--plan needs what the guest negotiated, which only QEMU says: add --qemu-monitor (libvirt then marks the domain tainted)")
+				}
 				if c.Duration("timeout") <= 0 {
 					return usageErr(path, "--timeout %s: use a positive duration (default 30s)", c.Duration("timeout"))
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), c.Duration("timeout"))
 				defer cancel()
 				return diagnoseLibvirt(ctx, c.App.Writer, diagnoseLibvirtOptions{URI: uri, Domain: c.String("vm"), ID: c.String("id"),
-					Lower: c.String("lower"), Save: c.String("save"), Monitor: c.Bool("qemu-monitor"), Probe: !c.Bool("no-probe"), JSON: c.Bool("json")})
+					Lower: c.String("lower"), Save: c.String("save"), Monitor: c.Bool("qemu-monitor"), Probe: !c.Bool("no-probe"), JSON: c.Bool("json"), Pool: pool})
 			case c.String("vm") != "" && c.Duration("timeout") > 0:
 				ctx, cancel := context.WithTimeout(context.Background(), c.Duration("timeout"))
 				defer cancel()
@@ -128,6 +136,9 @@ func diagnoseCommand() *cli.Command {
 			r, err := diagnose.Explain(snap)
 			if err != nil {
 				return err
+			}
+			if pool != nil {
+				r.CheckPool(pool)
 			}
 			if c.Bool("json") {
 				return printJSON(c.App.Writer, r)

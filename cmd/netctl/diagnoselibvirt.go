@@ -10,6 +10,7 @@ import (
 
 	"github.com/netctl/netctl/internal/errs"
 	"github.com/netctl/netctl/libvirtdom"
+	"github.com/netctl/netctl/policy"
 	"github.com/netctl/netctl/policy/diagnose"
 	"github.com/netctl/netctl/policy/diagnose/gather"
 	"github.com/netctl/netctl/qemuproc"
@@ -19,6 +20,7 @@ import (
 type diagnoseLibvirtOptions struct {
 	URI, Domain, ID, Lower, Save string
 	Monitor, Probe, JSON         bool
+	Pool                         *policy.Pool // --plan: hold the NIC against it (needs --qemu-monitor)
 }
 
 // libvirtDiagnosis is netctl diagnose --vm DOMAIN --json: libvirt's view,
@@ -100,7 +102,10 @@ func diagnoseLibvirt(ctx context.Context, w io.Writer, o diagnoseLibvirtOptions)
 			return fmt.Errorf("diagnose: --save: %w", err)
 		}
 	}
-	if out.Explain, err = diagnose.Explain(snap); err != nil {
+	if out.Explain, err = diagnose.Explain(snap); err == nil && o.Pool != nil {
+		out.Explain.CheckPool(o.Pool)
+	}
+	if err != nil {
 		return err
 	}
 	return writeLibvirtDiagnosis(w, out, o.JSON)

@@ -178,3 +178,25 @@ func sortedKeys(m map[string]string) []string {
 	slices.Sort(ks)
 	return ks
 }
+
+// planFlag is --plan FILE: pin a NIC to a pool's plan.
+var planFlag = &cli.StringFlag{Name: "plan", Usage: "pin the NIC to a pool's plan (netctl plan -j HOST.json... > POOL.json): nothing outside the features every host of the pool carries is offered, so the VM can live-migrate among them"}
+
+// readPool reads --plan's file; "" is no pool. A bad file is a usage
+// error naming it.
+func readPool(path, name string) (*policy.Pool, error) {
+	if name == "" {
+		return nil, nil
+	}
+	b, err := readCapped(name, policy.MaxPlanFile)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+		return nil, fmt.Errorf("%s: --plan: %w", strings.TrimPrefix(path, "netctl "), err)
+	} else if err != nil {
+		return nil, usageErr(path, "--plan: %v", err)
+	}
+	pool, err := policy.ParsePlanFile(b)
+	if err != nil {
+		return nil, usageErr(path, "--plan %s: %v", name, err)
+	}
+	return pool, nil
+}

@@ -59,6 +59,8 @@ type Report struct {
 	// Off lists the offloads that are off, one line each.
 	Off   []string `json:"offloads_off"`
 	Notes []string `json:"notes,omitempty"`
+	// Pool is the NIC held against a pool's plan (CheckPool).
+	Pool *PoolCheck `json:"pool,omitempty"`
 }
 
 type explainer struct {

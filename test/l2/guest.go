@@ -61,6 +61,15 @@ type Config struct {
 	// Accel is QEMU's -accel: "tcg" (the default) or "kvm" (a nested KVM
 	// guest: L1 must have loaded kvm_amd, see LoadKVM).
 	Accel string
+	// Name, when set, keeps this QEMU's files apart from another's in the
+	// same L1 (NAME-qmp.sock, NAME-serial.log): two QEMUs of one guest,
+	// a migration's source and destination.
+	Name string
+	// Incoming is QEMU's -incoming ("defer": wait for migrate-incoming).
+	Incoming string
+	// IP is MAC@ADDR/PREFIX: the guest gives that NIC the address when
+	// it appears (hotplugged ones too).
+	IP string
 }
 
 // GuestNIC is what the L2 init printed for one NIC.
@@ -217,7 +226,11 @@ func Start(ctx context.Context, cfg Config) (*Guest, error) {
 	if cfg.MemMB == 0 {
 		cfg.MemMB = 256
 	}
-	g := &Guest{QMP: Root + Run + "/qmp.sock", Serial: Root + Run + "/serial.log", done: make(chan struct{}), reboot: cfg.Reboot}
+	files := ""
+	if cfg.Name != "" {
+		files = cfg.Name + "-"
+	}
+	g := &Guest{QMP: Root + Run + "/" + files + "qmp.sock", Serial: Root + Run + "/" + files + "serial.log", done: make(chan struct{}), reboot: cfg.Reboot}
 	os.Remove(g.QMP)
 	os.Remove(g.Serial)
 	accel := cfg.Accel
@@ -228,12 +241,18 @@ func Start(ctx context.Context, cfg Config) (*Guest, error) {
 	if cfg.RebindOn != "" {
 		appendArgs += " l2.rebind=" + strings.ToLower(cfg.RebindOn)
 	}
+	if cfg.IP != "" {
+		appendArgs += " l2.ip=" + strings.ToLower(cfg.IP)
+	}
 	g.Args = []string{QEMU, "-nodefaults", "-no-user-config", "-display", "none",
 		"-machine", "pc", "-accel", accel, "-m", fmt.Sprint(cfg.MemMB), "-smp", "1",
 		"-kernel", Run + "/vmlinux", "-initrd", Run + "/initrd.gz",
 		"-append", appendArgs,
-		"-serial", "file:" + Run + "/serial.log",
-		"-qmp", "unix:" + Run + "/qmp.sock,server=on,wait=off"}
+		"-serial", "file:" + Run + "/" + files + "serial.log",
+		"-qmp", "unix:" + Run + "/" + files + "qmp.sock,server=on,wait=off"}
+	if cfg.Incoming != "" {
+		g.Args = append(g.Args, "-incoming", cfg.Incoming)
+	}
 	if !cfg.Reboot {
 		g.Args = append(g.Args, "-no-reboot")
 	}

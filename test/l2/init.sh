@@ -19,6 +19,9 @@ known=" lo "
 trig=$(sed -n 's/.*l2\.rebind=\([^ ]*\).*/\1/p' /proc/cmdline)
 rebound=0
 tdown=0
+# l2.ip=MAC@ADDR/PREFIX (l2.Config.IP): the NIC with that MAC gets the address when it appears.
+ipmac=$(sed -n 's/.*l2\.ip=\([^@ ]*\)@.*/\1/p' /proc/cmdline)
+ipaddr=$(sed -n 's/.*l2\.ip=[^@ ]*@\([^ ]*\).*/\1/p' /proc/cmdline)
 rebind() {
   drv=/sys/bus/virtio/drivers/virtio_net
   k=0
@@ -48,6 +51,7 @@ while true; do
     [ -e "$d/device/features" ] || continue
     known="$known$k "
     ip link set "$n" up
+    [ -n "$ipmac" ] && [ "$(cat $d/address)" = "$ipmac" ] && ip addr add "$ipaddr" dev "$n"
     echo "L2-NIC $n mac=$(cat $d/address) driver=$(basename "$(readlink $d/device/driver)") features=$(cat $d/device/features) uptime=$(up)"
   done
   sleep 1
