@@ -43,6 +43,9 @@ type PlanResult struct {
 	// Libvirt is the same pin as a domain's <interface> says it.
 	Libvirt LibvirtPin `json:"libvirt"`
 	Notes   []string   `json:"notes,omitempty"`
+	// VDPAMigration: host -> why the vdpa device Decide chose there
+	// cannot live-migrate with that host's QEMU (also in Notes).
+	VDPAMigration map[string]string `json:"vdpa_migration,omitempty"`
 }
 
 // Plan decides for each host with the same request and returns the
@@ -93,6 +96,7 @@ func Plan(hosts []*host.Description, req Request) (PlanResult, error) {
 		for _, note := range d.Notes {
 			res.Notes = append(res.Notes, n+": "+note)
 		}
+		res.noteVDPAMigration(n, byName[n], d, req)
 	}
 	// Each host's set is closed; their intersection need not be (GUEST_ECN
 	// with TSO4 on one host and TSO6 on the other).

@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/netctl/netctl/policy/host"
 	"github.com/netctl/netctl/policy/probe"
 )
 
@@ -21,7 +22,7 @@ func probeCommand() *cli.Command {
 			&cli.BoolFlag{Name: "json", Aliases: []string{"j"}, Usage: "print JSON (the document netctl plan reads)"},
 		},
 		Action: func(c *cli.Context) error {
-			r, err := probe.Probe(c.StringSlice("dev"))
+			r, err := probe.ProbeFull(c.StringSlice("dev"))
 			if errors.Is(err, probe.ErrInvalid) {
 				return usage("%w", err)
 			} else if err != nil {
@@ -76,6 +77,9 @@ func printProbe(w io.Writer, r *probe.Result) {
 				fmt.Fprintf(w, " (%s)", d.Error)
 			}
 			fmt.Fprintln(w)
+			if m := d.Migration; m != nil {
+				fmt.Fprintf(w, "    migration: %s\n", migrationText(*m))
+			}
 		}
 	}
 	zc := yesNo(r.ZeroCopy.Enabled, r.ZeroCopy.Advice)
@@ -102,4 +106,18 @@ func printProbe(w io.Writer, r *probe.Result) {
 		slices.Sort(on)
 		fmt.Fprintf(w, "device %s: %s\n", d.Name, strings.Join(on, " "))
 	}
+}
+
+// migrationText is a vdpa device's migration answer on one line: "yes[,
+// suspends]: why", "no: why" or "unknown: why".
+func migrationText(m host.VDPAMigration) string {
+	switch {
+	case m.OK && m.Suspend:
+		return "yes, suspends: " + m.Reason
+	case m.OK:
+		return "yes: " + m.Reason
+	case strings.HasPrefix(m.Reason, "unknown: "):
+		return m.Reason
+	}
+	return yesNo(false, m.Reason)
 }

@@ -34,6 +34,9 @@ func FuzzParse(f *testing.F) {
 	seeds(f)
 	f.Add([]byte(`{"schema":"netctl.probe/v1","hostname":"h","kernel":"6.1","devices":[{"name":"eth0","features":{}}]}`))
 	f.Add([]byte(`{"schema":"netctl.probe/v1","hostname":"(none)","kernel":"6.1"}`))
+	f.Add([]byte(`{"schema":"netctl.probe/v1","hostname":"h","kernel":"6.12","vdpa":{"available":true,"mgmtdevs":[],"devices":[{"name":"v0",` +
+		`"driver":"vhost_vdpa","migration":{"ok":false,"reason":"r","suspend":false,"facts":{"backend_features":"0xe","features":"0x1",` +
+		`"vqs":2,"groups":1,"address_spaces":1,"cvq_own_group":true,"group_error":""}}}]}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var d *Description
 		var err error
@@ -62,6 +65,11 @@ func FuzzParse(f *testing.F) {
 		d.VhostNet.FeatureWord()
 		for _, v := range d.VDPA.Devices {
 			v.FeatureWord()
+			if m := v.Migration; m != nil && m.Facts != nil {
+				if _, ok := Word(m.Facts.BackendFeatures); !ok {
+					t.Fatalf("accepted migration facts with backend features %q", m.Facts.BackendFeatures)
+				}
+			}
 		}
 	})
 }

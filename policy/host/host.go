@@ -72,6 +72,9 @@ type VDPADevice struct {
 	Features    []string `json:"features,omitempty"`
 	FeaturesHex string   `json:"features_hex,omitempty"`
 	Error       string   `json:"error,omitempty"` // why the driver or the features could not be read
+	// Migration: can the host's QEMU live-migrate a VM using it (netctl
+	// probe; nil from a probe that did not look, such as attach's).
+	Migration *VDPAMigration `json:"migration,omitempty"`
 }
 
 // FeatureWord is the device's features as a word; ok is false when the

@@ -57,6 +57,13 @@ func (d *Description) Validate() error {
 	if err := checkName("kernel", d.Kernel, 256); err != nil {
 		return err
 	}
+	for i := range d.VDPA.Devices {
+		if m := d.VDPA.Devices[i].Migration; m != nil {
+			if err := m.validate(d.VDPA.Devices[i].Name); err != nil {
+				return err
+			}
+		}
+	}
 	if v := d.QEMU.Version; v != "" && !isVersion(v) {
 		return fmt.Errorf("qemu.version %.32q: want MAJOR.MINOR[.MICRO] as netctl probe writes it (\"7.2.22\"), or none: %w", v, ErrInvalid)
 	}

@@ -27,3 +27,34 @@ func TestParseQEMUVersion(t *testing.T) {
 		}
 	}
 }
+
+// TestParseVDPAMigration: a vdpa device's migration answer comes from
+// another host's probe and is printed by netctl plan: a reason that is
+// too long or not printable (a terminal escape), or facts whose words do
+// not parse, are refused, naming the field; a well-formed one is kept.
+func TestParseVDPAMigration(t *testing.T) {
+	doc := func(m string) []byte {
+		return []byte(`{"schema":"netctl.probe/v1","hostname":"h","kernel":"6.12","vdpa":{"available":true,"mgmtdevs":[],` +
+			`"devices":[{"name":"v0","driver":"vhost_vdpa","migration":` + m + `}]}}`)
+	}
+	good := `{"ok":false,"reason":"QEMU 7.2.22 ...","suspend":false,"facts":{"backend_features":"0xe","features":"0x300030028","vqs":2,"groups":1,"address_spaces":1}}`
+	d, err := Parse(doc(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := d.VDPA.Devices[0].Migration; m == nil || m.Reason != "QEMU 7.2.22 ..." || m.Facts == nil || m.Facts.Groups != 1 {
+		t.Errorf("migration %+v", m)
+	}
+	for field, m := range map[string]string{
+		"migration.reason":                 `{"ok":true,"reason":"` + strings.Repeat("x", 3000) + `"}`,
+		"migration.reason ":                `{"ok":true,"reason":"\u001b[2J"}`,
+		"migration.facts.backend_features": `{"ok":true,"reason":"r","facts":{"backend_features":"14","features":"0x1"}}`,
+		"migration.facts.features":         `{"ok":true,"reason":"r","facts":{"backend_features":"0xe","features":"0x12345678901234567"}}`,
+		"migration.facts.group_error":      `{"ok":true,"reason":"r","facts":{"backend_features":"0xe","features":"0x1","group_error":"\u0007"}}`,
+	} {
+		_, err := Parse(doc(m))
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), strings.TrimSpace(field)) {
+			t.Errorf("%s: %v, want ErrInvalid naming it", field, err)
+		}
+	}
+}

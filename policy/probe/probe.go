@@ -44,6 +44,9 @@ type sources struct {
 	zeroCopy    func() (zerocopy.Status, error)
 	qemu        func(*host.QEMU)
 	devFeatures func(name string) (map[string]bool, error)
+	// vdpaFacts reads what QEMU's shadow virtqueues need from a device's
+	// vhost-vdpa node; nil and why ("unknown: ...") when it was not read.
+	vdpaFacts func(host.VDPADevice) (*host.VDPAFacts, string)
 }
 
 var kernel = sources{
@@ -66,6 +69,7 @@ var kernel = sources{
 		}
 		return f.Active, nil
 	},
+	vdpaFacts: probeVDPAFacts,
 }
 
 // Probe looks at everything; devs names network devices whose ethtool
@@ -94,10 +98,25 @@ type Parts struct {
 	// it depends only on the running kernel); nil probes it by trial on a
 	// scratch tap (15-45 ms on the development machine).
 	Tap *host.Tap
+	// VDPAMigration: say for each vdpa device whether the installed QEMU
+	// can live-migrate it, from its vhost-vdpa node (opened when no
+	// process holds it; see probeVDPAFacts). Needs QEMU. Only netctl
+	// probe asks for it (Full).
+	VDPAMigration bool
 }
 
-// All is every part: what Probe reads.
+// All is what Probe reads: every part but VDPAMigration, which opens
+// devices (netctl diagnose probes with it while a VM runs).
 var All = Parts{Macvtap: true, QEMU: true}
+
+// Full is All and VDPAMigration: what netctl probe reads (ProbeFull).
+var Full = Parts{Macvtap: true, QEMU: true, VDPAMigration: true}
+
+// ProbeFull is Probe that also says, for each vdpa device no process
+// holds, whether the installed QEMU can live-migrate it (netctl probe).
+func ProbeFull(devs []string) (*Result, error) {
+	return probe(devs, kernel, Full)
+}
 
 // notNeeded is the Error of a section the caller did not ask for.
 const notNeeded = "not probed: not needed for this decision"
@@ -144,6 +163,9 @@ func probe(devs []string, src sources, parts Parts) (*Result, error) {
 		src.qemu(&r.QEMU)
 	} else {
 		r.QEMU.Error = notNeeded
+	}
+	if parts.VDPAMigration && parts.QEMU {
+		vdpaMigration(r, src)
 	}
 	var seen []string
 	for _, d := range devs {

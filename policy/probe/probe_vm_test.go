@@ -121,7 +121,7 @@ func TestVMProbeVDPADevice(t *testing.T) {
 	if err := unix.Sethostname([]byte("vm-6-12-vdpa")); err != nil {
 		t.Fatal(err)
 	}
-	r, err := Probe(nil)
+	r, err := ProbeFull(nil) // what netctl probe -j writes
 	if err != nil {
 		t.Fatal(err)
 	}
