@@ -32,6 +32,11 @@ for p in /sys/class/virtio-ports/*; do
   [ "$(cat "$p/name" 2>/dev/null)" = netctl.out ] && OUT=/dev/$(basename "$p")
 done
 [ -n "$failed" ] && echo "$failed" > /results/insmod-failed
+# RunOptions.Preload: on-demand modules loaded before the ready line, so that a
+# kernel that dies patching its text for them (TCG, 2 vCPUs) counts as a boot panic.
+if [ -f /results/preload ]; then
+  for m in $(cat /results/preload); do netctl-modprobe "$m" || echo "netctl-vm: preload $m failed"; done
+fi
 echo "netctl-vm: ready after $(cut -d' ' -f1 /proc/uptime)s"
 rc=120
 if [ -f /results/cmd ]; then

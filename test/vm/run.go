@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -37,6 +38,10 @@ type RunOptions struct {
 	MemMB   int               // default 1024
 	CPU     string            // QEMU -cpu, default "max,erms=off"
 	Shares  []Share
+	// Preload are on-demand modules (Kernel.OnDemand) the init loads
+	// before the command, where a kernel panic is a boot panic (booted
+	// again once): kvm_amd under TCG with 2 vCPUs.
+	Preload []string
 	Stdout  io.Writer // the command's output, streamed; default os.Stdout
 	// QEMUArgs are appended to QEMU's command line (tests only).
 	QEMUArgs []string
@@ -84,6 +89,16 @@ func (img *Image) Run(ctx context.Context, opts RunOptions) (*Result, error) {
 		return nil, err
 	}
 	opts.Env = guestEnv(accel, opts)
+	if len(opts.Preload) > 0 {
+		for _, m := range opts.Preload {
+			if !slices.Contains(img.OnDemand, m) {
+				return nil, fmt.Errorf("vm: preload %s: not an on-demand module of the %s image (%s)", m, img.Name, strings.Join(img.OnDemand, ", "))
+			}
+		}
+		if err := os.WriteFile(filepath.Join(out, "preload"), []byte(strings.Join(opts.Preload, " ")+"\n"), 0o644); err != nil {
+			return nil, err
+		}
+	}
 	if err := os.WriteFile(filepath.Join(out, "cmd"), []byte(img.script(opts)), 0o644); err != nil {
 		return nil, err
 	}

@@ -204,10 +204,11 @@ func execTest(ctx context.Context, args []string) int {
 	}
 	script := fmt.Sprintf("cd %s || exit 121\nexec %s", vm.ShellQuote("/host"+cwd), strings.Join(q, " "))
 	smp, mem := 1, 0
+	var preload []string
 	if v := os.Getenv("NETCTL_VM_SMP"); v != "" {
 		fmt.Sscan(v, &smp)
 	}
-	if err := packageOptions(cwd, &smp, &mem, &timeout); err != nil {
+	if err := packageOptions(cwd, &smp, &mem, &timeout, &preload); err != nil {
 		return fail(err)
 	}
 	env["NETCTL_VM_VMLINUZ"] = "/host" + img.Vmlinuz
@@ -231,6 +232,7 @@ func execTest(ctx context.Context, args []string) int {
 		MemMB:   mem,
 		Timeout: timeout,
 		Shares:  shares,
+		Preload: preload,
 	})
 	if err != nil {
 		return fail(err)
@@ -241,8 +243,10 @@ func execTest(ctx context.Context, args []string) int {
 // packageOptions reads the package's testdata/netctl-vm.conf, if there is
 // one: a package whose VM tests need more than the defaults (a nested
 // guest) says so there, one key=value a line: smp=N, mem=MiB,
-// timeout=DURATION (at least this long). Anything else is an error.
-func packageOptions(dir string, smp, mem *int, timeout *time.Duration) error {
+// timeout=DURATION (at least this long), preload=MODULE[,MODULE] (on-demand
+// modules loaded before the test binary: vm.RunOptions.Preload). Anything
+// else is an error.
+func packageOptions(dir string, smp, mem *int, timeout *time.Duration, preload *[]string) error {
 	p := filepath.Join(dir, "testdata", "netctl-vm.conf")
 	b, err := os.ReadFile(p)
 	if errors.Is(err, os.ErrNotExist) {
@@ -251,7 +255,7 @@ func packageOptions(dir string, smp, mem *int, timeout *time.Duration) error {
 	if err != nil {
 		return err
 	}
-	s, m, d := *smp, *mem, *timeout // assigned only if the whole file is good
+	s, m, d, pre := *smp, *mem, *timeout, *preload // assigned only if the whole file is good
 	for i, line := range strings.Split(string(b), "\n") {
 		line = strings.TrimSpace(line)
 		if line == "" || strings.HasPrefix(line, "#") {
@@ -275,11 +279,18 @@ func packageOptions(dir string, smp, mem *int, timeout *time.Duration) error {
 				return fmt.Errorf("%s:%d: timeout wants a duration like 15m, not %q", p, i+1, v)
 			}
 			d = max(d, v)
+		case "preload":
+			for _, mod := range strings.Split(v, ",") {
+				if mod = strings.TrimSpace(mod); mod == "" || strings.ContainsAny(mod, " /.") {
+					return fmt.Errorf("%s:%d: preload wants module names like kvm_amd, not %q", p, i+1, v)
+				}
+				pre = append(pre, mod)
+			}
 		default:
-			return fmt.Errorf("%s:%d: unknown key %q (known: smp, mem, timeout)", p, i+1, k)
+			return fmt.Errorf("%s:%d: unknown key %q (known: smp, mem, timeout, preload)", p, i+1, k)
 		}
 	}
-	*smp, *mem, *timeout = s, m, d
+	*smp, *mem, *timeout, *preload = s, m, d, pre
 	return nil
 }
 

@@ -11,18 +11,19 @@ import (
 func TestPackageOptions(t *testing.T) {
 	dir := t.TempDir()
 	smp, mem, timeout := 1, 0, 11*time.Minute
-	if err := packageOptions(dir, &smp, &mem, &timeout); err != nil || smp != 1 || mem != 0 || timeout != 11*time.Minute {
+	var pre []string
+	if err := packageOptions(dir, &smp, &mem, &timeout, &pre); err != nil || smp != 1 || mem != 0 || timeout != 11*time.Minute {
 		t.Fatalf("no file: %d %d %v %v, want the defaults unchanged", smp, mem, timeout, err)
 	}
 	os.Mkdir(filepath.Join(dir, "testdata"), 0o755)
 	conf := filepath.Join(dir, "testdata", "netctl-vm.conf")
-	os.WriteFile(conf, []byte("# nested guest\nsmp=2\n\nmem=2048\ntimeout=15m\n"), 0o644)
-	if err := packageOptions(dir, &smp, &mem, &timeout); err != nil || smp != 2 || mem != 2048 || timeout != 15*time.Minute {
-		t.Fatalf("got %d %d %v %v, want 2 2048 15m", smp, mem, timeout, err)
+	os.WriteFile(conf, []byte("# nested guest\nsmp=2\n\nmem=2048\ntimeout=15m\npreload=kvm_amd\n"), 0o644)
+	if err := packageOptions(dir, &smp, &mem, &timeout, &pre); err != nil || smp != 2 || mem != 2048 || timeout != 15*time.Minute || len(pre) != 1 || pre[0] != "kvm_amd" {
+		t.Fatalf("got %d %d %v %v %v, want 2 2048 15m [kvm_amd]", smp, mem, timeout, pre, err)
 	}
 	// timeout only lengthens: go test's own -test.timeout stays if longer.
 	timeout = time.Hour
-	packageOptions(dir, &smp, &mem, &timeout)
+	packageOptions(dir, &smp, &mem, &timeout, &pre)
 	if timeout != time.Hour {
 		t.Errorf("timeout shortened to %v", timeout)
 	}
@@ -34,11 +35,14 @@ func TestPackageOptions(t *testing.T) {
 		"cpus=2":       "unknown key",
 		"mem=99999999": "256-8192",
 		"smp=2\nmem=1": "256-8192",
+		"preload=../x": "module names",
+		"preload=a,,b": "module names",
 	} {
 		os.WriteFile(conf, []byte(body+"\n"), 0o644)
 		s, m, d := 1, 0, time.Minute
-		err := packageOptions(dir, &s, &m, &d)
-		if err == nil || !strings.Contains(err.Error(), want) || s != 1 || m != 0 || d != time.Minute {
+		var pr []string
+		err := packageOptions(dir, &s, &m, &d, &pr)
+		if err == nil || !strings.Contains(err.Error(), want) || s != 1 || m != 0 || d != time.Minute || pr != nil {
 			t.Errorf("%q: %v (smp %d mem %d timeout %v), want an error naming %q and nothing changed", body, err, s, m, d, want)
 		}
 	}
