@@ -14,6 +14,7 @@ import (
 	"github.com/netctl/netctl/hostnic"
 	"github.com/netctl/netctl/internal/errs"
 	"github.com/netctl/netctl/state"
+	"github.com/netctl/netctl/virtio"
 )
 
 // Namespace is netctl's metadata namespace in a domain's <metadata>:
@@ -54,6 +55,15 @@ type Interface struct {
 	Link    string           // vdpa: the path the XML names (VDPADir/NAME)
 	Backend string           // metadata: backend preference (vdpa, vhost-net, userspace)
 	Profile string           // metadata: policy profile
+	// Alias is the interface's device alias (<alias name>), else the
+	// one libvirt gives it at start (net0, net1, ... by position).
+	Alias string
+	// Pinned are the managed bits the domain turns off beyond
+	// <driver><host/><guest/> (Force.Off): <driver event_idx='off'>,
+	// and <qemu:override> properties on the interface's alias that drop
+	// a bit (queue_reset, host_uso, ... set to false): what netctl
+	// plan's pin sets.
+	Pinned virtio.Features
 	// Attached: the interface is netctl's by its alias alone
 	// (AttachAliasPrefix: netctl attach --persistent put it in the
 	// persistent definition), not by metadata or the config.
@@ -74,6 +84,7 @@ type Plan struct {
 	UUID       string
 	Type       string // the domain's type attribute: vhost-net only for "kvm" (host.ForLibvirtDomain)
 	Owner      int    // the taps' owner (tap_owner in the config), or NoOwner
+	Machine    string // <os><type machine>: "pc-q35-7.2" (bounded; "" when none)
 	Interfaces []Interface
 }
 
@@ -183,6 +194,12 @@ type liteDomain struct {
 	Devices *struct {
 		Interfaces []liteIface `xml:"interface"`
 	} `xml:"devices"`
+	Override []qemuOverride `xml:"http://libvirt.org/schemas/domain/qemu/1.0 override"`
+	OS       *struct {
+		Type struct {
+			Machine string `xml:"machine,attr"`
+		} `xml:"type"`
+	} `xml:"os"`
 }
 
 type liteIface struct {
@@ -246,6 +263,9 @@ func ParsePlan(domainXML []byte, cfg *Config) (*Plan, error) {
 		return nil, &unreadableError{fmt.Sprintf("domain XML: the root is <%s>, not <domain>", clip(d.XMLName.Local))}
 	}
 	p := &Plan{Domain: d.Name, UUID: d.UUID, Type: d.Type}
+	if d.OS != nil && len(d.OS.Type.Machine) <= 64 {
+		p.Machine = d.OS.Type.Machine
+	}
 	var meta map[string]*metaEntry
 	if d.Metadata != nil {
 		var err error
@@ -299,6 +319,14 @@ func ParsePlan(domainXML []byte, cfg *Config) (*Plan, error) {
 		}
 		if it.Force, err = parseForced(x.Driver, ifaceName(it.MAC, i)); err != nil {
 			return nil, fmt.Errorf("domain %s: %w", d.Name, err)
+		}
+		it.Alias = fmt.Sprintf("net%d", i)
+		if x.Alias != nil && x.Alias.Name != "" {
+			it.Alias = x.Alias.Name
+		}
+		it.Pinned = overridesOff(d.Override, it.Alias)
+		if x.Driver != nil && x.Driver.EventIDX == "off" {
+			it.Pinned |= virtio.EventIdx
 		}
 		if it.Kind != KindDirect {
 			key := string(it.Kind) + ":" + it.Name
