@@ -256,6 +256,10 @@ func (h *Hook) Prepare(ctx context.Context, p *Plan) (res *Result, err error) {
 	}
 	decided := func(i int, it Interface, d policy.Decision) {
 		h.logf("%s prepare: %s", p.Domain, summary(it, ifaceName(it.MAC, i), d))
+		for _, n := range d.Notes {
+			// The pool's plan: what this host cannot carry of it.
+			h.logf("%s prepare: interface %s: %s", p.Domain, ifaceName(it.MAC, i), n)
+		}
 		res.Notes = append(res.Notes, fmt.Sprintf("interface %s: backend %s, profile %s", ifaceName(it.MAC, i), d.Backend, firstNonEmpty(it.Profile, policy.Throughput)))
 		rec.Interfaces = append(rec.Interfaces, record(it, d))
 	}

@@ -401,3 +401,22 @@ func TestMigrateFailedReleaseOnDestination(t *testing.T) {
 		t.Errorf("second release: %v; %s", err, f.snapshot())
 	}
 }
+
+// TestPrepareLogsWhatOfThePoolThisHostLacks: prepare on a host that
+// cannot carry all of the pool's plan (a tun without TSO here, where the
+// plan offers it) says so in the log: a guest that negotiated it on
+// another host of the pool cannot migrate here.
+func TestPrepareLogsWhatOfThePoolThisHostLacks(t *testing.T) {
+	plan, res := writePlan(t, probeOf(t, "probe-6.1.json", ""), probeOf(t, "probe-6.12.json", ""))
+	d := probeOf(t, "probe-6.1.json", "8.2.2")
+	d.Tap.Offloads = []string{"csum"}
+	h, _, log := migrateHook(t, d, plan)
+	h.Log = log
+	xml := pinXML(t, sample(t, "migrate-vhost.xml"), res)
+	if _, err := h.Run(context.Background(), "mig1", "prepare", "begin", bytes.NewReader(xml)); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(log.String(), "interface 52:54:00:bb:00:01: this host cannot carry all of the pool's plan "+res.ID+": GUEST_TSO4") {
+		t.Errorf("log:\n%s", log)
+	}
+}
