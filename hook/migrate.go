@@ -174,9 +174,13 @@ func riskyLine(it Interface, iface, backend string, risky virtio.Features, why m
 	if len(props) > 0 {
 		pin = append(pin, fmt.Sprintf("<qemu:override><qemu:device alias='%s'><qemu:frontend>%s</qemu:frontend></qemu:device></qemu:override>", it.Alias, strings.Join(props, "")))
 	}
-	return fmt.Sprintf("interface %s (%s %s, backend %s): this host cannot offer %s, which the domain does not turn off, so the guest may have negotiated them at the source "+
-		"and QEMU here would refuse the migration after copying the memory: turn them off in the domain (%s: what netctl plan -j HOST.json... pins for the pool), restart it, and migrate again",
-		iface, it.Kind, it.Name, backend, strings.Join(bits, ", "), strings.Join(pin, " and "))
+	them := "them"
+	if len(bits) == 1 {
+		them = "it"
+	}
+	return fmt.Sprintf("interface %s (%s %s, backend %s): this host cannot offer %s, which the domain does not turn off, so the guest may have negotiated %s at the source "+
+		"and QEMU here would refuse the migration after copying the memory: turn %s off in the domain (%s: what netctl plan -j HOST.json... pins for the pool), restart it, and migrate again",
+		iface, it.Kind, it.Name, backend, strings.Join(bits, ", "), them, them, strings.Join(pin, " and "))
 }
 
 // propOf is the virtio-net-pci property that drops f and its value.
