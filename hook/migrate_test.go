@@ -32,6 +32,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/xml"
 	"errors"
 	"os"
 	"path/filepath"
@@ -418,5 +419,35 @@ func TestPrepareLogsWhatOfThePoolThisHostLacks(t *testing.T) {
 	}
 	if !strings.Contains(log.String(), "interface 52:54:00:bb:00:01: this host cannot carry all of the pool's plan "+res.ID+": GUEST_TSO4") {
 		t.Errorf("log:\n%s", log)
+	}
+}
+
+// TestNetAliases: an interface without <alias> (a definition, or an
+// incoming migration's XML, which libvirt parses as inactive) gets the
+// alias libvirt gives it at start: net and one more than the highest netN
+// of any interface, in order; hostdev interfaces take none of them.
+func TestNetAliases(t *testing.T) {
+	x := []byte(`<domain type='kvm'><name>a</name><devices>
+<interface type='hostdev'><mac address='52:54:00:00:00:01'/></interface>
+<interface type='ethernet'><mac address='52:54:00:00:00:02'/></interface>
+<interface type='ethernet'><mac address='52:54:00:00:00:03'/><alias name='ua-netctl-x'/></interface>
+<interface type='network'><mac address='52:54:00:00:00:04'/><alias name='net4'/></interface>
+<interface type='ethernet'><mac address='52:54:00:00:00:05'/></interface>
+</devices></domain>`)
+	var d liteDomain
+	if err := xml.Unmarshal(x, &d); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(netAliases(d.Devices.Interfaces), " ")
+	if got != " net5 ua-netctl-x net4 net6" {
+		t.Errorf("aliases %q", got)
+	}
+	// The pin on the alias libvirt will give: the plan's <qemu:override>
+	// on net0 pins the first NIC of a definition without aliases.
+	xml := bytes.Replace(sample(t, "migrate-vhost.xml"), []byte("<alias name='net1'/>"), nil, 1)
+	xml = bytes.Replace(xml, []byte("<alias name='net0'/>"), nil, 1)
+	p, err := ParsePlan(xml, DefaultConfig())
+	if err != nil || len(p.Interfaces) != 1 || p.Interfaces[0].Alias != "net1" {
+		t.Fatalf("plan %+v, %v; want the tap as net1", p, err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"libvirt.org/go/libvirtxml"
@@ -299,6 +300,7 @@ func ParsePlan(domainXML []byte, cfg *Config) (*Plan, error) {
 	if len(mine) > MaxInterfaces {
 		return nil, fmt.Errorf("domain %s has %d interfaces for netctl; the hook handles at most %d: %w", d.Name, len(mine), MaxInterfaces, errs.ErrInvalid)
 	}
+	aliases := netAliases(ifaces)
 	owner, err := ownerOf(&d, cfg)
 	if err != nil {
 		return nil, err
@@ -320,10 +322,7 @@ func ParsePlan(domainXML []byte, cfg *Config) (*Plan, error) {
 		if it.Force, err = parseForced(x.Driver, ifaceName(it.MAC, i)); err != nil {
 			return nil, fmt.Errorf("domain %s: %w", d.Name, err)
 		}
-		it.Alias = fmt.Sprintf("net%d", i)
-		if x.Alias != nil && x.Alias.Name != "" {
-			it.Alias = x.Alias.Name
-		}
+		it.Alias = aliases[i]
 		it.Pinned = overridesOff(d.Override, it.Alias)
 		if x.Driver != nil && x.Driver.EventIDX == "off" {
 			it.Pinned |= virtio.EventIdx
@@ -343,6 +342,38 @@ func ParsePlan(domainXML []byte, cfg *Config) (*Plan, error) {
 		}
 	}
 	return p, nil
+}
+
+// netAliases is each interface's device alias: its <alias name>, else
+// the one libvirt gives it when the domain starts (a definition, or the
+// XML of an incoming migration, which libvirt parses as inactive, has
+// none but user aliases): qemuAssignDeviceNetAlias (src/qemu/qemu_alias.c)
+// gives each interface without one "net" and one more than the highest
+// netN any interface has, in order; a type='hostdev' interface gets a
+// hostdevN alias instead, which no <qemu:override> for a virtio NIC names.
+func netAliases(ifaces []liteIface) []string {
+	out := make([]string, len(ifaces))
+	next := 0
+	for i := range ifaces {
+		if a := ifaces[i].Alias; a != nil {
+			if n, ok := strings.CutPrefix(a.Name, "net"); ok {
+				if v, err := strconv.Atoi(n); err == nil && v >= 0 && v < 1<<20 && v+1 > next {
+					next = v + 1
+				}
+			}
+		}
+	}
+	for i := range ifaces {
+		switch {
+		case ifaces[i].Alias != nil && ifaces[i].Alias.Name != "":
+			out[i] = ifaces[i].Alias.Name
+		case ifaces[i].attr("type") == "hostdev":
+		default:
+			out[i] = fmt.Sprintf("net%d", next)
+			next++
+		}
+	}
+	return out
 }
 
 // unreadableError is XML that is not a domain the hook can read at all;
