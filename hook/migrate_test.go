@@ -422,8 +422,7 @@ func TestPrepareLogsWhatOfThePoolThisHostLacks(t *testing.T) {
 	}
 }
 
-// TestNetAliases: an interface without <alias> (a definition, or an
-// incoming migration's XML, which libvirt parses as inactive) gets the
+// TestNetAliases: an interface without <alias> (a definition) gets the
 // alias libvirt gives it at start: net and one more than the highest netN
 // of any interface, in order; hostdev interfaces take none of them.
 func TestNetAliases(t *testing.T) {

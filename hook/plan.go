@@ -345,9 +345,9 @@ func ParsePlan(domainXML []byte, cfg *Config) (*Plan, error) {
 }
 
 // netAliases is each interface's device alias: its <alias name>, else
-// the one libvirt gives it when the domain starts (a definition, or the
-// XML of an incoming migration, which libvirt parses as inactive, has
-// none but user aliases): qemuAssignDeviceNetAlias (src/qemu/qemu_alias.c)
+// the one libvirt gives it when the domain starts (a definition has none
+// but user aliases; any XML without them is read the same way):
+// qemuAssignDeviceNetAlias (src/qemu/qemu_alias.c)
 // gives each interface without one "net" and one more than the highest
 // netN any interface has, in order; a type='hostdev' interface gets a
 // hostdevN alias instead, which no <qemu:override> for a virtio NIC names.
