@@ -66,10 +66,10 @@ type Result struct {
 // prepare, reconnect and migrate begin whatever its XML holds and
 // whatever state the host config is in (ConfigErr). Only an interface
 // netctl was asked to manage can make prepare or migrate begin
-// (MigrateBegin, on the destination of an incoming migration) fail. started, reconnect
-// and release never fail for a reason libvirt could act on: libvirt
-// stops a domain whose started hook fails and kills one whose reconnect
-// hook fails, so those log and note instead. release also reads the
+// (MigrateBegin, on the destination of an incoming migration) fail.
+// started, reconnect and release never fail for a reason libvirt could
+// act on: libvirt stops a domain whose started hook fails and kills one
+// whose reconnect hook fails, so those log and note instead. release also reads the
 // domain's <uuid> from the XML (nothing else): what netctl attach --vm
 // made for the domain is recorded under it, and goes too
 // (releaseAttached).
