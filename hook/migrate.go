@@ -172,7 +172,7 @@ func riskyLine(it Interface, iface, backend string, risky virtio.Features, why m
 		pin = append(pin, strings.Join(driver, " "))
 	}
 	if len(props) > 0 {
-		pin = append(pin, fmt.Sprintf("<qemu:override><qemu:device alias='%s'><qemu:frontend>%s</qemu:frontend></qemu:device></qemu:override>", it.Alias, strings.Join(props, "")))
+		pin = append(pin, fmt.Sprintf("<qemu:override><qemu:device alias='%s'><qemu:frontend>%s</qemu:frontend></qemu:device></qemu:override>", clip(it.Alias), strings.Join(props, "")))
 	}
 	them := "them"
 	if len(bits) == 1 {

@@ -450,3 +450,16 @@ func TestNetAliases(t *testing.T) {
 		t.Fatalf("plan %+v, %v; want the tap as net1", p, err)
 	}
 }
+
+// TestMigrateBeginRefusalBoundsTheAlias: the alias comes from the XML; the
+// refusal quotes it clipped and on one line.
+func TestMigrateBeginRefusalBoundsTheAlias(t *testing.T) {
+	h, _, _ := migrateHook(t, probeOf(t, "probe-6.1.json", "8.2.2"), "")
+	long := "ua-" + strings.Repeat("a", 300) + "&#10;x"
+	xml := bytes.Replace(sample(t, "migrate-vhost.xml"), []byte("<alias name='net1'/>"), []byte("<alias name='"+long+"'/>"), 1)
+	_, err := migrateBegin(h, "mig1", xml)
+	oneLineErr(t, err, "RING_RESET", "alias='ua-aaaa")
+	if len(err.Error()) > 4000 {
+		t.Errorf("a refusal of %d bytes", len(err.Error()))
+	}
+}

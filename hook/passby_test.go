@@ -299,6 +299,7 @@ func FuzzRunPassesOthers(f *testing.F) {
 	for _, n := range []string{"net-vdpa.xml", "kubevirt-ethernet.xml", "netctl-all.xml", "libvirt-disable-offloads.xml"} {
 		f.Add(sample(f, n), "prepare")
 	}
+	f.Add(sample(f, "migrate-vhost.xml"), "migrate")
 	f.Add([]byte("<domain><name>-x</name><devices><interface type='hostdev'><driver name='vfio'/></interface></devices></domain>"), "reconnect")
 	f.Fuzz(func(t *testing.T, b []byte, op string) {
 		if len(b) > 1<<16 {
@@ -307,7 +308,7 @@ func FuzzRunPassesOthers(f *testing.F) {
 		fd := newFake(t)
 		h, _, _ := newTestHook(t, fd)
 		mine := hasAny(b, Marks(h.Config))
-		for _, o := range []string{op, "prepare", "reconnect", "started"} {
+		for _, o := range []string{op, "prepare", "reconnect", "started", "migrate"} {
 			sub := "begin"
 			_, err := h.Run(context.Background(), "fuzz", o, sub, bytes.NewReader(b))
 			if !mine && (err != nil || len(fd.calls) != 0) {
