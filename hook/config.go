@@ -66,8 +66,15 @@ type Config struct {
 	Log string `json:"log,omitempty"`
 	// VDPADir is where vdpa symlinks are published; default DefaultVDPADir.
 	VDPADir string `json:"vdpa_dir,omitempty"`
+	// Plan is the pool's plan (netctl plan -j's output, an absolute
+	// path): every decision the hook makes offers at most its feature
+	// set, and migrate begin takes its hosts for the ones a domain may
+	// come from. LoadConfig reads it (trusted as the config is); a plan
+	// that does not load is a config error.
+	Plan string `json:"plan,omitempty"`
 
 	timeout time.Duration
+	plan    *poolPlan // what LoadConfig read from Plan
 }
 
 // DefaultConfig is the config used when the file does not exist.
@@ -114,6 +121,11 @@ func LoadConfig(path string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hook config %s: %w", path, err)
 	}
+	if c.Plan != "" {
+		if c.plan, err = loadPlan(c.Plan); err != nil {
+			return nil, fmt.Errorf("hook config %s: %w", path, err)
+		}
+	}
 	return c, nil
 }
 
@@ -126,7 +138,7 @@ func ParseConfig(b []byte) (*Config, error) {
 	dec.DisallowUnknownFields()
 	var c Config
 	if err := dec.Decode(&c); err != nil {
-		return nil, fmt.Errorf("%v (fields: manage, mgmtdev, tap_owner, timeout, log, vdpa_dir): %w", err, errs.ErrInvalid)
+		return nil, fmt.Errorf("%v (fields: manage, mgmtdev, tap_owner, timeout, log, vdpa_dir, plan): %w", err, errs.ErrInvalid)
 	}
 	if err := c.validate(); err != nil {
 		return nil, err
@@ -167,6 +179,9 @@ func (c *Config) validate() error {
 	}
 	if !filepath.IsAbs(c.VDPADir) || filepath.Clean(c.VDPADir) != c.VDPADir {
 		return fmt.Errorf("vdpa_dir %.128q: use a clean absolute path: %w", c.VDPADir, errs.ErrInvalid)
+	}
+	if c.Plan != "" && (!filepath.IsAbs(c.Plan) || filepath.Clean(c.Plan) != c.Plan) {
+		return fmt.Errorf("plan %.128q: use the clean absolute path of netctl plan -j's output (/etc/netctl/pool.json): %w", c.Plan, errs.ErrInvalid)
 	}
 	return nil
 }

@@ -20,32 +20,38 @@ import (
 // and a symlink at path must be trusted's. Nothing here follows input
 // other than the path the operator (or NETCTL_HOOK_CONFIG) names.
 func checkTrusted(path string, f *os.File) error {
+	return checkTrustedFile("hook config", path, f)
+}
+
+// checkTrustedFile is checkTrusted for any file the hook reads as root
+// and acts on (what names it in the messages: "hook config", "plan").
+func checkTrustedFile(what, path string, f *os.File) error {
 	st, err := f.Stat()
 	if err != nil {
-		return fmt.Errorf("hook config %s: %w", path, err)
+		return fmt.Errorf("%s %s: %w", what, path, err)
 	}
 	if !st.Mode().IsRegular() {
-		return fmt.Errorf("hook config %s is not a regular file (%s): name the config file: %w", path, st.Mode().Type(), errs.ErrInvalid)
+		return fmt.Errorf("%s %s is not a regular file (%s): name the %s file itself: %w", what, path, st.Mode().Type(), what, errs.ErrInvalid)
 	}
 	if !trusted(st) {
-		return fmt.Errorf("hook config %s belongs to another user, and the hook runs as root: chown root %s: %w", path, path, errs.ErrInvalid)
+		return fmt.Errorf("%s %s belongs to another user, and the hook runs as root: chown root %s: %w", what, path, path, errs.ErrInvalid)
 	}
 	if st.Mode().Perm()&0o022 != 0 {
-		return fmt.Errorf("hook config %s is writable by group or others (%s), and the hook runs as root: chmod go-w %s: %w", path, st.Mode().Perm(), path, errs.ErrInvalid)
+		return fmt.Errorf("%s %s is writable by group or others (%s), and the hook runs as root: chmod go-w %s: %w", what, path, st.Mode().Perm(), path, errs.ErrInvalid)
 	}
 	if lst, err := os.Lstat(path); err == nil && lst.Mode()&os.ModeSymlink != 0 && !trusted(lst) {
-		return fmt.Errorf("hook config %s is a symlink of another user, and the hook runs as root: replace it with root's file: %w", path, errs.ErrInvalid)
+		return fmt.Errorf("%s %s is a symlink of another user, and the hook runs as root: replace it with root's file: %w", what, path, errs.ErrInvalid)
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return fmt.Errorf("hook config %s: %w", path, err)
+		return fmt.Errorf("%s %s: %w", what, path, err)
 	}
 	dirs := []string{filepath.Dir(abs)}
 	if r, err := filepath.EvalSymlinks(abs); err == nil {
 		dirs = append(dirs, filepath.Dir(r))
 	}
 	if err := trustedDirs(dirs...); err != nil {
-		return fmt.Errorf("hook config %s: %w", path, err)
+		return fmt.Errorf("%s %s: %w", what, path, err)
 	}
 	return nil
 }

@@ -25,18 +25,20 @@ import (
 // QEMU's when the probe found it: the hook cannot ask the QEMU libvirt is
 // about to start. On a domain whose type (domType) is not 'kvm', vhost-net
 // is not offered: libvirt would not open /dev/vhost-net for it
-// (host.ForLibvirtDomain). Pure: it touches nothing.
+// (host.ForLibvirtDomain). pool is the host config's plan (Config.Pool;
+// nil without one): nothing outside its set is offered, and forcing a bit
+// outside it on is refused. Pure: it touches nothing.
 //
 // A refusal is one line naming the interface; a forced-on attribute the
 // backend cannot carry is named as the domain XML spells it, with
 // policy's reason and what to do, and wraps errs.ErrNotSupported. Other
 // refusals (a backend not on this host, an unknown profile) are policy's
 // own, wrapped.
-func decide(desc *host.Description, domType string, it Interface, vdev *host.VDPADevice, iface string) (policy.Decision, error) {
+func decide(desc *host.Description, domType string, it Interface, vdev *host.VDPADevice, pool *policy.Pool, iface string) (policy.Decision, error) {
 	h := *desc
 	noKVM := it.Kind != KindVDPA && h.ForLibvirtDomain(domType)
 	req := policy.Request{Queues: max(it.Queues, 1), Profile: it.Profile, Backend: it.Backend,
-		Enable: it.Force.On & policyBits, Disable: it.Force.Off & policyBits}
+		Enable: it.Force.On & policyBits, Disable: it.Force.Off & policyBits, Pool: pool}
 	kind := "tun"
 	switch it.Kind {
 	case KindVDPA:

@@ -60,15 +60,16 @@ type Result struct {
 
 // Run dispatches one hook call (`qemu DOMAIN OP SUBOP EXTRA`); domainXML
 // is stdin. The hook never stands in the way of what it does not
-// manage: operations it has nothing to do in (start, stopped, migrate,
-// restore, attach, and any libvirt adds later) succeed at once without
-// reading the XML or the config, and a domain with nothing netctl
-// manages passes prepare and reconnect whatever its XML holds and
+// manage: operations it has nothing to do in (start, stopped, restore,
+// attach, and any libvirt adds later) succeed at once without reading
+// the XML or the config, and a domain with nothing netctl manages passes
+// prepare, reconnect and migrate begin whatever its XML holds and
 // whatever state the host config is in (ConfigErr). Only an interface
-// netctl was asked to manage can make prepare fail. started, reconnect
-// and release never fail for a reason libvirt could act on: libvirt
-// stops a domain whose started hook fails and kills one whose reconnect
-// hook fails, so those log and note instead. release also reads the
+// netctl was asked to manage can make prepare or migrate begin
+// (MigrateBegin, on the destination of an incoming migration) fail.
+// started, reconnect and release never fail for a reason libvirt could
+// act on: libvirt stops a domain whose started hook fails and kills one
+// whose reconnect hook fails, so those log and note instead. release also reads the
 // domain's <uuid> from the XML (nothing else): what netctl attach --vm
 // made for the domain is recorded under it, and goes too
 // (releaseAttached).
@@ -84,7 +85,7 @@ func (h *Hook) Run(ctx context.Context, domain, op, subop string, domainXML io.R
 
 func (h *Hook) run(ctx context.Context, domain, op, subop string, domainXML io.Reader) (*Result, error) {
 	switch op + " " + subop {
-	case "prepare begin", "reconnect begin":
+	case "prepare begin", "reconnect begin", "migrate begin":
 	case "started begin":
 		return h.Started(ctx, domain), nil
 	case "release end":
@@ -151,6 +152,10 @@ func (h *Hook) run(ctx context.Context, domain, op, subop string, domainXML io.R
 	}
 	if p.Domain != domain {
 		return nil, fmt.Errorf("the XML on stdin is domain %q, the arguments name %q: %w", clip(p.Domain), clip(domain), errs.ErrInvalid)
+	}
+	if op == "migrate" {
+		// Checks only: it needs no records.
+		return h.MigrateBegin(ctx, p)
 	}
 	if h.Store == nil {
 		return nil, fmt.Errorf("domain %s: netctl's records: %w", clip(domain), h.StoreErr)
@@ -251,6 +256,10 @@ func (h *Hook) Prepare(ctx context.Context, p *Plan) (res *Result, err error) {
 	}
 	decided := func(i int, it Interface, d policy.Decision) {
 		h.logf("%s prepare: %s", p.Domain, summary(it, ifaceName(it.MAC, i), d))
+		for _, n := range d.Notes {
+			// The pool's plan: what this host cannot carry of it.
+			h.logf("%s prepare: interface %s: %s", p.Domain, ifaceName(it.MAC, i), n)
+		}
 		res.Notes = append(res.Notes, fmt.Sprintf("interface %s: backend %s, profile %s", ifaceName(it.MAC, i), d.Backend, firstNonEmpty(it.Profile, policy.Throughput)))
 		rec.Interfaces = append(rec.Interfaces, record(it, d))
 	}
@@ -258,7 +267,7 @@ func (h *Hook) Prepare(ctx context.Context, p *Plan) (res *Result, err error) {
 		if it.Kind == KindVDPA {
 			continue
 		}
-		d, err := decide(desc, p.Type, it, nil, ifaceName(it.MAC, i))
+		d, err := decide(desc, p.Type, it, nil, h.Config.Pool(), ifaceName(it.MAC, i))
 		if err != nil {
 			return nil, fmt.Errorf("domain %s: %w", p.Domain, err)
 		}
@@ -341,7 +350,7 @@ func (h *Hook) Prepare(ctx context.Context, p *Plan) (res *Result, err error) {
 			if err != nil {
 				return nil, fmt.Errorf("domain %s: interface %s: %w", p.Domain, ifaceName(it.MAC, i), err)
 			}
-			dec, err := decide(desc, p.Type, it, &dev, ifaceName(it.MAC, i))
+			dec, err := decide(desc, p.Type, it, &dev, h.Config.Pool(), ifaceName(it.MAC, i))
 			if err != nil {
 				return nil, fmt.Errorf("domain %s: %w", p.Domain, err)
 			}

@@ -42,6 +42,8 @@ type fakeDevices struct {
 	// vdpaMACs are the MACs of created vdpa devices' config spaces, by
 	// name (none: the device has none, or took the one asked for).
 	vdpaMACs map[string]net.HardwareAddr
+	// tapSpecs are what CreateTap was asked for, by name.
+	tapSpecs map[string]hostnic.PersistentTap
 }
 
 func (f *fakeDevices) VDPAMAC(_ context.Context, name string) (net.HardwareAddr, error) {
@@ -89,6 +91,10 @@ func (f *fakeDevices) CreateTap(it hostnic.PersistentTap) (int, error) {
 	f.next++
 	f.links[it.Name] = f.next
 	f.marked[it.Name] = true
+	if f.tapSpecs == nil {
+		f.tapSpecs = map[string]hostnic.PersistentTap{}
+	}
+	f.tapSpecs[it.Name] = it
 	return f.next, nil
 }
 

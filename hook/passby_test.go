@@ -155,8 +155,9 @@ func TestPassesWhatItDoesNotManage(t *testing.T) {
 
 // TestBrokenConfigStillManagesListed: with a host config that does not
 // load, a domain that asks for netctl (its metadata) is refused at
-// prepare with the config's error, and release still frees what an
-// earlier prepare made, and started, reconnect, migrate and restore
+// prepare and at migrate begin (which checks the destination can carry
+// it, as prepare decides) with the config's error, and release still
+// frees what an earlier prepare made, and started, reconnect and restore
 // never fail.
 func TestBrokenConfigStillManagesListed(t *testing.T) {
 	f := newFake(t)
@@ -167,10 +168,13 @@ func TestBrokenConfigStillManagesListed(t *testing.T) {
 	}
 	made := f.snapshot()
 	h.Config, h.ConfigErr = nil, brokenConfig
-	for _, op := range [][2]string{{"started", "begin"}, {"reconnect", "begin"}, {"migrate", "begin"}, {"restore", "begin"}, {"stopped", "end"}} {
+	for _, op := range [][2]string{{"started", "begin"}, {"reconnect", "begin"}, {"restore", "begin"}, {"stopped", "end"}} {
 		if _, err := h.Run(ctx, "netctl-all", op[0], op[1], bytes.NewReader(allXML(t, vd))); err != nil {
 			t.Errorf("%s %s with a broken config: %v", op[0], op[1], err)
 		}
+	}
+	if _, err := h.Run(ctx, "netctl-all", "migrate", "begin", bytes.NewReader(allXML(t, vd))); !errors.Is(err, errs.ErrInvalid) || !strings.Contains(err.Error(), `manage "some"`) {
+		t.Errorf("migrate begin of a listed domain with a broken config: %v", err)
 	}
 	if f.snapshot() != made {
 		t.Errorf("devices changed: %s -> %s", made, f.snapshot())
@@ -295,6 +299,7 @@ func FuzzRunPassesOthers(f *testing.F) {
 	for _, n := range []string{"net-vdpa.xml", "kubevirt-ethernet.xml", "netctl-all.xml", "libvirt-disable-offloads.xml"} {
 		f.Add(sample(f, n), "prepare")
 	}
+	f.Add(sample(f, "migrate-vhost.xml"), "migrate")
 	f.Add([]byte("<domain><name>-x</name><devices><interface type='hostdev'><driver name='vfio'/></interface></devices></domain>"), "reconnect")
 	f.Fuzz(func(t *testing.T, b []byte, op string) {
 		if len(b) > 1<<16 {
@@ -303,7 +308,7 @@ func FuzzRunPassesOthers(f *testing.F) {
 		fd := newFake(t)
 		h, _, _ := newTestHook(t, fd)
 		mine := hasAny(b, Marks(h.Config))
-		for _, o := range []string{op, "prepare", "reconnect", "started"} {
+		for _, o := range []string{op, "prepare", "reconnect", "started", "migrate"} {
 			sub := "begin"
 			_, err := h.Run(context.Background(), "fuzz", o, sub, bytes.NewReader(b))
 			if !mine && (err != nil || len(fd.calls) != 0) {

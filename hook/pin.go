@@ -48,7 +48,7 @@ func (h *Hook) Decide(ctx context.Context, domainXML []byte) (*Plan, []Decided, 
 			out = append(out, Decided{Interface: it, Skip: "a vdpa interface runs what its device offers; netctl decides it when prepare creates the device"})
 			continue
 		}
-		d, err := decide(desc, p.Type, it, nil, ifaceName(it.MAC, i))
+		d, err := decide(desc, p.Type, it, nil, h.Config.Pool(), ifaceName(it.MAC, i))
 		if err != nil {
 			return nil, nil, fmt.Errorf("domain %s: %w", p.Domain, err)
 		}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"libvirt.org/go/libvirtxml"
@@ -14,6 +15,7 @@ import (
 	"github.com/netctl/netctl/hostnic"
 	"github.com/netctl/netctl/internal/errs"
 	"github.com/netctl/netctl/state"
+	"github.com/netctl/netctl/virtio"
 )
 
 // Namespace is netctl's metadata namespace in a domain's <metadata>:
@@ -54,6 +56,15 @@ type Interface struct {
 	Link    string           // vdpa: the path the XML names (VDPADir/NAME)
 	Backend string           // metadata: backend preference (vdpa, vhost-net, userspace)
 	Profile string           // metadata: policy profile
+	// Alias is the interface's device alias (<alias name>), else the
+	// one libvirt gives it at start (net0, net1, ... by position).
+	Alias string
+	// Pinned are the managed bits the domain turns off beyond
+	// <driver><host/><guest/> (Force.Off): <driver event_idx='off'>,
+	// and <qemu:override> properties on the interface's alias that drop
+	// a bit (queue_reset, host_uso, ... set to false): what netctl
+	// plan's pin sets.
+	Pinned virtio.Features
 	// Attached: the interface is netctl's by its alias alone
 	// (AttachAliasPrefix: netctl attach --persistent put it in the
 	// persistent definition), not by metadata or the config.
@@ -74,6 +85,7 @@ type Plan struct {
 	UUID       string
 	Type       string // the domain's type attribute: vhost-net only for "kvm" (host.ForLibvirtDomain)
 	Owner      int    // the taps' owner (tap_owner in the config), or NoOwner
+	Machine    string // <os><type machine>: "pc-q35-7.2" (bounded; "" when none)
 	Interfaces []Interface
 }
 
@@ -183,6 +195,12 @@ type liteDomain struct {
 	Devices *struct {
 		Interfaces []liteIface `xml:"interface"`
 	} `xml:"devices"`
+	Override []qemuOverride `xml:"http://libvirt.org/schemas/domain/qemu/1.0 override"`
+	OS       *struct {
+		Type struct {
+			Machine string `xml:"machine,attr"`
+		} `xml:"type"`
+	} `xml:"os"`
 }
 
 type liteIface struct {
@@ -246,6 +264,9 @@ func ParsePlan(domainXML []byte, cfg *Config) (*Plan, error) {
 		return nil, &unreadableError{fmt.Sprintf("domain XML: the root is <%s>, not <domain>", clip(d.XMLName.Local))}
 	}
 	p := &Plan{Domain: d.Name, UUID: d.UUID, Type: d.Type}
+	if d.OS != nil && len(d.OS.Type.Machine) <= 64 {
+		p.Machine = d.OS.Type.Machine
+	}
 	var meta map[string]*metaEntry
 	if d.Metadata != nil {
 		var err error
@@ -279,6 +300,7 @@ func ParsePlan(domainXML []byte, cfg *Config) (*Plan, error) {
 	if len(mine) > MaxInterfaces {
 		return nil, fmt.Errorf("domain %s has %d interfaces for netctl; the hook handles at most %d: %w", d.Name, len(mine), MaxInterfaces, errs.ErrInvalid)
 	}
+	aliases := netAliases(ifaces)
 	owner, err := ownerOf(&d, cfg)
 	if err != nil {
 		return nil, err
@@ -300,6 +322,11 @@ func ParsePlan(domainXML []byte, cfg *Config) (*Plan, error) {
 		if it.Force, err = parseForced(x.Driver, ifaceName(it.MAC, i)); err != nil {
 			return nil, fmt.Errorf("domain %s: %w", d.Name, err)
 		}
+		it.Alias = aliases[i]
+		it.Pinned = overridesOff(d.Override, it.Alias)
+		if x.Driver != nil && x.Driver.EventIDX == "off" {
+			it.Pinned |= virtio.EventIdx
+		}
 		if it.Kind != KindDirect {
 			key := string(it.Kind) + ":" + it.Name
 			if used[key] {
@@ -315,6 +342,38 @@ func ParsePlan(domainXML []byte, cfg *Config) (*Plan, error) {
 		}
 	}
 	return p, nil
+}
+
+// netAliases is each interface's device alias: its <alias name>, else
+// the one libvirt gives it when the domain starts (a definition has none
+// but user aliases; any XML without them is read the same way):
+// qemuAssignDeviceNetAlias (src/qemu/qemu_alias.c)
+// gives each interface without one "net" and one more than the highest
+// netN any interface has, in order; a type='hostdev' interface gets a
+// hostdevN alias instead, which no <qemu:override> for a virtio NIC names.
+func netAliases(ifaces []liteIface) []string {
+	out := make([]string, len(ifaces))
+	next := 0
+	for i := range ifaces {
+		if a := ifaces[i].Alias; a != nil {
+			if n, ok := strings.CutPrefix(a.Name, "net"); ok {
+				if v, err := strconv.Atoi(n); err == nil && v >= 0 && v < 1<<20 && v+1 > next {
+					next = v + 1
+				}
+			}
+		}
+	}
+	for i := range ifaces {
+		switch {
+		case ifaces[i].Alias != nil && ifaces[i].Alias.Name != "":
+			out[i] = ifaces[i].Alias.Name
+		case ifaces[i].attr("type") == "hostdev":
+		default:
+			out[i] = fmt.Sprintf("net%d", next)
+			next++
+		}
+	}
+	return out
 }
 
 // unreadableError is XML that is not a domain the hook can read at all;

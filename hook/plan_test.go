@@ -167,9 +167,11 @@ func TestParseConfig(t *testing.T) {
 // FuzzParsePlan: any input gives a plan or one line wrapping ErrInvalid,
 // never a panic.
 func FuzzParsePlan(f *testing.F) {
-	for _, n := range []string{"net-vdpa.xml", "kubevirt-ethernet.xml", "netctl-all.xml", "netctl-offloads.xml"} {
+	for _, n := range []string{"net-vdpa.xml", "kubevirt-ethernet.xml", "netctl-all.xml", "netctl-offloads.xml", "migrate-vhost.xml"} {
 		f.Add(sample(f, n))
 	}
+	f.Add([]byte(strings.Replace(string(sample(f, "migrate-vhost.xml")), "</domain>",
+		"<qemu:override><qemu:device alias='net1'><qemu:frontend><qemu:property name='queue_reset' type='bool' value='false'/></qemu:frontend></qemu:device></qemu:override></domain>", 1)))
 	f.Add(asTap(sample(f, "libvirt-disable-offloads.xml")))
 	f.Add([]byte(strings.Replace(string(sample(f, "netctl-offloads.xml")), "<guest csum='on'", "<guest csum='off'", 1)))
 	f.Add([]byte("<domain><name>x</name><metadata><netctl:hook xmlns:netctl='http://netctl.dev/xmlns/hook/1'><netctl:interface mac='zz'/></netctl:hook></metadata></domain>"))
@@ -186,7 +188,7 @@ func FuzzParsePlan(f *testing.F) {
 			return
 		}
 		for _, it := range p.Interfaces {
-			if it.Name == "" || it.Queues > 256 || it.MTU > 65521 || it.Force.On&it.Force.Off != 0 {
+			if it.Name == "" || it.Queues > 256 || it.MTU > 65521 || it.Force.On&it.Force.Off != 0 || it.Pinned&^policyBits != 0 || it.Alias == "" {
 				t.Fatalf("plan %+v", it)
 			}
 			for _, r := range policy.Requirements {

@@ -289,7 +289,12 @@ func hookQemuCommand() *cli.Command {
 		Description: "prepare begin: create the taps (<interface type='ethernet'> with <target dev managed='no'/>) and vdpa devices\n" +
 			"(<interface type='vdpa'> with <source dev='/run/netctl/vdpa/NAME'/>) that netctl manages, and check direct\n" +
 			"interfaces' lower devices. started begin: record. release end: delete exactly what netctl created.\n" +
-			"reconnect begin: rebuild the record. Other operations do nothing. Each interface is decided by policy first\n" +
+			"reconnect begin: rebuild the record. migrate begin (on the destination, before the migration): check, creating\n" +
+			"nothing, that this host can carry each interface netctl manages (backend, forced offloads, and every offload or\n" +
+			"ring feature the domain does not turn off that the guest may have negotiated at the source); a refusal cancels\n" +
+			"the migration and the domain runs on at the source. Stdout stays empty (libvirt: the XML is unchanged); the host\n" +
+			"config's \"plan\" (netctl plan -j's output) pins every decision to the pool's set. Other operations do nothing.\n" +
+			"Each interface is decided by policy first\n" +
 			"(backend, profile, the offloads <driver><host/><guest/> forces on and off): a forced-on offload the backend\n" +
 			"cannot carry refuses the start. Which interfaces: the domain's\n" +
 			"<metadata><netctl:hook xmlns:netctl='" + hook.Namespace + "'><netctl:interface mac=... mgmtdev=.../>,\n" +
@@ -336,7 +341,7 @@ func (s hookSettings) runDirOrDefault() string {
 
 // hookOps are the operations the hook acts in; every other one exits 0
 // at once, reading neither stdin nor the config.
-var hookOps = map[string]bool{"prepare begin": true, "started begin": true, "reconnect begin": true, "release end": true}
+var hookOps = map[string]bool{"prepare begin": true, "started begin": true, "reconnect begin": true, "release end": true, "migrate begin": true}
 
 // runHookQemu runs one hook call. It logs each step to the log file and
 // a summary line to stderr; it never writes to stdout (libvirt takes a

@@ -1,0 +1,121 @@
+package hook
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/netctl/netctl/policy"
+	"github.com/netctl/netctl/virtio"
+)
+
+// QEMUNamespace is libvirt's namespace for QEMU passthrough in a domain
+// (<qemu:override>, libvirt 8.2+; formatdomain.rst "QEMU command-line
+// passthrough").
+const QEMUNamespace = "http://libvirt.org/schemas/domain/qemu/1.0"
+
+// qemuOverride is <qemu:override>: properties of a device's frontend,
+// by its alias, as netctl plan's pin writes them:
+//
+//	<qemu:override><qemu:device alias='net0'><qemu:frontend>
+//	  <qemu:property name='queue_reset' type='bool' value='false'/>
+//	</qemu:frontend></qemu:device></qemu:override>
+type qemuOverride struct {
+	Devices []struct {
+		Alias    string `xml:"alias,attr"`
+		Frontend []struct {
+			Props []struct {
+				Name  string `xml:"name,attr"`
+				Type  string `xml:"type,attr"`
+				Value string `xml:"value,attr"`
+			} `xml:"http://libvirt.org/schemas/domain/qemu/1.0 property"`
+		} `xml:"http://libvirt.org/schemas/domain/qemu/1.0 frontend"`
+	} `xml:"http://libvirt.org/schemas/domain/qemu/1.0 device"`
+}
+
+// maxOverrideProps bounds the properties overridesOff looks at.
+const maxOverrideProps = 4096
+
+// dropProp is the bit a virtio-net-pci property drops and the value
+// that drops it ("off", or "on" for disable-modern).
+type dropProp struct {
+	f     virtio.Features
+	value string
+}
+
+// dropProps maps each managed bit's property to its dropProp.
+var dropProps = func() map[string]dropProp {
+	m := map[string]dropProp{}
+	for _, o := range policy.Offloads {
+		m[o.Prop] = dropProp{o.F, "off"}
+	}
+	for _, r := range policy.RingFeatures {
+		m[r.Prop] = dropProp{r.F, r.Value}
+	}
+	return m
+}()
+
+// overridesOff are the managed bits the domain's <qemu:override>s drop on
+// the device with alias: a property of type bool whose value drops the
+// bit (false for "off"). Any other type or value is not taken for a pin
+// (libvirt passes a bool property's value to QEMU as JSON true/false; a
+// string would not set a bool property).
+func overridesOff(ovs []qemuOverride, alias string) virtio.Features {
+	var off virtio.Features
+	n := 0
+	for _, o := range ovs {
+		for _, d := range o.Devices {
+			if d.Alias != alias {
+				continue
+			}
+			for _, fe := range d.Frontend {
+				for _, p := range fe.Props {
+					if n++; n > maxOverrideProps {
+						return off
+					}
+					dp, ok := dropProps[p.Name]
+					if !ok || p.Type != "bool" {
+						continue
+					}
+					if (dp.value == "off" && p.Value == "false") || (dp.value == "on" && p.Value == "true") {
+						off |= dp.f
+					}
+				}
+			}
+		}
+	}
+	return off
+}
+
+// machineOff are the managed bits a domain's machine type turns off
+// through QEMU's compat properties, whatever the QEMU that runs it
+// (hw/core/machine.c): hw_compat_7_1 sets queue_reset=false (RING_RESET
+// came in QEMU 7.2), hw_compat_8_1 host_uso, guest_uso4 and guest_uso6
+// off (USO came in 8.2; 8.2.0 put them in hw_compat_8_0, so only a
+// machine of 8.0 or older counts here). A guest on such a machine never
+// negotiated those bits, wherever it ran. machine is the versioned
+// name libvirt's live XML carries ("pc-q35-7.2", "pc-i440fx-8.0",
+// "virt-7.2"); an unversioned or distribution-named one turns off nothing.
+func machineOff(machine string) virtio.Features {
+	i := strings.LastIndexByte(machine, '-')
+	if i < 0 {
+		return 0
+	}
+	major, minor, ok := strings.Cut(machine[i+1:], ".")
+	if !ok {
+		return 0
+	}
+	ma, err1 := strconv.Atoi(major)
+	mi, err2 := strconv.Atoi(minor)
+	if err1 != nil || err2 != nil || ma < 1 || ma > 99 || mi < 0 || mi > 99 {
+		return 0
+	}
+	v := ma*100 + mi
+	var off virtio.Features
+	if v < 702 {
+		off |= virtio.RingReset
+	}
+	if v < 801 {
+		off |= virtio.NetHostUSO | virtio.NetGuestUSO4 | virtio.NetGuestUSO6
+	}
+	return off
+}
