@@ -32,8 +32,10 @@ import (
 //     ("Features 0x... unsupported"). What the guest cannot have
 //     negotiated is let through: a bit the domain's machine type turns
 //     off (machineOff), and, with a plan, a bit no host of the plan
-//     offers (the domain comes from a host of the pool). Without a plan,
-//     any source is possible: a bit this host lacks must be turned off;
+//     offers (the domain comes from a host of the pool). Without a plan
+//     netctl cannot know what the source offered, and two hosts alike
+//     never offered what they lack: such a bit passes, with a note and a
+//     log line saying to name the plan (when in doubt, pass by);
 //   - a vdpa interface's management device is here (the device itself,
 //     and so its features, exist only once prepare creates it).
 //
@@ -77,9 +79,20 @@ func (h *Hook) MigrateBegin(ctx context.Context, p *Plan) (*Result, error) {
 			var why map[string]string
 			if carried, why, err = carriedHere(desc, p.Type, it, d.Backend, iface); err == nil {
 				risky := policyBits &^ carried &^ it.Force.Off &^ it.Pinned &^ machineOff(p.Machine) & someHost
-				if risky != 0 {
+				switch {
+				case risky != 0 && h.Config.Pool() != nil:
 					refusals = append(refusals, riskyLine(it, iface, d.Backend, risky, why))
 					wraps = append(wraps, errs.ErrNotSupported)
+					continue
+				case risky != 0:
+					// Without a plan netctl cannot tell what the source
+					// offered (two hosts alike never offered it): when
+					// in doubt, pass by and say why.
+					n := fmt.Sprintf("interface %s: passed, unchecked: this host cannot offer %v, which the domain does not turn off; whether the guest negotiated it depends on the source, "+
+						"which netctl does not know: name the pool's plan in the host config (plan = POOL.json, from netctl plan -j) to have migrations checked, or pin the domain (netctl hook pin)",
+						iface, risky)
+					res.Notes = append(res.Notes, n)
+					h.logf("%s migrate: %s", p.Domain, n)
 					continue
 				}
 			}
