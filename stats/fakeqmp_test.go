@@ -44,10 +44,10 @@ type fakeVM struct {
 	// onStatus runs (under mu) after each x-query-virtio-status answer:
 	// a test changes the device between the status and what follows.
 	onStatus func()
-	gen      int  // the rings' placement: a reset may move them (gen 0, 1, ...)
-	packed   bool // VIRTIO_F_RING_PACKED negotiated
-	iommu    bool // VIRTIO_F_IOMMU_PLATFORM (ACCESS_PLATFORM) negotiated
-	statusN  int  // x-query-virtio-status answers
+	gen      int    // the rings' placement: a reset may move them (gen 0, 1, ...)
+	packed   bool   // VIRTIO_F_RING_PACKED negotiated
+	iommu    bool   // VIRTIO_F_IOMMU_PLATFORM (ACCESS_PLATFORM) negotiated
+	statusN  int    // x-query-virtio-status answers
 	uuid     string // query-uuid's answer ("" is QEMU's default, the nil UUID)
 	// ctl: a file whose content "nodriver" takes DRIVER_OK out of the
 	// status (a fake QEMU in its own process: fakeproc_test.go).
