@@ -23,8 +23,9 @@
 //     chains the driver made available, Completed those the device used:
 //     for TX one per packet; for RX one per buffer (a packet with
 //     mergeable buffers may take several); both from 0 at netctl's first
-//     read of the VM's NIC (see "Whose counts"). The addresses are cached, asked again at each collection,
-//     and a reset starts the rings' counts from 0 again: the device's
+//     read of the VM's NIC (see "Whose counts"). The addresses are
+//     cached, asked again at each collection, and a reset starts the
+//     rings' counts from 0 again: the device's
 //     status changing, the rings moving, or a read between collections
 //     that saw what a live ring never does (then nothing is counted until
 //     the next collection). vhost stopping and starting (a paused VM, a
