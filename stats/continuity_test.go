@@ -186,3 +186,37 @@ func TestParseQueryUUID(t *testing.T) {
 		}
 	}
 }
+
+// TestCollectReattachUnderUUIDIsReset: a NIC detached and attached again
+// under the same id in the same QEMU (netctl's record has another
+// attach time) while the exporter forgot it in between: the VM's counts
+// go on, and the new device's rings, set up from 0 by the guest's driver
+// (here at the same guest pages), are counted from 0 on top, not from the
+// old rings' last indices.
+func TestCollectReattachUnderUUIDIsReset(t *testing.T) {
+	ctx := context.Background()
+	f := newFakeVM(t, 1, false)
+	f.mu.Lock()
+	f.uuid = testUUID
+	f.mu.Unlock()
+	c := NewCollector(Options{Deadline: 10 * time.Second})
+	old := fakeTarget(f, "userspace")
+	old.Attached = time.Unix(100, 0)
+	f.setIdx(0, 1000, 990)
+	f.setIdx(1, 20, 20)
+	c.Collect(ctx, []Target{old})
+	f.setIdx(0, 1010, 1000)
+	wantCounts(t, "before", c.Collect(ctx, []Target{old})[0], [][2]uint64{{10, 10}, {0, 0}})
+	c.Forget(old)
+	again := old
+	again.Attached = time.Unix(200, 0)
+	f.setIdx(0, 1500, 1500)
+	f.setIdx(1, 3, 3)
+	wantCounts(t, "attached again", c.Collect(ctx, []Target{again})[0], [][2]uint64{{1510, 1510}, {3, 3}})
+	// And without a Forget in between (a caller that does not forget).
+	third := again
+	third.Attached = time.Unix(300, 0)
+	f.setIdx(0, 4, 4)
+	f.setIdx(1, 1, 1)
+	wantCounts(t, "attached a third time", c.Collect(ctx, []Target{third})[0], [][2]uint64{{1514, 1514}, {4, 4}})
+}

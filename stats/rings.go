@@ -51,7 +51,11 @@ type ringState struct {
 	// it to go on with) at this time: nothing reads the rings until a
 	// collection resolves them again (zero: not held).
 	heldSince time.Time
-	readAt    time.Time // when the indices were last read
+	// attached: when netctl attached the NIC whose rings these are
+	// (Target.Attached; zero for a NIC found over QMP): another is
+	// another device, its rings new.
+	attached time.Time
+	readAt   time.Time // when the indices were last read
 	queues    []ringQueue
 }
 
@@ -486,7 +490,7 @@ func (c *Collector) readRings(ctx context.Context, sess *session, s *NICStats) {
 	}
 	if mine {
 		r.mu.Lock()
-		same := r.fingerprint == st.fingerprint() && !r.stopped && !r.partial && r.heldSince.IsZero()
+		same := r.fingerprint == st.fingerprint() && !r.stopped && !r.partial && r.heldSince.IsZero() && r.attached.Equal(t.Attached)
 		r.mu.Unlock()
 		if same && r.sameAddresses(ctx, sess.c, path, t) {
 			if err := r.sample(true, c.o.Now); err == nil {
@@ -504,19 +508,22 @@ func (c *Collector) readRings(ctx context.Context, sess *session, s *NICStats) {
 	if r != nil {
 		// The same QEMU, or another QEMU of the VM taking its counts over
 		// (continuity.go). A reused pid is another process.
-		r.mu.Lock()
-		moved := r.pid != nr.pid || r.pidStart != nr.pidStart
+		moved := !r.ownedBy(procID{nr.pid, nr.pidStart})
 		// A QEMU started with -incoming has the guest's rings, indices
 		// and all, from the QEMU before it: they go on. The old QEMU's
 		// NIC unplugged after the switchover (its record released) is
 		// not a reset of these rings.
 		incoming := moved && startedIncoming(nr.pid)
+		r.mu.Lock()
 		// Carry the counts over. A status change or a reset seen reset
-		// every queue, as does another QEMU that booted the guest itself;
-		// rings at other addresses, or a queue reads saw reset, start that
-		// queue at 0 again. A failed read with the same status and
-		// addresses (a remap) keeps the indices.
-		reset := r.fingerprint != nr.fingerprint || (r.stopped && !(incoming && r.gone)) || (moved && !incoming)
+		// every queue, as do another QEMU that booted the guest itself
+		// and, in the same QEMU, a NIC netctl attached again (a new
+		// device: its driver sets its rings up from 0, maybe on the same
+		// pages); rings at other addresses, or a queue reads saw reset,
+		// start that queue at 0 again. A failed read with the same status
+		// and addresses (a remap) keeps the indices.
+		reattached := !moved && !r.attached.Equal(nr.attached)
+		reset := r.fingerprint != nr.fingerprint || (r.stopped && !(incoming && r.gone)) || (moved && !incoming) || reattached
 		old := map[int]ringQueue{}
 		for _, q := range r.queues {
 			old[q.vq] = q
@@ -628,7 +635,7 @@ func resolveRings(ctx context.Context, c Monitor, path string, t Target, st *vir
 		}
 		pid = p
 	}
-	r := &ringState{pid: pid, pidStart: t.PIDStart}
+	r := &ringState{pid: pid, pidStart: t.PIDStart, attached: t.Attached}
 	if r.pidStart == 0 {
 		r.pidStart, _ = qemuproc.StartTime(pid)
 	}
