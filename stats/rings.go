@@ -56,7 +56,7 @@ type ringState struct {
 	// another device, its rings new.
 	attached time.Time
 	readAt   time.Time // when the indices were last read
-	queues    []ringQueue
+	queues   []ringQueue
 }
 
 type ringQueue struct {
