@@ -8,7 +8,10 @@
 // connection stays open, and a VM that is gone or whose monitor is busy
 // costs only that VM's NICs (netctl_nic_up 0, netctl_source_up 0 with
 // the reason in netctl_source_missing_info); the other NICs are served as
-// usual. A NIC that was listed once and is no longer stays in the output
+// usual. The ring counters belong to the VM (its UUID: see package stats),
+// so a migration to another QEMU on this host goes on with them; of two
+// QEMUs that have the same VM's NIC (a migration's source and
+// destination), the one that counts its rings is served. A NIC that was listed once and is no longer stays in the output
 // with netctl_nic_up 0 for Options.GoneFor, so that a dashboard sees it
 // go down rather than vanish.
 //
@@ -175,7 +178,13 @@ func (e *Exporter) scrape(ctx context.Context, emit func(prometheus.Metric)) err
 			}
 		}
 	}
+	// One NIC per label set: a VM's NIC that two QEMUs have while one
+	// migrates to the other on this host (same -name or UUID, same id) is
+	// served from the better of the two (better), so that its series
+	// never switch back and forth between them.
 	labelsSeen := map[[3]string]bool{}
+	var order [][3]string
+	best := map[[3]string]served{}
 	for _, t := range uniq {
 		s, ok := byKey[keyOf(t)]
 		if !ok {
@@ -184,13 +193,21 @@ func (e *Exporter) scrape(ctx context.Context, emit func(prometheus.Metric)) err
 				why = "no sample returned for this NIC"
 			}
 			s = stats.NICStats{Target: t, Missing: map[string]string{"sample": why}}
+		} else {
+			e.last[keyOf(t)] = s.Target // with the VM's UUID, as the source found it
 		}
-		l := nicLabelValues(t)
-		if labelsSeen[l] {
-			continue // two NICs with the same labels (two VMs without -name on one path?): the first wins
+		v := served{s: s, up: nicUp(s)}
+		l := nicLabelValues(s.Target)
+		if cur, dup := best[l]; !dup {
+			order = append(order, l)
+			best[l] = v
+		} else if v.better(cur) {
+			best[l] = v
 		}
+	}
+	for _, l := range order {
 		labelsSeen[l] = true
-		nicMetrics(s, nicUp(s), l[:], emit)
+		nicMetrics(best[l].s, best[l].up, l[:], emit)
 	}
 	goneKeys := make([]nicKey, 0, len(e.gone))
 	for k := range e.gone {
@@ -236,13 +253,38 @@ func sortedTargetNames(m map[string]error) []string {
 }
 
 // nicLabelValues are vm, nic, backend (valid UTF-8: labelValue); a VM
-// without a -name is named by its QMP socket.
+// without a -name is named by its UUID, else by its QMP socket (which a
+// migration changes).
 func nicLabelValues(t stats.Target) [3]string {
 	vm := t.VM
+	if vm == "" {
+		vm = t.UUID
+	}
 	if vm == "" {
 		vm = t.QMP
 	}
 	return [3]string{labelValue(vm), labelValue(t.NIC), labelValue(t.Backend)}
+}
+
+// served is a NIC's sample in a scrape and whether it is up.
+type served struct {
+	s  stats.NICStats
+	up bool
+}
+
+// better says v is served rather than w, both with the same labels: one
+// that is up, then one whose rings are counted (a VM's ring counts are
+// one QEMU's at a time: the destination's once it took the NIC over, the
+// source's until then), then the later QEMU (a migration's destination),
+// else the first listed.
+func (v served) better(w served) bool {
+	if v.up != w.up {
+		return v.up
+	}
+	if vq, wq := len(v.s.Queues) > 0, len(w.s.Queues) > 0; vq != wq {
+		return vq
+	}
+	return v.s.Target.PIDStart > w.s.Target.PIDStart && v.s.Target.PID > 0 && w.s.Target.PID > 0
 }
 
 // nicUp: the NIC's QEMU still runs (same pid and start time, when the

@@ -90,11 +90,11 @@ func twoNICs() *fakeSource {
 func TestExporterMetrics(t *testing.T) {
 	e := New(twoNICs(), Options{})
 	const want = `
-# HELP netctl_link_receive_bytes_total Bytes the guest received (a tap's transmit counter, a macvtap's receive counter); per NIC: tun and macvtap have no per-queue counters.
+# HELP netctl_link_receive_bytes_total Bytes the guest received (a tap's transmit counter, a macvtap's receive counter); per NIC: tun and macvtap have no per-queue counters. The link's own counters, as node_exporter's: a link made anew (a migration's destination, a re-attach) starts again at 0, a counter reset.
 # TYPE netctl_link_receive_bytes_total counter
 netctl_link_receive_bytes_total{backend="userspace",device="nctl1",nic="net1",vm="db1"} 300000
 netctl_link_receive_bytes_total{backend="vhost-net",device="nctl0",nic="net1",vm="web1"} 150000
-# HELP netctl_link_transmit_drop_total Dropped packets the guest sent (a tap's receive counter, a macvtap's transmit counter); per NIC: tun and macvtap have no per-queue counters.
+# HELP netctl_link_transmit_drop_total Dropped packets the guest sent (a tap's receive counter, a macvtap's transmit counter); per NIC: tun and macvtap have no per-queue counters. The link's own counters, as node_exporter's: a link made anew (a migration's destination, a re-attach) starts again at 0, a counter reset.
 # TYPE netctl_link_transmit_drop_total counter
 netctl_link_transmit_drop_total{backend="userspace",device="nctl1",nic="net1",vm="db1"} 1
 netctl_link_transmit_drop_total{backend="vhost-net",device="nctl0",nic="net1",vm="web1"} 1
@@ -112,7 +112,7 @@ netctl_source_up{backend="vhost-net",nic="net1",source="link",vm="web1"} 1
 netctl_source_up{backend="vhost-net",nic="net1",source="qmp",vm="web1"} 1
 netctl_source_up{backend="vhost-net",nic="net1",source="rings",vm="web1"} 1
 netctl_source_up{backend="vhost-net",nic="net1",source="vhost",vm="web1"} 1
-# HELP netctl_vhost_worker_cpu_seconds_total CPU time of the vhost-net worker thread of a queue pair (one per /dev/vhost-net fd).
+# HELP netctl_vhost_worker_cpu_seconds_total CPU time of the vhost-net worker thread of a queue pair (one per /dev/vhost-net fd): the thread's own, so a new thread (a migration's destination, a re-attach) starts again at 0, a counter reset.
 # TYPE netctl_vhost_worker_cpu_seconds_total counter
 netctl_vhost_worker_cpu_seconds_total{backend="vhost-net",nic="net1",queue="0",vm="web1"} 0.25
 netctl_vhost_worker_cpu_seconds_total{backend="vhost-net",nic="net1",queue="1",vm="web1"} 0.25
@@ -122,7 +122,7 @@ netctl_vhost_worker_cpu_seconds_total{backend="vhost-net",nic="net1",queue="1",v
 		t.Error(err)
 	}
 	const wantQ = `
-# HELP netctl_queue_completed_descriptors_total Descriptor chains the device returned on a queue's ring (used-ring entries: for tx one per packet, for rx one per buffer), since netctl first read the ring. direction is the guest's.
+# HELP netctl_queue_completed_descriptors_total Descriptor chains the device returned on a queue's ring (used-ring entries: for tx one per packet, for rx one per buffer), since netctl first read the ring. direction is the guest's. They are the VM's (by its UUID, netctl_nic_info's uuid): a QEMU on this host that takes the NIC over goes on with them, from the indices the guest carried over when it came by migration (-incoming), and counting its new rings on top when it booted the guest itself (as for a device reset); without a UUID a new QEMU process starts again at 0.
 # TYPE netctl_queue_completed_descriptors_total counter
 netctl_queue_completed_descriptors_total{backend="userspace",direction="rx",nic="net1",queue="0",vm="db1"} 200
 netctl_queue_completed_descriptors_total{backend="userspace",direction="tx",nic="net1",queue="0",vm="db1"} 100
@@ -130,7 +130,7 @@ netctl_queue_completed_descriptors_total{backend="vhost-net",direction="rx",nic=
 netctl_queue_completed_descriptors_total{backend="vhost-net",direction="rx",nic="net1",queue="1",vm="web1"} 100
 netctl_queue_completed_descriptors_total{backend="vhost-net",direction="tx",nic="net1",queue="0",vm="web1"} 50
 netctl_queue_completed_descriptors_total{backend="vhost-net",direction="tx",nic="net1",queue="1",vm="web1"} 50
-# HELP netctl_queue_offered_descriptors_total Descriptor chains the guest made available on a queue's ring (avail-ring entries), since netctl first read the ring. direction is the guest's (rx: the guest's receive queue).
+# HELP netctl_queue_offered_descriptors_total Descriptor chains the guest made available on a queue's ring (avail-ring entries), since netctl first read the ring. direction is the guest's (rx: the guest's receive queue). They are the VM's (by its UUID, netctl_nic_info's uuid): a QEMU on this host that takes the NIC over goes on with them, from the indices the guest carried over when it came by migration (-incoming), and counting its new rings on top when it booted the guest itself (as for a device reset); without a UUID a new QEMU process starts again at 0.
 # TYPE netctl_queue_offered_descriptors_total counter
 netctl_queue_offered_descriptors_total{backend="userspace",direction="rx",nic="net1",queue="0",vm="db1"} 456
 netctl_queue_offered_descriptors_total{backend="userspace",direction="tx",nic="net1",queue="0",vm="db1"} 100

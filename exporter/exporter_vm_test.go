@@ -92,6 +92,7 @@ func TestVM(t *testing.T) {
 	k := testenv.Require(t, "vhost_net", nil)
 	t.Run("vhost", func(t *testing.T) { testVhostMetrics(t, k) })
 	t.Run("vdpa", func(t *testing.T) { testVDPAMetrics(t, k) })
+	t.Run("migration", func(t *testing.T) { testMigrationSeries(t, k) })
 }
 
 // testVhostMetrics: a 2-pair vhost-net NIC whose rings this process

@@ -35,6 +35,7 @@ func TestExporterLibvirtDomainAndTaint(t *testing.T) {
 	const uuid = "6a4f3b1e-0d2c-4e8f-9a7b-5c6d7e8f9a0b"
 	src := &taintingSource{fakeSource: twoNICs(), tainted: true}
 	src.targets[0].Libvirt = &stats.LibvirtTarget{URI: "qemu:///system", UUID: uuid, Alias: "net1"}
+	src.targets[0].UUID = uuid // what stats.Collector fills in from the domain
 	e := New(src, Options{})
 	const want = `
 # HELP netctl_nic_libvirt_tainted 1 if this scrape asked QEMU through libvirt's monitor passthrough for the NIC (--qemu-monitor), after which libvirt marks the domain "tainted: custom-monitor"; 0 if it read only what libvirt reports. Only for NICs of libvirt domains.
@@ -45,10 +46,10 @@ netctl_nic_libvirt_tainted{backend="vhost-net",nic="net1",vm="web1"} 1
 		t.Error(err)
 	}
 	const wantInfo = `
-# HELP netctl_nic_info The NIC's host side: its link (tap or macvtap), QEMU netdev, QMP socket, vdpa device and libvirt domain (its UUID, for a NIC read through libvirt); always 1.
+# HELP netctl_nic_info The NIC's host side: its link (tap or macvtap), QEMU netdev, QMP socket, vdpa device and libvirt domain (its UUID, for a NIC read through libvirt), and the VM's UUID (QEMU's query-uuid; "" when QEMU has none): the ring counters are the VM's, carried across QEMU processes of the same UUID; always 1.
 # TYPE netctl_nic_info gauge
-netctl_nic_info{backend="userspace",libvirt_domain="",link="nctl1",netdev="netctl-net1",nic="net1",qmp="/run/db1.qmp",vdpa="",vm="db1"} 1
-netctl_nic_info{backend="vhost-net",libvirt_domain="` + uuid + `",link="nctl0",netdev="netctl-net1",nic="net1",qmp="/run/web1.qmp",vdpa="",vm="web1"} 1
+netctl_nic_info{backend="userspace",libvirt_domain="",link="nctl1",netdev="netctl-net1",nic="net1",qmp="/run/db1.qmp",uuid="",vdpa="",vm="db1"} 1
+netctl_nic_info{backend="vhost-net",libvirt_domain="` + uuid + `",link="nctl0",netdev="netctl-net1",nic="net1",qmp="/run/web1.qmp",uuid="` + uuid + `",vdpa="",vm="web1"} 1
 `
 	if err := testutil.CollectAndCompare(e, strings.NewReader(wantInfo), "netctl_nic_info"); err != nil {
 		t.Error(err)

@@ -12,8 +12,8 @@ import (
 
 // The metrics. Names follow Prometheus's conventions (base units,
 // counters end in _total) and node_exporter's node_network_* for the
-// link. Every per-NIC metric has the labels vm (QEMU's -name, or the QMP
-// socket when QEMU has none), nic (the device id in QEMU) and backend
+// link. Every per-NIC metric has the labels vm (QEMU's -name, else the
+// VM's UUID, else the QMP socket), nic (the device id in QEMU) and backend
 // (vhost-net, vdpa, userspace; "" for a NIC netctl did not attach).
 // Directions are the guest's: "receive" and rx are what the guest
 // received: a tap's transmit counter, a macvtap's receive counter
@@ -27,8 +27,8 @@ var (
 		"1 if the NIC's VM answered this scrape and the NIC is there, 0 if it is gone (VM exited, NIC detached) or no source answered.",
 		nicLabels, nil)
 	descNICInfo = prometheus.NewDesc("netctl_nic_info",
-		"The NIC's host side: its link (tap or macvtap), QEMU netdev, QMP socket, vdpa device and libvirt domain (its UUID, for a NIC read through libvirt); always 1.",
-		withNIC("link", "netdev", "qmp", "vdpa", "libvirt_domain"), nil)
+		"The NIC's host side: its link (tap or macvtap), QEMU netdev, QMP socket, vdpa device and libvirt domain (its UUID, for a NIC read through libvirt), and the VM's UUID (QEMU's query-uuid; \"\" when QEMU has none): the ring counters are the VM's, carried across QEMU processes of the same UUID; always 1.",
+		withNIC("link", "netdev", "qmp", "vdpa", "libvirt_domain", "uuid"), nil)
 	descLibvirtTainted = prometheus.NewDesc("netctl_nic_libvirt_tainted",
 		"1 if this scrape asked QEMU through libvirt's monitor passthrough for the NIC (--qemu-monitor), after which libvirt marks the domain \"tainted: custom-monitor\"; 0 if it read only what libvirt reports. Only for NICs of libvirt domains.",
 		nicLabels, nil)
@@ -42,16 +42,16 @@ var (
 		withNIC("source", "reason"), nil)
 
 	descQueueOffered = prometheus.NewDesc("netctl_queue_offered_descriptors_total",
-		"Descriptor chains the guest made available on a queue's ring (avail-ring entries), since netctl first read the ring. direction is the guest's (rx: the guest's receive queue).",
+		"Descriptor chains the guest made available on a queue's ring (avail-ring entries), since netctl first read the ring. direction is the guest's (rx: the guest's receive queue). "+ringContinuity,
 		withNIC("queue", "direction"), nil)
 	descQueueCompleted = prometheus.NewDesc("netctl_queue_completed_descriptors_total",
-		"Descriptor chains the device returned on a queue's ring (used-ring entries: for tx one per packet, for rx one per buffer), since netctl first read the ring. direction is the guest's.",
+		"Descriptor chains the device returned on a queue's ring (used-ring entries: for tx one per packet, for rx one per buffer), since netctl first read the ring. direction is the guest's. "+ringContinuity,
 		withNIC("queue", "direction"), nil)
 	descQueueUncounted = prometheus.NewDesc("netctl_queue_uncounted_steps_total",
 		"Steps of a queue's ring indices netctl did not count because they could not be told from the indices going back (more than half of the 16-bit range between two reads: a loadvm or snapshot revert, a reset not seen): each may hide up to 32768 descriptors.",
 		withNIC("queue", "direction"), nil)
 	descWorkerCPU = prometheus.NewDesc("netctl_vhost_worker_cpu_seconds_total",
-		"CPU time of the vhost-net worker thread of a queue pair (one per /dev/vhost-net fd).",
+		"CPU time of the vhost-net worker thread of a queue pair (one per /dev/vhost-net fd): the thread's own, so a new thread (a migration's destination, a re-attach) starts again at 0, a counter reset.",
 		withNIC("queue"), nil)
 	descVDPAReceived = prometheus.NewDesc("netctl_vdpa_queue_received_descriptors_total",
 		"vdpa vstats received_desc of a virtqueue (the parent driver's own counter; only some drivers, e.g. mlx5_vdpa, have it).",
@@ -72,6 +72,10 @@ var (
 		"NICs in this scrape, including those gone since an earlier one.", nil, nil)
 )
 
+// ringContinuity is what the ring counters' HELP says of a VM's NIC
+// moving to another QEMU process (package stats, continuity.go).
+const ringContinuity = "They are the VM's (by its UUID, netctl_nic_info's uuid): a QEMU on this host that takes the NIC over goes on with them, from the indices the guest carried over when it came by migration (-incoming), and counting its new rings on top when it booted the guest itself (as for a device reset); without a UUID a new QEMU process starts again at 0."
+
 // linkDirs are node_exporter's four per-direction link counters.
 var linkDescs = func() (m [2][4]*prometheus.Desc) {
 	for d, dir := range []string{"receive", "transmit"} {
@@ -80,7 +84,7 @@ var linkDescs = func() (m [2][4]*prometheus.Desc) {
 		} {
 			m[d][i] = prometheus.NewDesc("netctl_link_"+dir+"_"+c.name+"_total",
 				c.help+" the guest "+map[string]string{"receive": "received (a tap's transmit counter, a macvtap's receive counter)", "transmit": "sent (a tap's receive counter, a macvtap's transmit counter)"}[dir]+
-					"; per NIC: tun and macvtap have no per-queue counters.",
+					"; per NIC: tun and macvtap have no per-queue counters. The link's own counters, as node_exporter's: a link made anew (a migration's destination, a re-attach) starts again at 0, a counter reset.",
 				withNIC("device"), nil)
 		}
 	}
@@ -173,7 +177,7 @@ func nicMetrics(s stats.NICStats, up bool, labels []string, emit func(prometheus
 		domain = t.Libvirt.UUID
 		gauge(descLibvirtTainted, b2f(s.Tainted))
 	}
-	gauge(descNICInfo, 1, t.Link, t.Netdev, t.QMP, t.VDPA, domain)
+	gauge(descNICInfo, 1, t.Link, t.Netdev, t.QMP, t.VDPA, domain, t.UUID)
 	if t.QueuePairs > 0 {
 		gauge(descQueuePairs, float64(t.QueuePairs))
 	}

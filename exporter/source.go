@@ -46,10 +46,11 @@ type StatsSource struct {
 // target's NICs of its last listing whose QEMU still runs (same pid and
 // start time): they are then sampled as far as their sources allow (the
 // link; the qmp source says why not), not taken for gone; its error is
-// still reported. What the Collector kept of their rings is dropped:
+// still reported. What the Collector kept of their rings is forgotten:
 // without the listing nothing says the NIC is still plugged, and a
 // detached NIC's rings are memory the guest has freed. They are found
-// again (counting from 0) once the VM answers.
+// again once the VM answers: a VM with a UUID goes on with its counts
+// (kept for the Collector's KeepFor), one without counts from 0.
 func (s *StatsSource) Targets(ctx context.Context) ([]stats.Target, map[string]error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -31,17 +31,24 @@ type Options struct {
 	// NICs are read from what libvirt and the host report: the link
 	// counters, the vhost workers; the rings are not counted (NoMonitorWhy).
 	LibvirtMonitor bool
+	// KeepFor is how long Forget keeps the ring counts of a VM with a
+	// UUID, for another QEMU process of the same VM (a migration's
+	// destination, a restart) to go on with them; 0 is DefaultKeepFor.
+	KeepFor time.Duration
 }
 
 // Collector reads NICs' counters. It is safe for concurrent use. It holds
-// no fd and no QMP connection between calls: only each target's ring
-// state (cached host addresses of its rings, last 16-bit indices and the
-// accumulated counts), guarded by mu.
+// no fd and no QMP connection between calls: only each NIC's ring state
+// (cached host addresses of its rings, last 16-bit indices and the
+// accumulated counts: its VM's when the VM has a UUID, see continuity.go)
+// and each QEMU process's UUID, guarded by mu.
 type Collector struct {
 	o Options
 
-	mu    sync.Mutex            // guards rings
-	rings map[string]*ringState // by Target.Key()
+	mu    sync.Mutex            // guards rings, alias and uuids
+	rings map[string]*ringState // by ringKey
+	alias map[string]string     // Target.Key() -> ringKey, for Forget
+	uuids map[procID]string     // each QEMU process's UUID ("" none), asked once
 }
 
 // NewCollector makes a Collector.
@@ -52,22 +59,51 @@ func NewCollector(o Options) *Collector {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Collector{o: o, rings: map[string]*ringState{}}
+	if o.KeepFor <= 0 {
+		o.KeepFor = DefaultKeepFor
+	}
+	return &Collector{o: o, rings: map[string]*ringState{}, alias: map[string]string{}, uuids: map[procID]string{}}
 }
 
-// Forget drops what the Collector keeps about a NIC that is gone.
+// Forget drops what the Collector keeps about a NIC that is gone. The
+// ring counts of a VM with a UUID are kept for Options.KeepFor (not read
+// meanwhile), for another QEMU of the same VM to go on with (see
+// continuity.go); a Forget of a QEMU whose counts another QEMU of the VM
+// has taken over changes nothing.
 func (c *Collector) Forget(t Target) {
 	c.mu.Lock()
-	delete(c.rings, t.Key())
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	key, ok := c.alias[t.Key()]
+	if !ok {
+		key = ringKey(t)
+	}
+	delete(c.alias, t.Key())
+	r := c.rings[key]
+	if r == nil {
+		return
+	}
+	if !isVMKey(key) {
+		delete(c.rings, key)
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if t.PID > 0 && r.pid != t.PID {
+		return // another QEMU of the VM counts them now
+	}
+	if r.heldSince.IsZero() {
+		r.heldSince = c.o.Now()
+	}
 }
 
 // Collect reads every target; it never fails as a whole: a VM gone or a
 // monitor busy is that NIC's Missing entry. The result is in the order of
 // ts. Targets of one VM share one QMP connection, dialed and closed
 // within the call; VMs are read in parallel. It keeps the last ring
-// indices per target to accumulate 16-bit wraps.
+// indices per NIC to accumulate 16-bit wraps, and fills each result's
+// Target.UUID (QMP query-uuid, asked once per QEMU process).
 func (c *Collector) Collect(ctx context.Context, ts []Target) []NICStats {
+	c.prune()
 	out := make([]NICStats, len(ts))
 	groups := map[string][]int{}
 	var order []string
@@ -120,6 +156,10 @@ func (c *Collector) collectVM(ctx context.Context, ts []Target, idx []int, out [
 	defer cancel()
 	sess := c.openSession(vctx, ts[idx[0]], scan)
 	defer sess.close()
+	uuid := c.vmUUID(vctx, sess, ts[idx[0]])
+	for _, i := range idx {
+		out[i].Target.UUID = uuid
+	}
 	workers := assignWorkers(ts, idx, c.o.Now, scan)
 	for _, i := range idx {
 		nctx, ncancel := context.WithTimeout(vctx, c.o.Deadline)

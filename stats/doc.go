@@ -23,8 +23,9 @@
 //     chains the driver made available, Completed those the device used:
 //     for TX one per packet; for RX one per buffer (a packet with
 //     mergeable buffers may take several); both from 0 at netctl's first
-//     read. The addresses are cached, asked again at each collection,
-//     and a reset starts the rings' counts from 0 again: the device's
+//     read of the VM's NIC (see "Whose counts"). The addresses are
+//     cached, asked again at each collection, and a reset starts the
+//     rings' counts from 0 again: the device's
 //     status changing, the rings moving, or a read between collections
 //     that saw what a live ring never does (then nothing is counted until
 //     the next collection). vhost stopping and starting (a paused VM, a
@@ -48,6 +49,19 @@
 //
 // Rate is pure (no I/O): per-second rates between two samples of one
 // NIC, with counter resets flagged instead of turned into huge rates.
+//
+// Whose counts: the ring counts of a VM with a UUID (QMP query-uuid, a
+// libvirt domain's; QEMU's default, all zero, is none) are the VM's, not
+// one QEMU process's (continuity.go): a QEMU of the same VM that takes a
+// NIC over on this host once its guest's driver runs goes on with them,
+// from the indices last read when it was started with -incoming (a
+// migration's destination: the guest's rings came with their indices, and
+// the traffic between the last read of the source and the switchover is
+// counted once), else as a reset (a QEMU that booted the guest itself: the
+// counts carried over, its new rings counted from 0); the older QEMU then
+// yields ("NIC gone from this QEMU"). Without a UUID a new QEMU process
+// counts from 0. The link counters are the link's own and the vhost
+// workers' CPU time the thread's: a new tap or thread starts at 0.
 //
 // Who owns what: a Collector holds no fd and no QMP connection between
 // calls; Collect dials each VM's monitor (qemuproc.Dial: a monitor

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -43,10 +44,14 @@ type fakeVM struct {
 	// onStatus runs (under mu) after each x-query-virtio-status answer:
 	// a test changes the device between the status and what follows.
 	onStatus func()
-	gen      int  // the rings' placement: a reset may move them (gen 0, 1, ...)
-	packed   bool // VIRTIO_F_RING_PACKED negotiated
-	iommu    bool // VIRTIO_F_IOMMU_PLATFORM (ACCESS_PLATFORM) negotiated
-	statusN  int  // x-query-virtio-status answers
+	gen      int    // the rings' placement: a reset may move them (gen 0, 1, ...)
+	packed   bool   // VIRTIO_F_RING_PACKED negotiated
+	iommu    bool   // VIRTIO_F_IOMMU_PLATFORM (ACCESS_PLATFORM) negotiated
+	statusN  int    // x-query-virtio-status answers
+	uuid     string // query-uuid's answer ("" is QEMU's default, the nil UUID)
+	// ctl: a file whose content "nodriver" takes DRIVER_OK out of the
+	// status (a fake QEMU in its own process: fakeproc_test.go).
+	ctl string
 }
 
 const (
@@ -145,8 +150,19 @@ func (f *fakeVM) answer(cmd string, raw json.RawMessage) (string, string, string
 	switch cmd {
 	case "qmp_capabilities":
 		return "{}", "", ""
+	case "query-uuid":
+		u := f.uuid
+		if u == "" {
+			u = "00000000-0000-0000-0000-000000000000"
+		}
+		return fmt.Sprintf(`{"UUID": %q}`, u), "", ""
 	case "x-query-virtio-status":
 		st, _ := json.Marshal(f.statuses)
+		if f.ctl != "" {
+			if b, _ := os.ReadFile(f.ctl); strings.TrimSpace(string(b)) == "nodriver" {
+				st, _ = json.Marshal(f.statuses[:min(3, len(f.statuses))])
+			}
+		}
 		transports := `["VIRTIO_RING_F_EVENT_IDX: x", "VIRTIO_F_VERSION_1: x"]`
 		if f.packed {
 			transports = `["VIRTIO_RING_F_EVENT_IDX: x", "VIRTIO_F_VERSION_1: x", "VIRTIO_F_RING_PACKED: Device supports packed VQ layout"]`

@@ -45,8 +45,18 @@ type ringState struct {
 	// vhost-user or vdpa device's own queues while vhost is stopped):
 	// each collection tries again.
 	partial bool
-	readAt  time.Time // when the indices were last read
-	queues  []ringQueue
+	// gone: a collection saw the device unplugged (stopped is set too).
+	gone bool
+	// heldSince: Forget kept these counts (a VM's, for another QEMU of
+	// it to go on with) at this time: nothing reads the rings until a
+	// collection resolves them again (zero: not held).
+	heldSince time.Time
+	// attached: when netctl attached the NIC whose rings these are
+	// (Target.Attached; zero for a NIC found over QMP): another is
+	// another device, its rings new.
+	attached time.Time
+	readAt   time.Time // when the indices were last read
+	queues   []ringQueue
 }
 
 type ringQueue struct {
@@ -204,6 +214,9 @@ func (r *ringState) sample(validated bool, now func() time.Time) error {
 	if r.stopped {
 		return fmt.Errorf("the device was reset since its rings were found: %w", ErrNotAvailable)
 	}
+	if !r.heldSince.IsZero() {
+		return fmt.Errorf("not counted until the monitor confirms the rings (the NIC was not listed): %w", ErrNotAvailable)
+	}
 	if r.suspect != "" && !validated {
 		return fmt.Errorf("not counted until the monitor confirms the rings (a reset?): %s: %w", r.suspect, ErrNotAvailable)
 	}
@@ -295,7 +308,7 @@ func (r *ringState) markStopped(fingerprint string) {
 // markGone records that a collection saw the device gone (unplugged).
 func (r *ringState) markGone() {
 	r.mu.Lock()
-	r.stopped = true
+	r.stopped, r.gone = true, true
 	r.mu.Unlock()
 }
 
@@ -393,17 +406,32 @@ func socketGone(err error) bool {
 // indices going on.
 func (c *Collector) readRings(ctx context.Context, sess *session, s *NICStats) {
 	t := s.Target
-	key := t.Key()
+	key := c.ringKeyOf(t)
 	c.mu.Lock()
 	r := c.rings[key]
 	c.mu.Unlock()
 	if sess.c == nil {
 		s.missing(SourceQMP, sess.why)
+	}
+	id := procOf(t, sess.c)
+	if r != nil {
+		// The VM's counts, another QEMU of it counting them now (a
+		// migration's destination took the NIC over): this one leaves them.
+		if pid, yield := r.yieldTo(id); yield {
+			s.missing(SourceRings, fmt.Sprintf("NIC gone from this QEMU: counted from QEMU pid %d now, which runs the same VM (UUID %s) and has taken the NIC over (a migration's destination)", pid, t.UUID))
+			return
+		}
+	}
+	// mine: r holds this QEMU's rings; otherwise this QEMU may take the
+	// VM's counts over once its rings are found (continuity.go), and
+	// until then changes nothing in them.
+	mine := r != nil && r.ownedBy(id)
+	if sess.c == nil {
 		if sess.rings != "" {
 			s.missing(SourceRings, sess.rings)
 			return
 		}
-		if r == nil {
+		if !mine {
 			s.missing(SourceRings, "no ring addresses yet and no QMP to find them: "+sess.why)
 			return
 		}
@@ -419,7 +447,7 @@ func (c *Collector) readRings(ctx context.Context, sess *session, s *NICStats) {
 	if err != nil {
 		if isGone(err) {
 			err = fmt.Errorf("NIC gone: QEMU has no device %s (detached?): %w", t.NIC, err)
-			if r != nil {
+			if mine {
 				// Its rings are memory the guest has freed: not read
 				// again, and a device plugged back under the same id
 				// counts from 0 (the counts carried over), wherever
@@ -432,7 +460,9 @@ func (c *Collector) readRings(ctx context.Context, sess *session, s *NICStats) {
 	}
 	if st.packed() {
 		// A packed ring has no avail and used indices to read.
-		c.Forget(t)
+		if mine {
+			c.drop(key, r)
+		}
 		s.missing(SourceRings, "packed ring: not counted (the guest negotiated VIRTIO_F_RING_PACKED: netctl reads split rings only)")
 		return
 	}
@@ -440,23 +470,27 @@ func (c *Collector) readRings(ctx context.Context, sess *session, s *NICStats) {
 		// The addresses QEMU gives are I/O virtual addresses behind the
 		// guest's vIOMMU (if it has one: SEV/TDX guests negotiate the bit
 		// without), not guest-physical: gpa2hva would name some other page.
-		c.Forget(t)
+		if mine {
+			c.drop(key, r)
+		}
 		s.missing(SourceRings, "IOMMU platform: not counted (the guest negotiated VIRTIO_F_ACCESS_PLATFORM, iommu_platform=on: the ring addresses QEMU reports are I/O virtual addresses netctl cannot translate)")
 		return
 	}
 	if !st.driverOK() {
-		if r != nil {
+		if mine {
 			// A reset under way: whatever status the driver comes back
 			// with, its rings start at 0 again (resolved afresh, the
 			// counts carried over as after a reset).
 			r.markStopped(st.fingerprint())
 		}
+		// Another QEMU's counts (an incoming migration still loading
+		// the device's state) are left as they are.
 		s.missing(SourceRings, fmt.Sprintf("the guest's driver has not started the device (status %s)", statusWords(st)))
 		return
 	}
-	if r != nil {
+	if mine {
 		r.mu.Lock()
-		same := r.fingerprint == st.fingerprint() && !r.stopped && !r.partial && r.pid == t.PID
+		same := r.fingerprint == st.fingerprint() && !r.stopped && !r.partial && r.heldSince.IsZero() && r.attached.Equal(t.Attached)
 		r.mu.Unlock()
 		if same && r.sameAddresses(ctx, sess.c, path, t) {
 			if err := r.sample(true, c.o.Now); err == nil {
@@ -471,15 +505,25 @@ func (c *Collector) readRings(ctx context.Context, sess *session, s *NICStats) {
 		return
 	}
 	nr.fingerprint = st.fingerprint()
-	if r != nil && r.pid == nr.pid && r.pidStart == nr.pidStart {
-		// The same QEMU (a reused pid is another process: its rings
-		// start from its own indices).
+	if r != nil {
+		// The same QEMU, or another QEMU of the VM taking its counts over
+		// (continuity.go). A reused pid is another process.
+		moved := !r.ownedBy(procID{nr.pid, nr.pidStart})
+		// A QEMU started with -incoming has the guest's rings, indices
+		// and all, from the QEMU before it: they go on. The old QEMU's
+		// NIC unplugged after the switchover (its record released) is
+		// not a reset of these rings.
+		incoming := moved && startedIncoming(nr.pid)
 		r.mu.Lock()
 		// Carry the counts over. A status change or a reset seen reset
-		// every queue; rings at other addresses, or a queue reads saw
-		// reset, start that queue at 0 again. A failed read with the
-		// same status and addresses (a remap) keeps the indices.
-		reset := r.fingerprint != nr.fingerprint || r.stopped
+		// every queue, as do another QEMU that booted the guest itself
+		// and, in the same QEMU, a NIC netctl attached again (a new
+		// device: its driver sets its rings up from 0, maybe on the same
+		// pages); rings at other addresses, or a queue reads saw reset,
+		// start that queue at 0 again. A failed read with the same status
+		// and addresses (a remap) keeps the indices.
+		reattached := !moved && !r.attached.Equal(nr.attached)
+		reset := r.fingerprint != nr.fingerprint || (r.stopped && !(incoming && r.gone)) || (moved && !incoming) || reattached
 		old := map[int]ringQueue{}
 		for _, q := range r.queues {
 			old[q.vq] = q
@@ -511,9 +555,26 @@ func (c *Collector) readRings(ctx context.Context, sess *session, s *NICStats) {
 		return
 	}
 	c.mu.Lock()
+	if c.rings[key] != r {
+		// Another QEMU of the VM was read at the same time and took the
+		// counts first: carrying from what this one started with could
+		// count twice.
+		c.mu.Unlock()
+		s.missing(SourceRings, "not counted until the next collection: another QEMU of the same VM (UUID "+t.UUID+") was read at the same time, and the next collection decides which one counts")
+		return
+	}
 	c.rings[key] = nr
 	c.mu.Unlock()
 	s.Queues, s.RingsTime = nr.snapshot()
+}
+
+// drop deletes the ring state r under key, unless another has replaced it.
+func (c *Collector) drop(key string, r *ringState) {
+	c.mu.Lock()
+	if c.rings[key] == r {
+		delete(c.rings, key)
+	}
+	c.mu.Unlock()
 }
 
 // sameAddresses asks QEMU again (safely: askQueue) where each cached
@@ -574,7 +635,7 @@ func resolveRings(ctx context.Context, c Monitor, path string, t Target, st *vir
 		}
 		pid = p
 	}
-	r := &ringState{pid: pid, pidStart: t.PIDStart}
+	r := &ringState{pid: pid, pidStart: t.PIDStart, attached: t.Attached}
 	if r.pidStart == 0 {
 		r.pidStart, _ = qemuproc.StartTime(pid)
 	}

@@ -28,6 +28,7 @@ func TestVM(t *testing.T) {
 	t.Run("workers", func(t *testing.T) { testWorkers(t, k) })
 	t.Run("vdpa", func(t *testing.T) { testVDPA(t, k) })
 	t.Run("rings_vhost", func(t *testing.T) { testRingsVhost(t, k) })
+	t.Run("migration", func(t *testing.T) { testMigration(t, k) })
 	t.Run("rings_vhost_linux", func(t *testing.T) { testRingsVhostLinux(t, k) })
 }
 

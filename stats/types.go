@@ -56,6 +56,12 @@ type Target struct {
 	// read through libvirt's API (see Options.LibvirtMonitor). (Extension
 	// of the agreed API.)
 	Libvirt *LibvirtTarget
+	// UUID is the VM's UUID, lower case (QMP query-uuid; a libvirt
+	// domain's own): "" when QEMU has none (its default, all zero) or it
+	// is not known yet. Collect fills it in the NICStats' Target. A NIC's
+	// ring counts belong to its VM (UUID, name, NIC id), not to one QEMU
+	// process: see Collector. (Extension of the agreed API.)
+	UUID string
 }
 
 // qomID is the NIC's device id in QEMU: a libvirt interface's alias.
