@@ -93,7 +93,7 @@ demo: vm-prepare
 ## the data path of a nested guest in the VM), stats' (exporter scrape cost, stats --watch CPU, on this
 ## host) and the vhost-user bridge's (data path against direct vhost-net, QEMU's first packet through it,
 ## in the VM); JSON lines appended to bench/results.jsonl.
-## BENCH=vhostnet, BENCH=attach, BENCH=stats, BENCH=vhostuser or BENCH=libvirt runs one of the sets.
+## BENCH=vhostnet, BENCH=attach, BENCH=stats, BENCH=vhostuser, BENCH=libvirt or BENCH=migrate runs one of the sets.
 BENCH ?= all
 bench: KERNEL := 6.12
 bench: vm-prepare
@@ -106,6 +106,7 @@ bench: vm-prepare
 	$(GO) build -o $(BIN)/stats-bench ./test/bench/stats
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/statsvhost-bench ./test/bench/statsvhost
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/vhostuser-bench ./test/bench/vhostuser
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/migrate-bench ./test/bench/migrate
 	BIN=$(BIN) BENCH=$(BENCH) bash test/bench/run.sh
 
 clean:

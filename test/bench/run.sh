@@ -22,6 +22,11 @@
 #     attach-device/detach-device of the same kind of interface on a tap
 #     made beforehand, 7 interleaved rounds (BenchmarkLibvirtAttach in
 #     test/libvirtd, run as a Go benchmark: it needs the private daemon).
+#   migrate: migrate-bench (test/bench/migrate) in one 6.12 VM with 2
+#     vCPUs: one nested guest migrated 10 times over a unix socket, its
+#     NIC on the destination alternately netctl's (netctl migrate
+#     incoming) and QEMU's own tap,vhost=on: QEMU's downtime and the
+#     blackout a 10 ms ping sees.
 #   vhostuser: vhostuser-bench (test/bench/vhostuser) in one 6.12 VM with
 #     2 vCPUs: the vhost-user bridge's data path against direct vhost-net
 #     with the same driver, a firmware QEMU's first DHCP packet through
@@ -41,7 +46,7 @@ run() {
   "$VMEXEC" run -kernel 6.12 -timeout 15m "$@" | tee -a "$out"
 }
 BENCH=${BENCH:-all}
-case "$BENCH" in all|vhostnet|attach|stats|vhostuser|libvirt) ;; *) echo "bench: BENCH=$BENCH: use all, vhostnet, attach, stats, vhostuser or libvirt" >&2; exit 2;; esac
+case "$BENCH" in all|vhostnet|attach|stats|vhostuser|libvirt|migrate) ;; *) echo "bench: BENCH=$BENCH: use all, vhostnet, attach, stats, vhostuser, libvirt or migrate" >&2; exit 2;; esac
 if [ "$BENCH" = all ] || [ "$BENCH" = vhostnet ]; then
 run -smp 2 -mem 2048 -- "/host$BIN/vhostnet-bench" -commit "$commit" -c "/host$BIN/setup-c" -vdpa-c "/host$BIN/vdpa-setup-c" -rounds 5 \
   -host-load "$(cat /proc/loadavg)" \
@@ -83,6 +88,12 @@ fi
 if [ "$BENCH" = all ] || [ "$BENCH" = libvirt ]; then
   NETCTL_BENCH=libvirt NETCTL_BENCH_COMMIT="$commit" NETCTL_BENCH_LOAD="$(cat /proc/loadavg)" NETCTL_VM_CACHE=${NETCTL_VM_CACHE:-$PWD/.cache/vm} \
     go test -count=1 -run '^$' -bench '^BenchmarkLibvirtAttach$' -benchtime 1x ./test/libvirtd | tee -a "$out"
+fi
+if [ "$BENCH" = all ] || [ "$BENCH" = migrate ]; then
+  cache=${NETCTL_VM_CACHE:-$PWD/.cache/vm}
+  vmlinuz=$(sed -n 's/.*"vmlinuz": *"\([^"]*\)".*/\1/p' "$cache/kernel-6.12/image.json")
+  run -smp 2 -mem 2048 -- "/host$BIN/migrate-bench" -commit "$commit" -rounds 5 \
+    -host-load "$(cat /proc/loadavg)" -vmlinuz "/host$vmlinuz"
 fi
 grep '^{' "$out" >> bench/results.jsonl
 echo "bench: $(grep -c '^{' "$out") results appended to bench/results.jsonl in $(( $(date +%s) - t0 ))s"
