@@ -18,6 +18,7 @@ import (
 	"github.com/netctl/netctl/migrate"
 	"github.com/netctl/netctl/qmp"
 	"github.com/netctl/netctl/test/l2"
+	testpool "github.com/netctl/netctl/test/pool"
 )
 
 // TestMigrateHalfProcess is one VM's half of TestHostMigrateAcrossKernels
@@ -52,7 +53,7 @@ func migrateOut(ctx context.Context, t *testing.T, r *rig, run, dir, qdir string
 	src := r.boot("x"+run, false)
 	req := attach.Request{QMP: src.QMP, ID: "net1", Backend: "vhost-net", MAC: guestMAC, StateDir: r.dir}
 	if run == "pinned" {
-		req.Pool = vmPool(t)
+		req.Pool = testpool.VMKernels(t)
 	}
 	nic, err := attach.Attach(ctx, req)
 	if err != nil {
@@ -111,7 +112,7 @@ func migrateIn(ctx context.Context, t *testing.T, r *rig, run, dir, qdir string)
 	dst := r.boot("y"+run, true)
 	req := migrate.IncomingRequest{QMP: dst.QMP, Manifest: m, StateDir: r.dir}
 	if run == "pinned" {
-		req.Pool = vmPool(t)
+		req.Pool = testpool.VMKernels(t)
 	}
 	nics, err := migrate.Incoming(ctx, req)
 	if run == "unpinned" {

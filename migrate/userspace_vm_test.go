@@ -2,9 +2,7 @@ package migrate_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -16,39 +14,11 @@ import (
 	"github.com/netctl/netctl/internal/testenv"
 	"github.com/netctl/netctl/migrate"
 	"github.com/netctl/netctl/policy"
-	"github.com/netctl/netctl/policy/host"
 	"github.com/netctl/netctl/policy/probe"
 	"github.com/netctl/netctl/qmp"
+	testpool "github.com/netctl/netctl/test/pool"
 	"github.com/netctl/netctl/virtio"
 )
-
-// vmPool is the plan of the two test VMs' kernels (their saved probes),
-// as netctl attach --plan reads it.
-func vmPool(t *testing.T) *policy.Pool {
-	t.Helper()
-	var hs []*host.Description
-	for _, f := range []string{"probe-6.1.json", "probe-6.12.json"} {
-		b, err := os.ReadFile("../policy/testdata/" + f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h, err := host.Parse(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		hs = append(hs, h)
-	}
-	plan, err := policy.Plan(hs, policy.Request{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := json.Marshal(plan)
-	pool, err := policy.ParsePlanFile(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pool
-}
 
 // TestVMMigrateUserspaceToVhostNet: a guest whose NIC runs on QEMU's
 // userspace virtio-net (a host that fell back) negotiates RING_RESET,
@@ -168,7 +138,7 @@ func TestVMMigrateUserspaceToVhostNet(t *testing.T) {
 	if err := attach.Detach(ctx, attach.DetachRequest{QMP: src.QMP, ID: "net1", StateDir: r.dir}); err != nil {
 		t.Fatal(err)
 	}
-	pool := vmPool(t)
+	pool := testpool.VMKernels(t)
 	nic, err = attach.Attach(ctx, attach.Request{QMP: src.QMP, ID: "net1", Backend: "userspace", MAC: guestMAC, StateDir: r.dir, Pool: pool})
 	if err != nil {
 		t.Fatal(err)

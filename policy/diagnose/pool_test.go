@@ -1,41 +1,12 @@
 package diagnose
 
 import (
-	"encoding/json"
-	"os"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/netctl/netctl/policy"
-	"github.com/netctl/netctl/policy/host"
+	testpool "github.com/netctl/netctl/test/pool"
 )
-
-func poolOf(t *testing.T, probes ...string) *policy.Pool {
-	t.Helper()
-	var hs []*host.Description
-	for _, p := range probes {
-		b, err := os.ReadFile("../testdata/" + p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h, err := host.Parse(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		hs = append(hs, h)
-	}
-	plan, err := policy.Plan(hs, policy.Request{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := json.Marshal(plan)
-	pool, err := policy.ParsePlanFile(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pool
-}
 
 // TestCheckPoolSaysRingResetIsOutside: a real guest (6.12) on QEMU 7.2's
 // userspace virtio-net negotiated RING_RESET; held against the 6.1+6.12
@@ -50,7 +21,7 @@ func TestCheckPoolSaysRingResetIsOutside(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool := poolOf(t, "probe-6.1.json", "probe-6.12.json")
+	pool := testpool.VMKernels(t)
 	r.CheckPool(pool)
 	if r.Pool == nil || !slices.Contains(r.Pool.Acked, "RING_RESET") || !strings.Contains(r.Pool.Verdict, "not migratable within the pool") {
 		t.Fatalf("pool check %+v", r.Pool)
@@ -64,7 +35,8 @@ func TestCheckPoolSaysRingResetIsOutside(t *testing.T) {
 	}
 	// Against a plan of 6.12 alone it is within.
 	r2, _ := Explain(s)
-	r2.CheckPool(poolOf(t, "probe-6.12.json"))
+	_, only612 := testpool.Of(t, "probe-6.12.json")
+	r2.CheckPool(only612)
 	if len(r2.Pool.Acked) != 0 || !strings.Contains(r2.Pool.Verdict, "within plan") {
 		t.Errorf("6.12-only pool: %+v", r2.Pool)
 	}
