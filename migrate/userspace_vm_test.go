@@ -14,6 +14,8 @@ import (
 	"github.com/netctl/netctl/internal/testenv"
 	"github.com/netctl/netctl/migrate"
 	"github.com/netctl/netctl/policy"
+	"github.com/netctl/netctl/policy/diagnose"
+	"github.com/netctl/netctl/policy/diagnose/gather"
 	"github.com/netctl/netctl/policy/probe"
 	"github.com/netctl/netctl/qmp"
 	testpool "github.com/netctl/netctl/test/pool"
@@ -65,6 +67,10 @@ func TestVMMigrateUserspaceToVhostNet(t *testing.T) {
 	}
 	if !slices.Contains(m.NICs[0].Negotiated, "RING_RESET") {
 		t.Fatalf("the guest did not negotiate RING_RESET on QEMU's userspace virtio-net: %v", m.NICs[0].Negotiated)
+	}
+	// netctl diagnose --plan on the real QEMU says so.
+	if pc := poolCheck(ctx, t, src.QMP); !slices.Contains(pc.Acked, "RING_RESET") || !strings.Contains(pc.Verdict, "not migratable within the pool") {
+		t.Errorf("diagnose --plan of the unpinned NIC: %+v", pc)
 	}
 
 	dst := r.boot("udst", true)
@@ -155,6 +161,9 @@ func TestVMMigrateUserspaceToVhostNet(t *testing.T) {
 	if slices.Contains(m.NICs[0].Negotiated, "RING_RESET") || m.NICs[0].Pool != pool.ID {
 		t.Fatalf("pinned manifest %+v", m.NICs[0])
 	}
+	if pc := poolCheck(ctx, t, src.QMP); len(pc.Acked) != 0 || len(pc.Offered) != 0 || !strings.Contains(pc.Verdict, "within plan") {
+		t.Errorf("diagnose --plan of the pinned NIC: %+v", pc)
+	}
 	dst2 := r.boot("udst2", true)
 	dnics, err = migrate.Incoming(ctx, migrate.IncomingRequest{QMP: dst2.QMP, Manifest: m, StateDir: r.dir, Pool: pool})
 	if err != nil || len(dnics) != 1 || dnics[0].Backend != "vhost-net" {
@@ -171,4 +180,25 @@ func TestVMMigrateUserspaceToVhostNet(t *testing.T) {
 	}
 	sent, got := p.stop(t)
 	t.Logf("pinned migration: downtime %d ms; pings over the whole test %d sent, %d answered", mig.Downtime, sent, got)
+}
+
+// poolCheck is what netctl diagnose --plan (the VMs' plan) says of the
+// VM's NIC net1.
+func poolCheck(ctx context.Context, t *testing.T, sock string) *diagnose.PoolCheck {
+	t.Helper()
+	c, err := qmp.Dial(ctx, sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	snap, err := gather.Gather(ctx, c, gather.Options{ID: "net1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := diagnose.Explain(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.CheckPool(testpool.VMKernels(t))
+	return r.Pool
 }

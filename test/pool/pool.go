@@ -5,6 +5,8 @@ package pool
 
 import (
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -18,7 +20,11 @@ import (
 func Probe(t testing.TB, name string) *host.Description {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
-	b, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "policy", "testdata", name))
+	p := filepath.Join(filepath.Dir(file), "..", "..", "policy", "testdata", name)
+	b, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		b, err = os.ReadFile("/host" + p) // in the test VM the tree is under /host
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
