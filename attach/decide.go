@@ -24,7 +24,7 @@ func (a *attacher) decide(ctx context.Context, version string) (policy.Decision,
 		name := hostnic.VDPAName(p.ID)
 		// MAC, MTU and max_vqp go to the device only when asked for: a
 		// management device may refuse config attributes (VDUSE does).
-		spec := VDPASpec{Name: name, Mgmtdev: p.Mgmtdev, MTU: p.MTU}
+		spec := VDPASpec{Name: name, Mgmtdev: p.Mgmtdev, MTU: p.MTU, Pin: p.Pool}
 		if p.MAC != "" {
 			spec.MAC = p.mac
 		}

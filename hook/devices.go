@@ -1,6 +1,9 @@
 package hook
 
-import "github.com/netctl/netctl/hostnic"
+import (
+	"github.com/netctl/netctl/hostnic"
+	"github.com/netctl/netctl/policy"
+)
 
 // Devices is what the hook does to the host: hostnic's one interface of
 // the host side of a NIC. RealDevices does it to this host (in the
@@ -26,6 +29,6 @@ func tapSpec(it Interface, owner int) hostnic.PersistentTap {
 // vdpaSpec is the vdpa device interface it asks for. The MAC is
 // optional: libvirt gives QEMU the XML's MAC for the guest, so a
 // management device that takes none (VDUSE) gets the device without.
-func vdpaSpec(it Interface) hostnic.VDPASpec {
-	return hostnic.VDPASpec{Name: it.Name, Mgmtdev: it.Mgmtdev, MAC: it.MAC, MTU: it.MTU, MaxVQP: it.Queues, MACOptional: true}
+func vdpaSpec(it Interface, pool *policy.Pool) hostnic.VDPASpec {
+	return hostnic.VDPASpec{Name: it.Name, Mgmtdev: it.Mgmtdev, MAC: it.MAC, MTU: it.MTU, MaxVQP: it.Queues, MACOptional: true, Pin: pool}
 }

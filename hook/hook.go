@@ -319,7 +319,7 @@ func (h *Hook) Prepare(ctx context.Context, p *Plan) (res *Result, err error) {
 			if err := save(); err != nil {
 				return nil, fmt.Errorf("domain %s: %w", p.Domain, err)
 			}
-			vhost, err := h.Devices.CreateVDPA(ctx, vdpaSpec(it))
+			vhost, err := h.Devices.CreateVDPA(ctx, vdpaSpec(it, h.Config.Pool()))
 			if err != nil {
 				rec.VDPAs = rec.VDPAs[:len(rec.VDPAs)-1]
 				return nil, fmt.Errorf("domain %s: interface %s: %w", p.Domain, ifaceName(it.MAC, i), err)

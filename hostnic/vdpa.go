@@ -14,8 +14,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/netctl/netctl/internal/errs"
+	"github.com/netctl/netctl/policy"
 	"github.com/netctl/netctl/policy/host"
 	"github.com/netctl/netctl/vdpa"
+	"github.com/netctl/netctl/virtio"
 )
 
 // VDPASpec says what vdpa device CreateVDPA makes. MAC, MTU and MaxVQP
@@ -32,6 +34,28 @@ type VDPASpec struct {
 	// guest's MAC is set elsewhere (libvirt's XML gives it to QEMU). An
 	// MTU or queue count it cannot set stays an error.
 	MACOptional bool
+	// Pin, when set, is a pool's plan (policy.Pool): a management device
+	// that says which features it supports gets the device with
+	// device_features provisioned without the managed bits the plan
+	// leaves out (Provisioned), so that it cannot offer them; one that does
+	// not say, or refuses the attribute (VDUSE), makes the device as it is
+	// (QEMU's properties, from the same plan, keep the guest from them).
+	Pin *policy.Pool
+}
+
+// Provisioned is device_features for a device of management device m
+// pinned to pool: m's supported features without the managed bits pool
+// leaves out; 0 (none: the device as the driver makes it) without a pool,
+// when m does not say what it supports, or when nothing would change.
+func Provisioned(m vdpa.MgmtDev, pool *policy.Pool) virtio.Features {
+	if pool == nil || !m.HasDevFeatures || m.DevFeatures == 0 {
+		return 0
+	}
+	f := m.DevFeatures &^ pool.Outside(m.DevFeatures)
+	if f == m.DevFeatures {
+		return 0
+	}
+	return f
 }
 
 // vdpaUndoTimeout bounds deleting a device a failed CreateVDPA added;
@@ -57,9 +81,12 @@ func (Real) CreateVDPA(ctx context.Context, spec VDPASpec) (string, error) {
 	}
 	var have []string
 	found := false
+	var md vdpa.MgmtDev
 	for _, m := range mds {
 		have = append(have, m.Handle())
-		found = found || m.Handle() == spec.Mgmtdev || m.Name == spec.Mgmtdev
+		if m.Handle() == spec.Mgmtdev || m.Name == spec.Mgmtdev {
+			found, md = true, m
+		}
 	}
 	if !found {
 		return "", fmt.Errorf("vdpa %s: no management device %q on this host (it has: %s; see vdpa mgmtdev show): "+
@@ -70,8 +97,13 @@ func (Real) CreateVDPA(ctx context.Context, spec VDPASpec) (string, error) {
 		return "", fmt.Errorf("vdpa %s exists and netctl did not create it for this NIC: "+
 			"name another, or delete it (vdpa dev del %s): %w (%w)", spec.Name, spec.Name, errs.ErrConflict, unix.EEXIST)
 	}
-	o := vdpa.AddOptions{Name: spec.Name, MgmtDev: spec.Mgmtdev, MAC: spec.MAC, MTU: uint16(spec.MTU), MaxVQP: uint16(spec.MaxVQP)}
+	o := vdpa.AddOptions{Name: spec.Name, MgmtDev: spec.Mgmtdev, MAC: spec.MAC, MTU: uint16(spec.MTU), MaxVQP: uint16(spec.MaxVQP),
+		Features: Provisioned(md, spec.Pin)}
 	err = c.AddDevice(ctx, o)
+	if errors.Is(err, errs.ErrNotSupported) && o.Features != 0 {
+		o.Features = 0 // optional: the plan's QEMU properties pin the guest all the same
+		err = c.AddDevice(ctx, o)
+	}
 	if errors.Is(err, errs.ErrNotSupported) && o.MAC != nil && spec.MACOptional {
 		o.MAC = nil
 		err = c.AddDevice(ctx, o)

@@ -90,7 +90,7 @@ func createVDPA(ctx context.Context, r Request, h hostnic.Host, nic *state.NIC, 
 	// MTU and max_vqp go to the device only when asked for, the MAC only
 	// where the management device takes one (VDUSE does not: its
 	// device's owner sets it; libvirt gives QEMU the guest's MAC).
-	spec := hostnic.VDPASpec{Name: name, Mgmtdev: r.Mgmtdev, MTU: r.MTU, MAC: mac, MACOptional: true}
+	spec := hostnic.VDPASpec{Name: name, Mgmtdev: r.Mgmtdev, MTU: r.MTU, MAC: mac, MACOptional: true, Pin: r.Pool}
 	if r.Queues > 1 {
 		spec.MaxVQP = r.Queues
 	}
