@@ -73,13 +73,22 @@ func Incoming(ctx context.Context, r IncomingRequest) ([]*state.NIC, error) {
 	if err := sameHostClash(r.StateDir, vm, sock, pid, m); err != nil {
 		return nil, err
 	}
-	var done []*state.NIC
+	// Every NIC's request and its checks before the first is added: a
+	// QEMU waiting for its guest cannot unplug one (no guest answers).
+	reqs := make([]attach.Request, 0, len(m.NICs))
 	for _, n := range m.NICs {
 		req, err := attachRequest(r, sock, vm, n)
 		if err != nil {
-			return done, fmt.Errorf("migrate incoming: NIC %s: %w", n.ID, err)
+			return nil, fmt.Errorf("migrate incoming: NIC %s: %w; nothing was added", n.ID, err)
 		}
-		nic, err := attach.Attach(ctx, req)
+		reqs = append(reqs, req)
+	}
+	if err := attach.Preflight(ctx, reqs); err != nil {
+		return nil, fmt.Errorf("migrate incoming: %w; nothing was added", err)
+	}
+	var done []*state.NIC
+	for i, n := range m.NICs {
+		nic, err := attach.Attach(ctx, reqs[i])
 		if err != nil {
 			if len(done) > 0 {
 				var ids []string

@@ -1,0 +1,95 @@
+package migrate_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/netctl/netctl/attach"
+	"github.com/netctl/netctl/internal/testenv"
+	"github.com/netctl/netctl/migrate"
+	"github.com/netctl/netctl/policy"
+	"github.com/netctl/netctl/qmp"
+	"github.com/netctl/netctl/test/qemutest"
+	"github.com/netctl/netctl/virtio"
+)
+
+// TestHostIncomingRefusesBeforeAnyNIC: a QEMU waiting for its guest
+// (-incoming defer) cannot unplug a NIC (no guest answers), so incoming
+// must refuse a manifest whose second NIC cannot be re-created before it
+// adds the first: an id QEMU already has, a MAC or slot attach refuses,
+// a negotiated bit the plan leaves out, the same slot twice. Nothing is
+// added to QEMU and no record is left.
+func TestHostIncomingRefusesBeforeAnyNIC(t *testing.T) {
+	testenv.Host(t)
+	good := migrate.NIC{ID: "net1", MAC: "52:54:00:22:00:01", Queues: 1, Backend: "userspace", Profile: "throughput", Addr: "0x4",
+		Offered: []string{"CSUM", "GUEST_CSUM", "VERSION_1", "RING_RESET"}, Negotiated: []string{"CSUM", "VERSION_1"}}
+	second := func(f func(*migrate.NIC)) migrate.NIC {
+		n := good
+		n.ID, n.MAC, n.Addr = "net2", "52:54:00:22:00:02", "0x5"
+		f(&n)
+		return n
+	}
+	for _, c := range []struct {
+		name string
+		nic  migrate.NIC
+		pool *policy.Pool
+	}{
+		{"id QEMU has", second(func(n *migrate.NIC) { n.ID = "taken" }), nil},
+		{"multicast MAC", second(func(n *migrate.NIC) { n.MAC = "01:00:5e:00:00:01" }), nil},
+		{"bad slot", second(func(n *migrate.NIC) { n.Addr = "0x40" }), nil},
+		{"same slot twice", second(func(n *migrate.NIC) { n.Addr = good.Addr }), nil},
+		{"same MAC twice", second(func(n *migrate.NIC) { n.MAC = good.MAC }), nil},
+		{"slot a QEMU device holds", second(func(n *migrate.NIC) { n.Addr = "0x6" }), nil},
+		{"tap not on this host", second(func(n *migrate.NIC) { n.Tap = "nctap-absent" }), nil},
+		{"a negotiated bit this host cannot offer", second(func(n *migrate.NIC) {
+			n.Offered, n.Negotiated = append(n.Offered, "HOST_USO"), append(n.Negotiated, "HOST_USO")
+		}), nil},
+		{"plan leaves out a negotiated bit", second(func(n *migrate.NIC) { n.Negotiated = append(n.Negotiated, "RING_RESET") }),
+			&policy.Pool{ID: "fs-x", Offer: policy.Managed() &^ virtio.RingReset, Hosts: []string{"a", "b"}}},
+	} {
+		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
+			sock, _ := qemutest.StartPaused(t, "dst", "-incoming", "defer", "-device", "virtio-rng-pci,id=taken,addr=0x6")
+			dir := t.TempDir()
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			m := &migrate.Manifest{Schema: migrate.Schema, NICs: []migrate.NIC{good, c.nic}}
+			nics, err := migrate.Incoming(ctx, migrate.IncomingRequest{QMP: sock, Manifest: m, Pool: c.pool, StateDir: dir})
+			if err == nil {
+				t.Fatalf("incoming took the manifest: %+v", nics)
+			}
+			t.Logf("refused: %v", err)
+			cl, derr := qmp.Dial(ctx, sock)
+			if derr != nil {
+				t.Fatal(derr)
+			}
+			defer cl.Close()
+			var props []struct{ Name string }
+			if err := cl.Run(ctx, "qom-list", map[string]string{"path": "/machine/peripheral"}, &props); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range props {
+				if p.Name == "net1" {
+					t.Errorf("net1 was added to the waiting QEMU before the refusal (%d NICs returned)", len(nics))
+				}
+			}
+			cl.Close()
+			ls, err := attach.List(ctx, attach.ListRequest{StateDir: dir})
+			if err != nil || len(ls) != 0 {
+				t.Errorf("records left: %+v %v", ls, err)
+			}
+		})
+	}
+	// The two NICs as they are: both come, at their slots.
+	sock, _ := qemutest.StartPaused(t, "dst", "-incoming", "defer", "-device", "virtio-rng-pci,id=taken,addr=0x6")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	m := &migrate.Manifest{Schema: migrate.Schema, NICs: []migrate.NIC{good, second(func(*migrate.NIC) {})}}
+	nics, err := migrate.Incoming(ctx, migrate.IncomingRequest{QMP: sock, Manifest: m, StateDir: dir})
+	if err != nil || len(nics) != 2 {
+		t.Fatalf("incoming of two good NICs: %+v %v", nics, err)
+	}
+	t.Cleanup(func() { attach.GC(context.Background(), attach.GCRequest{StateDir: dir}) })
+}
