@@ -124,7 +124,7 @@ func attachRequest(r IncomingRequest, sock, vm string, n NIC) (attach.Request, e
 		hosts = r.Pool.Hosts
 	}
 	req := attach.Request{QMP: sock, VMName: vm, ID: n.ID, Queues: n.Queues, MAC: n.MAC, MTU: n.MTU, Profile: n.Profile,
-		Bus: n.Bus, Addr: n.Addr, Tap: n.Tap, SharedTap: n.SharedTap, Macvtap: n.MacvtapOn, VDPA: n.VDPA, Mgmtdev: n.Mgmtdev,
+		Bus: n.Bus, Addr: n.Addr, Tap: n.Tap, Macvtap: n.MacvtapOn, VDPA: n.VDPA, Mgmtdev: n.Mgmtdev,
 		StateDir: r.StateDir, Host: r.Host, QEMUPID: r.QEMUPID, QEMUStart: r.QEMUStart,
 		Pool:    &policy.Pool{ID: policy.FeatureSetID(pin), Offer: pin, Hosts: hosts},
 		Require: negotiated & policy.Managed()}

@@ -52,6 +52,9 @@ func TestParseRefuses(t *testing.T) {
 		{"never offered", edit(func(m *Manifest) { m.NICs[0].Negotiated = append(m.NICs[0].Negotiated, "HOST_USO") }), "never offered"},
 		{"queues", edit(func(m *Manifest) { m.NICs[0].Queues = 0 }), "out of range"},
 		{"huge", make([]byte, MaxManifest+1), "more than"},
+		// export never writes it: joining a tap another VM holds is this
+		// host's operator's word (netctl attach --shared-tap), not a file's.
+		{"shared tap", []byte(strings.Replace(string(edit(func(m *Manifest) { m.NICs[0].Tap = "vm2tap" })), `"tap":"vm2tap"`, `"tap":"vm2tap","shared_tap":true`, 1)), "shared_tap"},
 	} {
 		if _, err := Parse(c.b); !errors.Is(err, errs.ErrInvalid) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)
