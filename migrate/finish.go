@@ -139,7 +139,7 @@ func Finish(ctx context.Context, r FinishRequest) (*Finished, error) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		res, err := attach.GC(ctx, attach.GCRequest{StateDir: r.StateDir})
+		res, err := attach.GC(ctx, attach.GCRequest{StateDir: r.StateDir, Sockets: []string{sock}})
 		if err != nil {
 			return nil, fmt.Errorf("migrate finish: the source QEMU exited; collecting its NICs: %w (run netctl gc)", err)
 		}
