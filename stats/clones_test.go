@@ -38,3 +38,31 @@ func TestCollectClonesWithOneUUID(t *testing.T) {
 	c.Sample()
 	wantCounts(t, "first clone after the second quit", c.Collect(ctx, []Target{ta})[0], [][2]uint64{{30, 30}, {0, 0}})
 }
+
+// TestCollectMigrationToAnotherName: netctl migrate incoming on one host
+// needs the destination under another -name (netctl keeps NICs per VM
+// name), so a same-host migration's destination has the VM's UUID under
+// another name: it goes on with the VM's counts all the same.
+func TestCollectMigrationToAnotherName(t *testing.T) {
+	ctx := context.Background()
+	g := newFakeGuest(t)
+	g.setIdx(0, 1000, 990)
+	src := startFakeQEMU(t, g, 1, testUUID, false)
+	c := NewCollector(Options{Deadline: 10 * time.Second})
+	ts := src.target()
+	c.Collect(ctx, []Target{ts})
+	g.setIdx(0, 1010, 1000)
+	wantCounts(t, "source", c.Collect(ctx, []Target{ts})[0], [][2]uint64{{10, 10}, {0, 0}})
+	dst := startFakeQEMU(t, g, 1, testUUID, true)
+	td := dst.target()
+	td.VM = "fake-dst"
+	g.setIdx(0, 1030, 1020)
+	c.Sample()
+	out := c.Collect(ctx, []Target{ts, td})
+	wantCounts(t, "destination", out[1], [][2]uint64{{30, 30}, {0, 0}})
+	c.Sample()
+	out = c.Collect(ctx, []Target{ts, td})
+	if len(out[0].Queues) != 0 {
+		t.Errorf("the source still counts after the destination took over: %+v", out[0].Queues)
+	}
+}
