@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 
+	"github.com/netctl/netctl/macvtap"
 	"github.com/netctl/netctl/policy"
 	"github.com/netctl/netctl/policy/host"
 	"github.com/netctl/netctl/qmp"
@@ -52,6 +53,9 @@ func Preflight(ctx context.Context, rs []Request) error {
 			if _, err := net.InterfaceByName(p.Tap); err != nil {
 				return fmt.Errorf("NIC %s: tap %s is not on this host (%v): create it as on the source (ip tuntap add %s mode tap multi_queue), or leave it to netctl: %w",
 					p.ID, p.Tap, err, p.Tap, ErrNotAvailable)
+			}
+			if err := macvtap.CheckTap(p.Tap, p.Queues, true, !p.SharedTap); err != nil {
+				return fmt.Errorf("NIC %s: %w", p.ID, err)
 			}
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/netctl/netctl/attach"
 	"github.com/netctl/netctl/internal/testenv"
+	"github.com/netctl/netctl/macvtap"
 	"github.com/netctl/netctl/migrate"
 	"github.com/netctl/netctl/policy"
 	"github.com/netctl/netctl/qmp"
@@ -43,6 +44,7 @@ func TestHostIncomingRefusesBeforeAnyNIC(t *testing.T) {
 		{"same MAC twice", second(func(n *migrate.NIC) { n.MAC = good.MAC }), nil},
 		{"slot a QEMU device holds", second(func(n *migrate.NIC) { n.Addr = "0x6" }), nil},
 		{"tap not on this host", second(func(n *migrate.NIC) { n.Tap = "nctap-absent" }), nil},
+		{"tap another process holds", second(func(n *migrate.NIC) { n.Tap = "nctap-held" }), nil},
 		{"a negotiated bit this host cannot offer", second(func(n *migrate.NIC) {
 			n.Offered, n.Negotiated = append(n.Offered, "HOST_USO"), append(n.Negotiated, "HOST_USO")
 		}), nil},
@@ -52,6 +54,11 @@ func TestHostIncomingRefusesBeforeAnyNIC(t *testing.T) {
 		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
 			sock, _ := qemutest.StartPaused(t, "dst", "-incoming", "defer", "-device", "virtio-rng-pci,id=taken,addr=0x6")
 			dir := t.TempDir()
+			held, err := macvtap.CreateTap(macvtap.TapConfig{Name: "nctap-held", VnetHdr: true, Queues: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer held.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			m := &migrate.Manifest{Schema: migrate.Schema, NICs: []migrate.NIC{good, c.nic}}
