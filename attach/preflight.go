@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 
 	"github.com/netctl/netctl/macvtap"
@@ -87,6 +88,15 @@ func Preflight(ctx context.Context, rs []Request) error {
 			if err := checkFree(store, state.KeyFor(vm, p.QMP), p.ID, q); err != nil {
 				return fmt.Errorf("NIC %s: %w", p.ID, err)
 			}
+		}
+		switch {
+		case p.Bus == "", p.Bus == "pci.0", p.Bus == "pcie.0":
+		case !q.Devices[p.Bus]:
+			return fmt.Errorf("NIC %s: QEMU has no bus %s (the source's): start the destination QEMU with the source's devices (-device pcie-root-port,id=%s,...): %w",
+				p.ID, p.Bus, p.Bus, ErrNotAvailable)
+		case rootPortTypes[q.Types[p.Bus]] && !slices.Contains(q.FreePorts, p.Bus):
+			return fmt.Errorf("NIC %s: root port %s holds a device already: start the destination QEMU with the source's devices on the source's ports: %w",
+				p.ID, p.Bus, ErrConflict)
 		}
 		if p.Bus == "" && p.Addr != "" && !strings.Contains(q.Machine, "q35") {
 			if id, ok := used[strings.TrimSuffix(p.Addr, ".0")]; ok {

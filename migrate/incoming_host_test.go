@@ -100,3 +100,46 @@ func TestHostIncomingRefusesBeforeAnyNIC(t *testing.T) {
 	}
 	t.Cleanup(func() { attach.GC(context.Background(), attach.GCRequest{StateDir: dir}) })
 }
+
+// TestHostIncomingQ35Buses: on q35 a NIC sits on its source's
+// pcie-root-port (bus=): a second NIC whose port this QEMU lacks, or
+// whose port already holds a device, is refused before the first is
+// added.
+func TestHostIncomingQ35Buses(t *testing.T) {
+	testenv.Host(t)
+	good := migrate.NIC{ID: "net1", MAC: "52:54:00:22:00:01", Queues: 1, Profile: "throughput", Bus: "rp1", Addr: "0x0"}
+	for _, bus := range []string{"rp9", "rp2"} {
+		t.Run(bus, func(t *testing.T) {
+			sock, _ := qemutest.StartPaused(t, "dst", "-machine", "q35", "-incoming", "defer",
+				"-device", "pcie-root-port,id=rp1,bus=pcie.0,chassis=1", "-device", "pcie-root-port,id=rp2,bus=pcie.0,chassis=2",
+				"-device", "virtio-rng-pci,id=rng,bus=rp2")
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			dir := t.TempDir()
+			second := good
+			second.ID, second.MAC, second.Bus = "net2", "52:54:00:22:00:02", bus
+			m := &migrate.Manifest{Schema: migrate.Schema, NICs: []migrate.NIC{good, second}}
+			nics, err := migrate.Incoming(ctx, migrate.IncomingRequest{QMP: sock, Manifest: m, StateDir: dir})
+			if err == nil {
+				t.Fatalf("incoming took NIC net2 on bus %s: %+v", bus, nics)
+			}
+			t.Logf("refused: %v", err)
+			if len(nics) != 0 {
+				t.Errorf("%d NIC(s) added to the waiting QEMU before the refusal", len(nics))
+			}
+			if ls, err := attach.List(ctx, attach.ListRequest{StateDir: dir}); err != nil || len(ls) != 0 {
+				t.Errorf("records left: %+v %v", ls, err)
+			}
+		})
+	}
+	t.Run("rp1 alone", func(t *testing.T) {
+		sock, _ := qemutest.StartPaused(t, "dst", "-machine", "q35", "-incoming", "defer", "-device", "pcie-root-port,id=rp1,bus=pcie.0,chassis=1")
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		dir := t.TempDir()
+		nics, err := migrate.Incoming(ctx, migrate.IncomingRequest{QMP: sock, Manifest: &migrate.Manifest{Schema: migrate.Schema, NICs: []migrate.NIC{good}}, StateDir: dir})
+		if err != nil || len(nics) != 1 || nics[0].Properties["bus"] != "rp1" {
+			t.Fatalf("incoming of net1 on rp1: %+v %v", nics, err)
+		}
+	})
+}
