@@ -41,7 +41,11 @@ func Preflight(ctx context.Context, rs []Request) error {
 	}
 	twice := map[string]string{}
 	for _, p := range ps {
-		for _, k := range []string{"id " + p.ID, "MAC " + p.mac.String(), slotKey(p), tapKey(p)} {
+		vdpaKey := ""
+		if p.VDPA != "" {
+			vdpaKey = "vdpa device " + p.VDPA
+		}
+		for _, k := range []string{"id " + p.ID, "MAC " + p.mac.String(), slotKey(p), tapKey(p), vdpaKey} {
 			if k == "" {
 				continue
 			}
@@ -50,6 +54,8 @@ func Preflight(ctx context.Context, rs []Request) error {
 			}
 			twice[k] = p.ID
 		}
+	}
+	for _, p := range ps {
 		if p.Tap != "" {
 			if _, err := net.InterfaceByName(p.Tap); err != nil {
 				return fmt.Errorf("NIC %s: tap %s is not on this host (%v): create it as on the source (ip tuntap add %s mode tap multi_queue), or leave it to netctl: %w",
