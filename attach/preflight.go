@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/netctl/netctl/hostnic"
 	"github.com/netctl/netctl/macvtap"
 	"github.com/netctl/netctl/policy"
 	"github.com/netctl/netctl/policy/host"
@@ -56,6 +57,12 @@ func Preflight(ctx context.Context, rs []Request) error {
 		}
 	}
 	for _, p := range ps {
+		if p.Mgmtdev != "" {
+			if name := hostnic.VDPAName(p.ID); p.Host.VDPAExists(name) {
+				return fmt.Errorf("NIC %s: netctl creates its vdpa device as %s, and a vdpa device of that name exists here (vdpa dev show %s; on one host, the source's): %w",
+					p.ID, name, name, ErrConflict)
+			}
+		}
 		if p.Tap != "" {
 			if _, err := net.InterfaceByName(p.Tap); err != nil {
 				return fmt.Errorf("NIC %s: tap %s is not on this host (%v): create it as on the source (ip tuntap add %s mode tap multi_queue), or leave it to netctl: %w",

@@ -31,3 +31,22 @@ func TestPreflightRefusesTwice(t *testing.T) {
 		}
 	}
 }
+
+// TestPreflightRefusesAVDPANameInUse: a NIC that attach would give a
+// vdpa device created on its management device, whose name (netctl's for
+// that id) is taken on this host (the source's own, on one host), is
+// refused before QEMU is asked: attach would refuse it only after the
+// NICs before it were added.
+func TestPreflightRefusesAVDPANameInUse(t *testing.T) {
+	h := newFakeHost(t, "probe-6.12-vdpa.json")
+	h.vdpas["netctl-net2"] = true
+	rs := []Request{{ID: "net1", MAC: "52:54:00:00:00:01"}, {ID: "net2", MAC: "52:54:00:00:00:02", Mgmtdev: "vdpasim_net"}}
+	for i := range rs {
+		rs[i].QMP, rs[i].StateDir, rs[i].Host = t.TempDir()+"/none.sock", t.TempDir(), h
+	}
+	rs[1].QMP = rs[0].QMP
+	err := Preflight(context.Background(), rs)
+	if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "netctl-net2") {
+		t.Errorf("a vdpa name in use: %v", err)
+	}
+}
