@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/netctl/netctl/hostnic"
 	"github.com/netctl/netctl/macvtap"
 	"github.com/netctl/netctl/policy"
@@ -61,6 +63,11 @@ func Preflight(ctx context.Context, rs []Request) error {
 			if name := hostnic.VDPAName(p.ID); p.Host.VDPAExists(name) {
 				return fmt.Errorf("NIC %s: netctl creates its vdpa device as %s, and a vdpa device of that name exists here (vdpa dev show %s; on one host, the source's): %w",
 					p.ID, name, name, ErrConflict)
+			}
+		}
+		if p.mvLower != "" && p.mvMode != macvtap.ModePassthru {
+			if err := macInUseOn(p.mvLower, p.mac); err != nil {
+				return fmt.Errorf("NIC %s: %w", p.ID, err)
 			}
 		}
 		if p.Tap != "" {
@@ -192,4 +199,27 @@ func firstNonEmpty(s ...string) string {
 		}
 	}
 	return ""
+}
+
+// macInUseOn refuses a MAC that a macvlan or macvtap up on lower already
+// has: the kernel refuses a second one up with it (EADDRINUSE). On one
+// host that is the migration's source's own macvtap.
+func macInUseOn(lower string, mac net.HardwareAddr) error {
+	low, err := netlink.LinkByName(lower)
+	if err != nil {
+		return nil // attach says what is missing
+	}
+	links, err := netlink.LinkList()
+	if err != nil {
+		return nil
+	}
+	for _, l := range links {
+		a := l.Attrs()
+		if a.ParentIndex != low.Attrs().Index || (l.Type() != "macvtap" && l.Type() != "macvlan") || a.Flags&net.FlagUp == 0 || a.HardwareAddr.String() != mac.String() {
+			continue
+		}
+		return fmt.Errorf("%s %s on %s has MAC %s already (on one host: the migration's source's), and the kernel takes a MAC once per lower device: "+
+			"a macvtap NIC migrates to another host, or between QEMUs on this one only with a tap: %w", l.Type(), a.Name, lower, mac, ErrConflict)
+	}
+	return nil
 }

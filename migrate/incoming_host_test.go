@@ -1,7 +1,10 @@
 package migrate_test
 
 import (
+	"net"
+
 	"context"
+	"github.com/vishvananda/netlink"
 	"strings"
 	"testing"
 	"time"
@@ -142,4 +145,48 @@ func TestHostIncomingQ35Buses(t *testing.T) {
 			t.Fatalf("incoming of net1 on rp1: %+v %v", nics, err)
 		}
 	})
+}
+
+// TestHostIncomingMacvtapMACTaken: on one host, the source's macvtap
+// holds the guest's MAC on the lower device, and the kernel refuses a
+// second macvtap with that MAC up on it (EADDRINUSE): incoming refuses
+// such a NIC before the first NIC is added.
+func TestHostIncomingMacvtapMACTaken(t *testing.T) {
+	testenv.Host(t)
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "nclow0"}, PeerName: "nclow1"}
+	if err := netlink.LinkAdd(veth); err != nil {
+		t.Fatal(err)
+	}
+	low, err := netlink.LinkByName("nclow0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	netlink.LinkSetUp(low)
+	mac, _ := net.ParseMAC("52:54:00:22:00:02")
+	src := &netlink.Macvtap{Macvlan: netlink.Macvlan{LinkAttrs: netlink.LinkAttrs{Name: "ncsrcmv", ParentIndex: low.Attrs().Index, HardwareAddr: mac}, Mode: netlink.MACVLAN_MODE_BRIDGE}}
+	if err := netlink.LinkAdd(src); err != nil {
+		t.Fatal(err)
+	}
+	if err := netlink.LinkSetUp(src); err != nil {
+		t.Fatal(err)
+	}
+	sock, _ := qemutest.StartPaused(t, "dst", "-incoming", "defer")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	m := &migrate.Manifest{Schema: migrate.Schema, NICs: []migrate.NIC{
+		{ID: "net1", MAC: "52:54:00:22:00:01", Queues: 1, Profile: "throughput", Addr: "0x4"},
+		{ID: "net2", MAC: mac.String(), Queues: 1, Profile: "throughput", Addr: "0x5", MacvtapOn: "nclow0:bridge"},
+	}}
+	nics, err := migrate.Incoming(ctx, migrate.IncomingRequest{QMP: sock, Manifest: m, StateDir: dir})
+	if err == nil {
+		t.Fatalf("incoming took a macvtap whose MAC the lower already has up: %+v", nics)
+	}
+	t.Logf("refused: %v", err)
+	if len(nics) != 0 {
+		t.Errorf("%d NIC(s) added to the waiting QEMU before the refusal", len(nics))
+	}
+	if ls, err := attach.List(ctx, attach.ListRequest{StateDir: dir}); err != nil || len(ls) != 0 {
+		t.Errorf("records left: %+v %v", ls, err)
+	}
 }
