@@ -119,14 +119,17 @@ func attachRequest(r IncomingRequest, sock, vm string, n NIC) (attach.Request, e
 	if len(n.Offered) == 0 {
 		pin = policy.Managed() // the source said nothing: pin only the plan
 	}
+	id := policy.FeatureSetID(pin)
 	if r.Pool != nil {
+		// The record names the plan (netctl list, diagnose --plan): the
+		// NIC is offered nothing outside it, nor outside the source's.
 		pin &= r.Pool.Offer
-		hosts = r.Pool.Hosts
+		hosts, id = r.Pool.Hosts, r.Pool.ID
 	}
 	req := attach.Request{QMP: sock, VMName: vm, ID: n.ID, Queues: n.Queues, MAC: n.MAC, MTU: n.MTU, Profile: n.Profile,
 		Bus: n.Bus, Addr: n.Addr, Tap: n.Tap, Macvtap: n.MacvtapOn, VDPA: n.VDPA, Mgmtdev: n.Mgmtdev,
 		StateDir: r.StateDir, Host: r.Host, QEMUPID: r.QEMUPID, QEMUStart: r.QEMUStart,
-		Pool:    &policy.Pool{ID: policy.FeatureSetID(pin), Offer: pin, Hosts: hosts},
+		Pool:    &policy.Pool{ID: id, Offer: pin, Hosts: hosts},
 		Require: negotiated & policy.Managed()}
 	if bad := req.Require &^ pin; bad != 0 {
 		return req, fmt.Errorf("the guest negotiated %v on the source, which the pool's plan %s leaves out: this migration would carry them into the pool; pin the source first: %w",

@@ -78,6 +78,12 @@ func TestIncomingPinsToTheSource(t *testing.T) {
 	if req.Require.Has(virtio.NetCtrlVQ) || !req.Require.Has(virtio.RingReset|virtio.NetGuestTSO4) {
 		t.Errorf("require %v", req.Require)
 	}
+	// Under a plan the NIC's record names the plan (netctl list, diagnose
+	// --plan), not a set of its own.
+	full := &policy.Pool{ID: "fs-plan", Offer: policy.Managed(), Hosts: []string{"a", "b"}}
+	if r, err := attachRequest(IncomingRequest{Pool: full}, "/run/q.sock", "vm", m.NICs[0]); err != nil || r.Pool.ID != "fs-plan" || r.Pool.Offer != req.Pool.Offer {
+		t.Errorf("under plan fs-plan: pool %+v, %v", r.Pool, err)
+	}
 	pool := &policy.Pool{ID: "fs-1", Offer: req.Pool.Offer &^ virtio.RingReset, Hosts: []string{"a", "b"}}
 	_, err = attachRequest(IncomingRequest{Pool: pool}, "/run/q.sock", "vm", m.NICs[0])
 	if !errors.Is(err, errs.ErrNotSupported) || !strings.Contains(err.Error(), "RING_RESET") {
