@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -30,6 +31,10 @@ type GCRequest struct {
 	// RunningSockets lists the QMP sockets of the QEMUs running now; a
 	// lock file of one of them is kept. nil: qemuproc.List.
 	RunningSockets func() ([]string, error)
+	// Sockets, when set, limits gc to the records and lock files of the
+	// QEMUs at these QMP sockets (netctl migrate finish collects its
+	// source's NICs, and leaves every other VM's to netctl gc).
+	Sockets []string
 }
 
 // Verdicts: what gc found for a record.
@@ -147,6 +152,9 @@ func GC(ctx context.Context, r GCRequest) (*GCResult, error) {
 			res.NICs = append(res.NICs, Collected{VM: n.VM, ID: n.ID, QMP: n.QMP, QEMUPID: n.QEMUPID, Verdict: GCUnknown, Action: GCKept,
 				Why: "a NIC of libvirt domain " + n.Libvirt.UUID + ": netctl detach --vm " + n.Libvirt.UUID + " --id " + n.ID +
 					" removes it, and the hook's release does when the domain stops; gc leaves libvirt's domains alone"})
+			continue
+		}
+		if r.Sockets != nil && !slices.Contains(r.Sockets, n.QMP) {
 			continue
 		}
 		if _, ok := bySock[n.QMP]; !ok {
@@ -404,6 +412,11 @@ func gcLocks(r GCRequest, store *state.Store, nics []Collected) []GCLock {
 	keys, err := store.LockKeys()
 	if err != nil {
 		return append(out, GCLock{File: filepath.Join(store.Dir, "locks"), Action: GCKept, Why: err.Error()})
+	}
+	if r.Sockets != nil {
+		keys = slices.DeleteFunc(keys, func(k string) bool {
+			return !slices.ContainsFunc(r.Sockets, func(s string) bool { return state.LockKey(s) == k })
+		})
 	}
 	if len(keys) == 0 {
 		return out

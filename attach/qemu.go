@@ -27,6 +27,7 @@ type qemuState struct {
 	Machine string // "pc-i440fx-7.2-machine"
 	Netdevs map[string]bool
 	Devices map[string]bool
+	Types   map[string]string // device id -> its type (qom-list /machine/peripheral)
 	FDSets  []fdset
 	// FreePorts are the pcie-root-ports with nothing plugged in (q35
 	// only), sorted: where a hotplugged NIC can go.
@@ -73,7 +74,7 @@ func readQEMU(ctx context.Context, c *qmp.Client) (*qemuState, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.Devices = map[string]bool{}
+	s.Devices, s.Types = map[string]bool{}, types
 	for id := range types {
 		s.Devices[id] = true
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"unsafe"
 
@@ -378,3 +380,33 @@ func (t *Tap) Delete() error {
 // Close closes every queue; a non-persistent tap goes away with the last.
 // Closing twice is not an error.
 func (t *Tap) Close() error { return t.closeFDs() }
+
+// CheckTap says, opening nothing, whether CreateTap could open the
+// existing tap name with queues queues (and a virtio-net header when
+// vnetHdr), and, when own, that no process holds a queue of it (another
+// VM's tap): the same checks CreateTap makes first. A tap that does not
+// exist passes (CreateTap would create it).
+func CheckTap(name string, queues int, vnetHdr, own bool) error {
+	if err := checkExisting(name, queues, vnetHdr); err != nil {
+		return err
+	}
+	if !own {
+		return nil
+	}
+	if err := checkNoQueues(name, 0); err != nil {
+		return err
+	}
+	// The kernel counts queues only for a multiqueue tap; a single-queue
+	// one is held when it is not persistent (it exists only while a
+	// process holds it) or has carrier (a process attached to it).
+	l, err := netlink.LinkByName(name)
+	tt, ok := l.(*netlink.Tuntap)
+	if err != nil || !ok || tt.Flags&netlink.TUNTAP_MULTI_QUEUE != 0 {
+		return nil
+	}
+	carrier, _ := os.ReadFile(filepath.Join("/sys/class/net", name, "carrier"))
+	if tt.NonPersist || strings.TrimSpace(string(carrier)) == "1" {
+		return fmt.Errorf("tap: %s is held by another process (another VM?): pick a tap of its own: %w", name, ErrBusy)
+	}
+	return nil
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/netctl/netctl/attach"
@@ -70,6 +71,17 @@ func Finish(ctx context.Context, r FinishRequest) (*Finished, error) {
 	}
 	deadline := time.Now().Add(r.Wait)
 	for q.status == "inmigrate" && time.Now().Before(deadline) {
+		// A destination whose load failed stays inmigrate when QEMU does
+		// not exit on the error (migrate-incoming exit-on-error=false,
+		// QEMU 9.1+); query-migrate says failed, and why.
+		var in struct {
+			Status string `json:"status"`
+			Error  string `json:"error-desc"`
+		}
+		if err := c.Run(ctx, "query-migrate", nil, &in); err == nil && (in.Status == "failed" || in.Status == "cancelled") {
+			return nil, fmt.Errorf("migrate finish: %s's incoming migration %s (%.200s): the guest is still on the source: resume it there with cont; quit this QEMU, then netctl gc here: nothing changed: %w",
+				q.name, in.Status, firstLine(in.Error), errs.ErrConflict)
+		}
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("migrate finish: %w", ctx.Err())
@@ -139,7 +151,7 @@ func Finish(ctx context.Context, r FinishRequest) (*Finished, error) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		res, err := attach.GC(ctx, attach.GCRequest{StateDir: r.StateDir})
+		res, err := attach.GC(ctx, attach.GCRequest{StateDir: r.StateDir, Sockets: []string{sock}})
 		if err != nil {
 			return nil, fmt.Errorf("migrate finish: the source QEMU exited; collecting its NICs: %w (run netctl gc)", err)
 		}
@@ -157,4 +169,10 @@ func Finish(ctx context.Context, r FinishRequest) (*Finished, error) {
 		return nil, fmt.Errorf("migrate finish: %s is still waiting for its migration after %s: run migrate-incoming (and migrate on the source), then finish: %w", vm, r.Wait, errs.ErrBusy)
 	}
 	return nil, fmt.Errorf("migrate finish: %s is %s, neither the destination of a finished migration (running) nor its source (postmigrate): nothing changed: %w", vm, q.status, errors.ErrUnsupported)
+}
+
+// firstLine is s up to its first line break.
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\n")
+	return l
 }

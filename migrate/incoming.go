@@ -73,13 +73,22 @@ func Incoming(ctx context.Context, r IncomingRequest) ([]*state.NIC, error) {
 	if err := sameHostClash(r.StateDir, vm, sock, pid, m); err != nil {
 		return nil, err
 	}
-	var done []*state.NIC
+	// Every NIC's request and its checks before the first is added: a
+	// QEMU waiting for its guest cannot unplug one (no guest answers).
+	reqs := make([]attach.Request, 0, len(m.NICs))
 	for _, n := range m.NICs {
 		req, err := attachRequest(r, sock, vm, n)
 		if err != nil {
-			return done, fmt.Errorf("migrate incoming: NIC %s: %w", n.ID, err)
+			return nil, fmt.Errorf("migrate incoming: NIC %s: %w; nothing was added", n.ID, err)
 		}
-		nic, err := attach.Attach(ctx, req)
+		reqs = append(reqs, req)
+	}
+	if err := attach.Preflight(ctx, reqs); err != nil {
+		return nil, fmt.Errorf("migrate incoming: %w; nothing was added", err)
+	}
+	var done []*state.NIC
+	for i, n := range m.NICs {
+		nic, err := attach.Attach(ctx, reqs[i])
 		if err != nil {
 			if len(done) > 0 {
 				var ids []string
@@ -110,14 +119,17 @@ func attachRequest(r IncomingRequest, sock, vm string, n NIC) (attach.Request, e
 	if len(n.Offered) == 0 {
 		pin = policy.Managed() // the source said nothing: pin only the plan
 	}
+	id := policy.FeatureSetID(pin)
 	if r.Pool != nil {
+		// The record names the plan (netctl list, diagnose --plan): the
+		// NIC is offered nothing outside it, nor outside the source's.
 		pin &= r.Pool.Offer
-		hosts = r.Pool.Hosts
+		hosts, id = r.Pool.Hosts, r.Pool.ID
 	}
 	req := attach.Request{QMP: sock, VMName: vm, ID: n.ID, Queues: n.Queues, MAC: n.MAC, MTU: n.MTU, Profile: n.Profile,
-		Bus: n.Bus, Addr: n.Addr, Tap: n.Tap, SharedTap: n.SharedTap, Macvtap: n.MacvtapOn, VDPA: n.VDPA, Mgmtdev: n.Mgmtdev,
+		Bus: n.Bus, Addr: n.Addr, Tap: n.Tap, Macvtap: n.MacvtapOn, VDPA: n.VDPA, Mgmtdev: n.Mgmtdev,
 		StateDir: r.StateDir, Host: r.Host, QEMUPID: r.QEMUPID, QEMUStart: r.QEMUStart,
-		Pool:    &policy.Pool{ID: policy.FeatureSetID(pin), Offer: pin, Hosts: hosts},
+		Pool:    &policy.Pool{ID: id, Offer: pin, Hosts: hosts},
 		Require: negotiated & policy.Managed()}
 	if bad := req.Require &^ pin; bad != 0 {
 		return req, fmt.Errorf("the guest negotiated %v on the source, which the pool's plan %s leaves out: this migration would carry them into the pool; pin the source first: %w",

@@ -51,10 +51,12 @@ type NIC struct {
 	Negotiated []string `json:"negotiated,omitempty"`
 	Pool       string   `json:"pool,omitempty"`
 	// Host side: an existing tap netctl did not create (the destination
-	// opens the tap of that name), a macvtap on Lower (mode), a vdpa
-	// device netctl created on Mgmtdev or an existing one (VDPA).
+	// opens the tap of that name, never one another VM holds queues on:
+	// sharing a tap is the destination operator's word, netctl attach
+	// --shared-tap, so a manifest has no shared_tap), a macvtap on Lower
+	// (mode), a vdpa device netctl created on Mgmtdev or an existing one
+	// (VDPA).
 	Tap        string            `json:"tap,omitempty"`
-	SharedTap  bool              `json:"shared_tap,omitempty"`
 	MacvtapOn  string            `json:"macvtap,omitempty"` // LOWER:MODE
 	VDPA       string            `json:"vdpa,omitempty"`
 	Mgmtdev    string            `json:"mgmtdev,omitempty"`

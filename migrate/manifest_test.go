@@ -52,6 +52,9 @@ func TestParseRefuses(t *testing.T) {
 		{"never offered", edit(func(m *Manifest) { m.NICs[0].Negotiated = append(m.NICs[0].Negotiated, "HOST_USO") }), "never offered"},
 		{"queues", edit(func(m *Manifest) { m.NICs[0].Queues = 0 }), "out of range"},
 		{"huge", make([]byte, MaxManifest+1), "more than"},
+		// export never writes it: joining a tap another VM holds is this
+		// host's operator's word (netctl attach --shared-tap), not a file's.
+		{"shared tap", []byte(strings.Replace(string(edit(func(m *Manifest) { m.NICs[0].Tap = "vm2tap" })), `"tap":"vm2tap"`, `"tap":"vm2tap","shared_tap":true`, 1)), "shared_tap"},
 	} {
 		if _, err := Parse(c.b); !errors.Is(err, errs.ErrInvalid) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)
@@ -74,6 +77,12 @@ func TestIncomingPinsToTheSource(t *testing.T) {
 	}
 	if req.Require.Has(virtio.NetCtrlVQ) || !req.Require.Has(virtio.RingReset|virtio.NetGuestTSO4) {
 		t.Errorf("require %v", req.Require)
+	}
+	// Under a plan the NIC's record names the plan (netctl list, diagnose
+	// --plan), not a set of its own.
+	full := &policy.Pool{ID: "fs-plan", Offer: policy.Managed(), Hosts: []string{"a", "b"}}
+	if r, err := attachRequest(IncomingRequest{Pool: full}, "/run/q.sock", "vm", m.NICs[0]); err != nil || r.Pool.ID != "fs-plan" || r.Pool.Offer != req.Pool.Offer {
+		t.Errorf("under plan fs-plan: pool %+v, %v", r.Pool, err)
 	}
 	pool := &policy.Pool{ID: "fs-1", Offer: req.Pool.Offer &^ virtio.RingReset, Hosts: []string{"a", "b"}}
 	_, err = attachRequest(IncomingRequest{Pool: pool}, "/run/q.sock", "vm", m.NICs[0])

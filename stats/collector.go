@@ -49,6 +49,9 @@ type Collector struct {
 	rings map[string]*ringState // by ringKey
 	alias map[string]string     // Target.Key() -> ringKey, for Forget
 	uuids map[procID]string     // each QEMU process's UUID ("" none), asked once
+	// clones are the targets (Target.Key) of QEMUs found to be clones of
+	// a VM with the same UUID (cloneOf): they count under their own key.
+	clones map[string]bool
 }
 
 // NewCollector makes a Collector.
@@ -62,7 +65,7 @@ func NewCollector(o Options) *Collector {
 	if o.KeepFor <= 0 {
 		o.KeepFor = DefaultKeepFor
 	}
-	return &Collector{o: o, rings: map[string]*ringState{}, alias: map[string]string{}, uuids: map[procID]string{}}
+	return &Collector{o: o, rings: map[string]*ringState{}, alias: map[string]string{}, uuids: map[procID]string{}, clones: map[string]bool{}}
 }
 
 // Forget drops what the Collector keeps about a NIC that is gone. The

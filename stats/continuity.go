@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,10 +19,16 @@ import (
 //
 // A NIC's ring counts belong to its VM when the VM has a UUID (QMP
 // query-uuid, a libvirt domain's UUID; QEMU's default, all zero, is
-// none): they are kept under (UUID, -name, NIC id), not under one QEMU
+// none): they are kept under (UUID, NIC id), not under one QEMU
 // process, so that another QEMU process of the same VM that takes the
-// NIC over (a migration's destination on this host, the VM restarted, a
-// saved VM restored) goes on with them instead of starting from 0:
+// NIC over (a migration's destination on this host, under another -name
+// as netctl migrate incoming needs there, the VM restarted, a saved VM
+// restored) goes on with them instead of starting from 0:
+//
+//   - A QEMU under another -name while the one counting them still runs,
+//     that never counted them and was not started with -incoming, is a
+//     clone of the VM (same UUID): it counts its own rings under its own
+//     key for its life (cloneOf); the two never share or take counts.
 //
 //   - The new QEMU takes them over once its guest's driver has the
 //     device running (DRIVER_OK) and its rings are found; until then (an
@@ -163,12 +170,15 @@ func (c *Collector) vmUUID(ctx context.Context, sess *session, t Target) string 
 const vmKeyPrefix = "uuid\x00"
 
 // ringKey is where the Collector keeps t's ring counts: its VM's (UUID,
-// -name, NIC id) when the VM has a UUID, else t.Key() (its QEMU process).
+// NIC id) when the VM has a UUID, else t.Key() (its QEMU process). The
+// -name is not in it: netctl migrate incoming on one host needs the
+// destination under another -name. A clone (cloneOf) under another name
+// has its own process's key instead.
 func ringKey(t Target) string {
 	if t.UUID == "" {
 		return t.Key()
 	}
-	return vmKeyPrefix + t.UUID + "\x00" + t.VM + "\x00" + t.NIC
+	return vmKeyPrefix + t.UUID + "\x00" + t.NIC
 }
 
 func isVMKey(k string) bool { return strings.HasPrefix(k, vmKeyPrefix) }
@@ -180,6 +190,9 @@ func (c *Collector) ringKeyOf(t Target) string {
 	key := ringKey(t)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.clones[t.Key()] {
+		key = t.Key() // a clone of the VM: its own counts (cloneOf)
+	}
 	if pk := t.Key(); key != pk {
 		if old := c.rings[pk]; old != nil && c.rings[key] == nil {
 			c.rings[key] = old
@@ -189,6 +202,40 @@ func (c *Collector) ringKeyOf(t Target) string {
 	c.alias[t.Key()] = key
 	return key
 }
+
+// cloneOf says the QEMU id, whose target t is under another -name than
+// the QEMU that counts the VM's rings r now, is not that VM come over but
+// a clone of it with the same UUID: that QEMU still runs, never counted
+// them before (a migration's source does, under its own name), and id
+// was not started to receive a migration (-incoming). A clone stays one
+// for its process's life (Collector.clones): it counts its own rings
+// under its own key, and neither takes the VM's counts nor yields them.
+func (c *Collector) cloneOf(r *ringState, t Target, id procID) bool {
+	c.mu.Lock()
+	if c.clones[t.Key()] {
+		c.mu.Unlock()
+		return true
+	}
+	c.mu.Unlock()
+	r.mu.Lock()
+	owner, vm, before := procID{r.pid, r.pidStart}, r.vm, slices.Contains(r.before, id)
+	r.mu.Unlock()
+	if vm == t.VM || before || (owner.pid == id.pid && (owner.start == 0 || id.start == 0 || owner.start == id.start)) {
+		return false
+	}
+	if !alive(Target{PID: owner.pid, PIDStart: owner.start}) || startedIncoming(id.pid) {
+		return false
+	}
+	c.mu.Lock()
+	if len(c.clones) < maxUUIDs {
+		c.clones[t.Key()] = true
+	}
+	c.mu.Unlock()
+	return true
+}
+
+// maxBefore bounds ringState.before.
+const maxBefore = 8
 
 // ownedBy says r's rings are those of process id.
 func (r *ringState) ownedBy(id procID) bool {
@@ -259,6 +306,11 @@ func (c *Collector) prune() {
 	for a, k := range c.alias {
 		if c.rings[k] == nil {
 			delete(c.alias, a)
+		}
+	}
+	for k := range c.clones {
+		if c.alias[k] == "" {
+			delete(c.clones, k) // forgotten: its process is no longer listed
 		}
 	}
 	if len(c.uuids) >= maxUUIDs {

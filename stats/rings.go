@@ -55,8 +55,13 @@ type ringState struct {
 	// (Target.Attached; zero for a NIC found over QMP): another is
 	// another device, its rings new.
 	attached time.Time
-	readAt   time.Time // when the indices were last read
-	queues   []ringQueue
+	// vm is the -name of the QEMU that counts them (pid); before the
+	// QEMUs of the VM that counted them earlier (a migration's source),
+	// at most maxBefore, for cloneOf.
+	vm     string
+	before []procID
+	readAt time.Time // when the indices were last read
+	queues []ringQueue
 }
 
 type ringQueue struct {
@@ -414,6 +419,13 @@ func (c *Collector) readRings(ctx context.Context, sess *session, s *NICStats) {
 		s.missing(SourceQMP, sess.why)
 	}
 	id := procOf(t, sess.c)
+	if r != nil && isVMKey(key) && c.cloneOf(r, t, id) {
+		key = t.Key()
+		c.mu.Lock()
+		c.alias[t.Key()] = key
+		r = c.rings[key]
+		c.mu.Unlock()
+	}
 	if r != nil {
 		// The VM's counts, another QEMU of it counting them now (a
 		// migration's destination took the NIC over): this one leaves them.
@@ -505,6 +517,7 @@ func (c *Collector) readRings(ctx context.Context, sess *session, s *NICStats) {
 		return
 	}
 	nr.fingerprint = st.fingerprint()
+	nr.vm = t.VM
 	if r != nil {
 		// The same QEMU, or another QEMU of the VM taking its counts over
 		// (continuity.go). A reused pid is another process.
@@ -522,6 +535,13 @@ func (c *Collector) readRings(ctx context.Context, sess *session, s *NICStats) {
 		// pages); rings at other addresses, or a queue reads saw reset,
 		// start that queue at 0 again. A failed read with the same status
 		// and addresses (a remap) keeps the indices.
+		nr.before = r.before
+		if moved {
+			nr.before = append(slices.Clone(r.before), procID{r.pid, r.pidStart})
+			if len(nr.before) > maxBefore {
+				nr.before = nr.before[len(nr.before)-maxBefore:]
+			}
+		}
 		reattached := !moved && !r.attached.Equal(nr.attached)
 		reset := r.fingerprint != nr.fingerprint || (r.stopped && !(incoming && r.gone)) || (moved && !incoming) || reattached
 		old := map[int]ringQueue{}

@@ -1,0 +1,52 @@
+package attach
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+)
+
+// TestPreflightRefusesTwice: two NICs of one incoming manifest that name
+// the same MAC, slot, tap or vdpa device are refused before QEMU is even
+// asked (the socket here serves nothing).
+func TestPreflightRefusesTwice(t *testing.T) {
+	sock := t.TempDir() + "/none.sock"
+	for name, c := range map[string][2]Request{
+		"mac":  {{ID: "a", MAC: "52:54:00:00:00:01"}, {ID: "b", MAC: "52:54:00:00:00:01"}},
+		"slot": {{ID: "a", Addr: "0x4"}, {ID: "b", Addr: "0x4.0"}},
+		"tap":  {{ID: "a", Tap: "t0"}, {ID: "b", Tap: "t0"}},
+		"vdpa": {{ID: "a", VDPA: "vdpa0"}, {ID: "b", VDPA: "vdpa0"}},
+	} {
+		rs := []Request{c[0], c[1]}
+		for i := range rs {
+			rs[i].QMP, rs[i].StateDir = sock, t.TempDir()
+			if rs[i].MAC == "" {
+				rs[i].MAC = "52:54:00:00:00:1" + string(rune('0'+i))
+			}
+		}
+		err := Preflight(context.Background(), rs)
+		if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "the same") {
+			t.Errorf("%s twice: %v", name, err)
+		}
+	}
+}
+
+// TestPreflightRefusesAVDPANameInUse: a NIC that attach would give a
+// vdpa device created on its management device, whose name (netctl's for
+// that id) is taken on this host (the source's own, on one host), is
+// refused before QEMU is asked: attach would refuse it only after the
+// NICs before it were added.
+func TestPreflightRefusesAVDPANameInUse(t *testing.T) {
+	h := newFakeHost(t, "probe-6.12-vdpa.json")
+	h.vdpas["netctl-net2"] = true
+	rs := []Request{{ID: "net1", MAC: "52:54:00:00:00:01"}, {ID: "net2", MAC: "52:54:00:00:00:02", Mgmtdev: "vdpasim_net"}}
+	for i := range rs {
+		rs[i].QMP, rs[i].StateDir, rs[i].Host = t.TempDir()+"/none.sock", t.TempDir(), h
+	}
+	rs[1].QMP = rs[0].QMP
+	err := Preflight(context.Background(), rs)
+	if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "netctl-net2") {
+		t.Errorf("a vdpa name in use: %v", err)
+	}
+}
