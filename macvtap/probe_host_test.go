@@ -87,8 +87,13 @@ func TestHostProbeOffloadsNeverTouchesLiveDevices(t *testing.T) {
 	if after, _ := netlink.LinkList(); len(after) != len(links) {
 		t.Errorf("%d links after probing, %d before", len(after), len(links))
 	}
-	if n := testenv.OpenFDs(t); n != fds+1 { // +1: the subscription's socket
+	// +1: the subscription's socket. Fewer is no leak of the probe's: an
+	// earlier test's file dropped without Close may be closed by its
+	// finalizer meanwhile (seen once in CI: 12 after, 13 before).
+	if n := testenv.OpenFDs(t); n > fds+1 {
 		t.Errorf("%d fds open after probing, %d before", n, fds+1)
+	} else if n < fds+1 {
+		t.Logf("%d fds open after probing, %d before: another test's file closed by the garbage collector", n, fds+1)
 	}
 	if _, err := macvtap.ProbeOffloads("vhost"); !errors.Is(err, macvtap.ErrInvalid) {
 		t.Errorf("ProbeOffloads(vhost): %v, want ErrInvalid", err)
