@@ -21,19 +21,17 @@ type offloadAttr struct {
 	f                virtio.Features
 }
 
-var offloadAttrs = []offloadAttr{
-	{"host", "csum", "csum", virtio.NetCsum},
-	{"host", "tso4", "host_tso4", virtio.NetHostTSO4},
-	{"host", "tso6", "host_tso6", virtio.NetHostTSO6},
-	{"host", "ecn", "host_ecn", virtio.NetHostECN},
-	{"host", "ufo", "host_ufo", virtio.NetHostUFO},
-	{"host", "mrg_rxbuf", "mrg_rxbuf", virtio.NetMrgRxbuf},
-	{"guest", "csum", "guest_csum", virtio.NetGuestCsum},
-	{"guest", "tso4", "guest_tso4", virtio.NetGuestTSO4},
-	{"guest", "tso6", "guest_tso6", virtio.NetGuestTSO6},
-	{"guest", "ecn", "guest_ecn", virtio.NetGuestECN},
-	{"guest", "ufo", "guest_ufo", virtio.NetGuestUFO},
-}
+var offloadAttrs = func() []offloadAttr {
+	var as []offloadAttr
+	for _, a := range policy.LibvirtAttrs {
+		f, ok := policy.PropFeature(a.Prop)
+		if a.Side == "" || !ok {
+			continue // <driver event_idx> is set on its own below
+		}
+		as = append(as, offloadAttr{a.Side, a.Attr, a.Prop, f})
+	}
+	return as
+}()
 
 // set writes v into d's attribute a.
 func (a offloadAttr) set(d *libvirtxml.DomainInterfaceDriver, v string) {

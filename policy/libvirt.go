@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/netctl/netctl/virtio"
 )
 
 // LibvirtAttr is the attribute of a domain's <interface><driver> that
@@ -40,6 +42,16 @@ func LibvirtAttrFor(prop string) (LibvirtAttr, bool) {
 		return LibvirtAttr{}, false
 	}
 	return LibvirtAttrs[i], true
+}
+
+// PropFeature is the managed bit that property prop turns off.
+func PropFeature(prop string) (virtio.Features, bool) {
+	for _, m := range managed {
+		if m.prop == prop {
+			return m.f, true
+		}
+	}
+	return 0, false
 }
 
 // LibvirtPin is a plan's pin as libvirt's domain XML says it.
