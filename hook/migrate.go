@@ -31,7 +31,7 @@ import (
 //     QEMU here refuses the stream only after the memory was copied
 //     ("Features 0x... unsupported"). What the guest cannot have
 //     negotiated is let through: a bit the domain's machine type turns
-//     off (machineOff), and, with a plan, a bit no host of the plan
+//     off (policy.MachineOff), and, with a plan, a bit no host of the plan
 //     offers (the domain comes from a host of the pool). Without a plan
 //     netctl cannot know what the source offered, and two hosts alike
 //     never offered what they lack: such a bit passes, with a note and a
@@ -78,7 +78,7 @@ func (h *Hook) MigrateBegin(ctx context.Context, p *Plan) (*Result, error) {
 			var carried virtio.Features
 			var why map[string]string
 			if carried, why, err = carriedHere(desc, p.Type, it, d.Backend, iface); err == nil {
-				risky := policyBits &^ carried &^ it.Force.Off &^ it.Pinned &^ machineOff(p.Machine) & someHost
+				risky := policyBits &^ carried &^ it.Force.Off &^ it.Pinned &^ policy.MachineOff(p.Machine) & someHost
 				switch {
 				case risky != 0 && h.Config.Pool() != nil:
 					refusals = append(refusals, riskyLine(it, iface, d.Backend, risky, why))

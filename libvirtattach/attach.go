@@ -204,6 +204,9 @@ func Attach(ctx context.Context, r Request) (*state.NIC, error) {
 	if err != nil {
 		return fail(err)
 	}
+	if err := hotplugKeepsPlan(dec, x, r.Pool); err != nil {
+		return fail(step("pin the plan", err))
+	}
 	nic.Backend, nic.Features, nic.BusyPollUS = dec.Backend, dec.OfferNames, dec.BusyPollUS
 	nic.Pool = r.Pool.String()
 	for _, s := range dec.Steps {

@@ -93,7 +93,12 @@ func DriverName(backend string) string {
 // Pinned is the <driver> netctl writes for a decision, and what the
 // decision holds that libvirt's XML cannot express.
 type Pinned struct {
-	Driver      *libvirtxml.DomainInterfaceDriver
+	Driver *libvirtxml.DomainInterfaceDriver
+	// Override are the QEMU bool properties d sets that <driver> has no
+	// attribute for (queue_reset, host_uso, ...): what <qemu:override>
+	// on the interface's alias can set when QEMU starts (Override),
+	// never on a hotplug. nil when none.
+	Override    map[string]bool
 	Unexpressed []string
 }
 
@@ -103,9 +108,11 @@ type Pinned struct {
 // bit d offers and off for one it does not, and event_idx likewise. It
 // starts from old (the domain's own <driver>, may be nil), so attributes
 // netctl does not decide (txmode, ioeventfd, rx_queue_size, iommu, host
-// gso, ...) stay as they are. Unexpressed names, one line each, what d
-// asks that libvirt has no XML for: vhost-net busy polling (profile
-// latency) and QEMU properties such as guest_uso4=off.
+// gso, ...) stay as they are. Override are the on/off QEMU properties
+// of d that only <qemu:override> sets (queue_reset=off, guest_uso4=off).
+// Unexpressed names, one line each, what d asks that libvirt has no XML
+// for at all: vhost-net busy polling (profile latency) and any other
+// QEMU property.
 func DriverFor(old *libvirtxml.DomainInterfaceDriver, d policy.Decision, queues int) Pinned {
 	var drv libvirtxml.DomainInterfaceDriver
 	if old != nil {
@@ -128,8 +135,16 @@ func DriverFor(old *libvirtxml.DomainInterfaceDriver, d policy.Decision, queues 
 	}
 	drv.EventIDX = onOff(d.Offer.Has(virtio.EventIdx))
 	var un []string
+	var ov map[string]bool
 	for _, p := range slices.Sorted(maps.Keys(d.QEMU)) {
 		if libvirtProps[p] || slices.ContainsFunc(offloadAttrs, func(a offloadAttr) bool { return a.prop == p }) {
+			continue
+		}
+		if v := d.QEMU[p]; v == "on" || v == "off" {
+			if ov == nil {
+				ov = map[string]bool{}
+			}
+			ov[p] = v == "on"
 			continue
 		}
 		un = append(un, fmt.Sprintf("QEMU property %s=%s: libvirt's <driver> has no attribute for it, so QEMU keeps its default", p, d.QEMU[p]))
@@ -137,7 +152,7 @@ func DriverFor(old *libvirtxml.DomainInterfaceDriver, d policy.Decision, queues 
 	if d.BusyPollUS > 0 {
 		un = append(un, fmt.Sprintf("vhost-net busy polling of %d µs (profile latency): libvirt's XML has no poll-us for an interface, so vhost-net runs without it", d.BusyPollUS))
 	}
-	return Pinned{Driver: &drv, Unexpressed: un}
+	return Pinned{Driver: &drv, Override: ov, Unexpressed: un}
 }
 
 func onOff(b bool) string {

@@ -50,3 +50,46 @@ func FuzzPin(f *testing.F) {
 		}
 	})
 }
+
+// FuzzOverride: Override never panics; what it returns parses, holds the
+// overrides it reports, and an Override of its own output changes
+// nothing.
+func FuzzOverride(f *testing.F) {
+	seeds(f)
+	want := func(x *libvirtxml.DomainInterface) map[string]bool {
+		if x.MAC == nil {
+			return nil
+		}
+		return map[string]bool{"queue_reset": false}
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		out, changes, err := Override(b, want)
+		if err != nil || len(changes) == 0 {
+			return
+		}
+		dom, err := ParseDomain(out)
+		if err != nil {
+			t.Fatalf("Override's output does not parse: %v\nin  %q\nout %q", err, b, out)
+		}
+		for _, c := range changes {
+			if c.Kept != "" {
+				continue
+			}
+			found := false
+			if dom.QEMUOverride != nil {
+				for _, d := range dom.QEMUOverride.Devices {
+					for _, p := range d.Frontend.Properties {
+						found = found || d.Alias == c.Alias && p.Name == "queue_reset" && p.Value == "false"
+					}
+				}
+			}
+			if !found {
+				t.Errorf("no override for %s in %q", c.Alias, out)
+			}
+		}
+		again, ch2, err := Override(out, want)
+		if err != nil || len(ch2) != 0 && ch2[0].Kept == "" || string(again) != string(out) && len(ch2) == 0 {
+			t.Errorf("a second Override: %v %+v\nin  %q\nout %q", err, ch2, out, again)
+		}
+	})
+}

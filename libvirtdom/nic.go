@@ -2,8 +2,10 @@ package libvirtdom
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"libvirt.org/go/libvirtxml"
@@ -25,7 +27,8 @@ type NIC struct {
 // <target dev='TAP' managed='no'/> (libvirt opens the tap and, for
 // <driver name='vhost'>, /dev/vhost-net itself), or type vdpa with
 // <source dev='/dev/vhost-vdpa-N'/>; <model type='virtio'/>, <mac>,
-// <mtu>, and the <driver> of DriverFor. Unexpressed is DriverFor's.
+// <mtu>, and the <driver> of DriverFor. Unexpressed is DriverFor's, and
+// its Override: a hotplug takes no <qemu:override>.
 // Exactly one of Tap and VDPA must be set; errors wrap errs.ErrInvalid.
 func (n NIC) Interface(d policy.Decision) (*libvirtxml.DomainInterface, []string, error) {
 	x := &libvirtxml.DomainInterface{Model: &libvirtxml.DomainInterfaceModel{Type: "virtio"}}
@@ -71,7 +74,11 @@ func (n NIC) Interface(d policy.Decision) (*libvirtxml.DomainInterface, []string
 	}
 	p := DriverFor(nil, d, q)
 	x.Driver = p.Driver
-	return x, p.Unexpressed, nil
+	un := p.Unexpressed
+	for _, k := range slices.Sorted(maps.Keys(p.Override)) {
+		un = append(un, fmt.Sprintf("QEMU property %s=%s: libvirt sets it only through <qemu:override> when QEMU starts, never on a hotplug, so QEMU keeps its default", k, onOff(p.Override[k])))
+	}
+	return x, un, nil
 }
 
 // XML is Interface's element as text for Attach and Detach.

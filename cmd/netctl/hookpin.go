@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,14 +20,22 @@ import (
 
 // pinIface is one interface in hook pin's report.
 type pinIface struct {
-	MAC         string   `json:"mac"`
-	Kind        string   `json:"kind"`
-	Name        string   `json:"name"`
-	Backend     string   `json:"backend,omitempty"`
-	Before      string   `json:"driver_before,omitempty"`
-	After       string   `json:"driver_after,omitempty"`
-	Unexpressed []string `json:"not_in_libvirt_xml,omitempty"`
-	Skipped     string   `json:"skipped,omitempty"`
+	MAC     string `json:"mac"`
+	Kind    string `json:"kind"`
+	Name    string `json:"name"`
+	Backend string `json:"backend,omitempty"`
+	Before  string `json:"driver_before,omitempty"`
+	After   string `json:"driver_after,omitempty"`
+	// Override are the QEMU properties written as <qemu:override> on
+	// Alias (AliasAdded: netctl gave the interface that alias), for what
+	// <driver> has no attribute for; OverrideKept says why none were
+	// written (the domain's own override says otherwise).
+	Override     map[string]bool `json:"qemu_override,omitempty"`
+	Alias        string          `json:"alias,omitempty"`
+	AliasAdded   bool            `json:"alias_added,omitempty"`
+	OverrideKept string          `json:"qemu_override_kept,omitempty"`
+	Unexpressed  []string        `json:"not_in_libvirt_xml,omitempty"`
+	Skipped      string          `json:"skipped,omitempty"`
 }
 
 // pinReport is hook pin's result.
@@ -46,8 +56,11 @@ func hookPinCommand() *cli.Command {
 		Description: "For each interface the hook manages in DOMAIN's persistent definition (name or UUID), netctl decides as the\n" +
 			"hook's prepare does and writes the decided <driver name='vhost'|'qemu'>, queues and <host/>/<guest/> offload\n" +
 			"attributes into that definition (virsh define), changing nothing else, so that libvirt starts QEMU with exactly\n" +
-			"what netctl decided at the next start. What libvirt's XML cannot express (vhost-net busy polling, some QEMU\n" +
-			"properties) is listed. A domain or interface netctl does not manage is never touched. --dry-run prints the diff.\n" +
+			"what netctl decided at the next start. A QEMU property <driver> has no attribute for (queue_reset, host_uso,\n" +
+			"guest_uso4/6: what a pool's plan turns off) goes into <qemu:override> (libvirt 8.2+) on the interface's alias;\n" +
+			"an interface without a user alias gets ua-netctl-MAC. An override the domain already has is never rewritten.\n" +
+			"What libvirt's XML cannot express at all (vhost-net busy polling) is listed. A domain or interface netctl does\n" +
+			"not manage is never touched. --dry-run prints the diff.\n" +
 			"The hook honours a <driver name> and forced offloads in the definition, and a pin writes both: after a host\n" +
 			"change (vhost_net loaded, a newer kernel) or a new profile, pin --redecide decides without them.",
 		Flags: []cli.Flag{
@@ -145,20 +158,27 @@ func hookPin(ctx context.Context, uri string, cfg *hook.Config, ref string, dryR
 		}
 		rep.Interfaces = append(rep.Interfaces, pi)
 	}
-	after, changes, err := libvirtdom.Pin(before, func(x *libvirtxml.DomainInterface) *libvirtxml.DomainInterfaceDriver {
+	// managedIndex is the index in ds of x, when netctl pins it.
+	managedIndex := func(x *libvirtxml.DomainInterface) (int, bool) {
 		if x.MAC == nil {
-			return nil
+			return 0, false
 		}
 		m, err := net.ParseMAC(x.MAC.Address)
 		if err != nil {
-			return nil
+			return 0, false
 		}
 		i, ok := byMAC[m.String()]
-		if !ok || !pinsInterface(x, ds[i].Interface) {
+		return i, ok && pinsInterface(x, ds[i].Interface)
+	}
+	overrides := map[int]map[string]bool{}
+	after, changes, err := libvirtdom.Pin(before, func(x *libvirtxml.DomainInterface) *libvirtxml.DomainInterfaceDriver {
+		i, ok := managedIndex(x)
+		if !ok {
 			return nil
 		}
 		p := libvirtdom.DriverFor(x.Driver, ds[i].Decision, 0)
 		rep.Interfaces[i].Unexpressed = p.Unexpressed
+		overrides[i] = p.Override
 		return p.Driver
 	})
 	if err != nil {
@@ -170,9 +190,33 @@ func hookPin(ctx context.Context, uri string, cfg *hook.Config, ref string, dryR
 			rep.Interfaces[i].Before, rep.Interfaces[i].After = ch.Before, ch.After
 		}
 	}
+	// What <driver> cannot say (queue_reset, the USO bits) goes into
+	// <qemu:override> on the interface's alias, which QEMU gets when the
+	// domain starts.
+	after, ovChanges, err := libvirtdom.Override(after, func(x *libvirtxml.DomainInterface) map[string]bool {
+		if i, ok := managedIndex(x); ok {
+			return overrides[i]
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("domain %s: %w", dom.Name, err)
+	}
+	written := 0
+	for _, ch := range ovChanges {
+		i, ok := byMAC[ch.MAC]
+		if !ok {
+			continue
+		}
+		it := &rep.Interfaces[i]
+		it.Alias, it.AliasAdded, it.Override, it.OverrideKept = ch.Alias, ch.Added, ch.Props, ch.Kept
+		if ch.Kept == "" {
+			written++
+		}
+	}
 	var notes []string
 	switch {
-	case len(changes) == 0:
+	case len(changes) == 0 && written == 0:
 		notes = append(notes, "domain "+dom.Name+" is pinned already: nothing to define")
 		return rep, notes, nil
 	case dryRun:
@@ -206,6 +250,19 @@ func printPin(w io.Writer, rep *pinReport, notes []string) {
 				fmt.Fprintf(w, "  - %s\n", strings.TrimSpace(l))
 			}
 			fmt.Fprintf(w, "  + %s\n", it.After)
+		}
+		if len(it.Override) > 0 {
+			var ps []string
+			for _, p := range slices.Sorted(maps.Keys(it.Override)) {
+				ps = append(ps, fmt.Sprintf("%s=%t", p, it.Override[p]))
+			}
+			fmt.Fprintf(w, "  + <qemu:override> on alias %s: %s\n", it.Alias, strings.Join(ps, " "))
+			if it.AliasAdded {
+				fmt.Fprintf(w, "  + <alias name='%s'/> (the override's handle on this interface)\n", it.Alias)
+			}
+		}
+		if it.OverrideKept != "" {
+			fmt.Fprintf(w, "  <qemu:override> not written: %s\n", it.OverrideKept)
 		}
 		for _, u := range it.Unexpressed {
 			fmt.Fprintf(w, "  not in libvirt's XML: %s\n", u)

@@ -1,0 +1,22 @@
+package policy
+
+import (
+	"testing"
+
+	"github.com/netctl/netctl/virtio"
+)
+
+// TestMachineOff: QEMU's compat properties by machine version
+// (hw_compat_7_1: queue_reset; hw_compat_8_0 and older: the USO bits).
+func TestMachineOff(t *testing.T) {
+	uso := virtio.NetHostUSO | virtio.NetGuestUSO4 | virtio.NetGuestUSO6
+	for m, want := range map[string]virtio.Features{
+		"pc-q35-7.1": virtio.RingReset | uso, "pc-i440fx-6.2": virtio.RingReset | uso, "virt-7.2": uso,
+		"pc-q35-8.0": uso, "pc-q35-8.1": 0, "pc-q35-9.2": 0, "pc": 0, "q35": 0, "pc-q35-rhel9.4.0": 0,
+		"": 0, "pc-q35-x.y": 0, "pc-q35-100.1": 0, "pc-q35-7.": 0,
+	} {
+		if got := MachineOff(m); got != want {
+			t.Errorf("MachineOff(%q) = %s, want %s", m, got, want)
+		}
+	}
+}
