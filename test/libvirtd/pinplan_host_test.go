@@ -1,0 +1,190 @@
+package libvirtd_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"libvirt.org/go/libvirtxml"
+
+	"github.com/netctl/netctl/internal/testenv"
+	"github.com/netctl/netctl/state"
+	"github.com/netctl/netctl/test/libvirtd"
+	"github.com/netctl/netctl/test/pool"
+)
+
+// TestHostLibvirtdHookPinPlan: with the plan of the 6.1 and 6.12 test
+// VMs in the hook's config (no RING_RESET: 6.1's vhost-net lacks it),
+// netctl hook pin writes what <driver> cannot say into the definition:
+// the managed interface gets <alias name='ua-netctl-MAC'/> and a
+// <qemu:override> sets queue_reset=false on it (libvirt's own dumpxml
+// --inactive, which libvirt accepted at define), nothing else changes
+// but its <driver>, the namespace and those two; the next start's QEMU
+// command line has queue_reset=false on that NIC (QEMU 7.2 here, which
+// offers RING_RESET by default) and not on the unmanaged one; a second
+// pin changes nothing. A --plan hotplug through the libvirt face onto
+// the running domain (machine type 7.2, which keeps queue_reset on) is
+// refused, leaving no record and no tap.
+func TestHostLibvirtdHookPinPlan(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "netctl")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/netctl/netctl/cmd/netctl").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	testenv.Host(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	d := libvirtd.New(t)
+	for _, p := range []string{"/etc/netctl", "/var/log/netctl"} { // /run is the test's own already
+		if err := d.Private(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plan, _ := pool.Of(t, "probe-6.1.json", "probe-6.12.json")
+	pj, err := json.Marshal(plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("/etc/netctl/pool.json", pj, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("/etc/netctl/hook.json", []byte(`{"timeout": "20s", "plan": "/etc/netctl/pool.json"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, "hook", "install", "--dir", d.HookDir).CombinedOutput(); err != nil {
+		t.Fatalf("netctl hook install: %v\n%s", err, out)
+	}
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	netctl := func(args ...string) (string, error) {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), "NETCTL_RUN_DIR="+state.DefaultDir)
+		out, err := cmd.CombinedOutput()
+		t.Logf("netctl %s: %v\n%s", strings.Join(args, " "), err, out)
+		return string(out), err
+	}
+	if out, err := exec.Command("ip", "tuntap", "add", "dev", "othtap0", "mode", "tap", "vnet_hdr").CombinedOutput(); err != nil {
+		t.Fatalf("ip tuntap add: %v\n%s", err, out)
+	}
+	defer exec.Command("ip", "link", "del", "othtap0").Run()
+
+	g, err := d.NewGuest(ctx, "pinplan", guestScript)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(g.Dir, "domain.xml"), []byte(g.DomainXML(netctlMetadata, netctlIface(`<driver queues='2'/>`), unmanagedIface)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := d.Virsh("define", filepath.Join(g.Dir, "domain.xml")); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	defer d.Virsh("undefine", "pinplan")
+	before, err := d.Virsh("dumpxml", "--inactive", "pinplan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := netctl("hook", "pin", "pinplan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"+ <qemu:override> on alias ua-netctl-525400780102: queue_reset=false", "+ <alias name='ua-netctl-525400780102'/>", "defined:"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("hook pin lacks %q", w)
+		}
+	}
+	after, err := d.Virsh("dumpxml", "--inactive", "pinplan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the pinned definition:\n%s", after)
+	var dom libvirtxml.Domain
+	if err := dom.Unmarshal(after); err != nil {
+		t.Fatal(err)
+	}
+	if dom.QEMUOverride == nil || len(dom.QEMUOverride.Devices) != 1 || dom.QEMUOverride.Devices[0].Alias != "ua-netctl-525400780102" {
+		t.Fatalf("the definition's <qemu:override>: %+v", dom.QEMUOverride)
+	}
+	props := map[string]string{}
+	for _, p := range dom.QEMUOverride.Devices[0].Frontend.Properties {
+		props[p.Name] = p.Type + "/" + p.Value
+	}
+	if props["queue_reset"] != "bool/false" {
+		t.Errorf("override properties %v: want queue_reset bool/false", props)
+	}
+	for _, x := range dom.Devices.Interfaces {
+		a := ""
+		if x.Alias != nil {
+			a = x.Alias.Name
+		}
+		if want := map[bool]string{true: "ua-netctl-525400780102", false: ""}[x.MAC.Address == "52:54:00:78:01:02"]; a != want {
+			t.Errorf("interface %s alias %q, want %q", x.MAC.Address, a, want)
+		}
+	}
+	// Nothing else moved: the definition without the managed interface's
+	// <driver> and alias, the override and the namespace is the one before.
+	strip := func(x string) string {
+		x = withoutDriverOf(t, x, "52:54:00:78:01:02")
+		x = strings.Replace(x, " xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'", "", 1)
+		x = strings.Replace(x, "      <alias name='ua-netctl-525400780102'/>\n", "", 1)
+		if i, j := strings.Index(x, "  <qemu:override>"), strings.Index(x, "</qemu:override>\n"); i >= 0 && j > i {
+			x = x[:i] + x[j+len("</qemu:override>\n"):]
+		}
+		return x
+	}
+	if strip(after) != withoutDriverOf(t, before, "52:54:00:78:01:02") {
+		t.Errorf("the definition changed beyond the pin:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	if out, _ := netctl("hook", "pin", "pinplan"); !strings.Contains(out, "pinned already") {
+		t.Errorf("a second hook pin does not say the domain is pinned already")
+	}
+	if again, _ := d.Virsh("dumpxml", "--inactive", "pinplan"); again != after {
+		t.Errorf("a second hook pin changed the definition")
+	}
+
+	// The next start: QEMU gets queue_reset=false on the managed NIC.
+	if out, err := d.Virsh("start", "pinplan"); err != nil {
+		t.Fatalf("%v\n%s\nnetctl's log:\n%s", err, out, readFile("/var/log/netctl/hook.log"))
+	}
+	defer d.Virsh("destroy", "pinplan")
+	pidb, err := os.ReadFile("/run/libvirt/qemu/pinplan.pid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(pidb)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+	dev, _ := qemuNIC(t, args, "52:54:00:78:01:02")
+	t.Logf("QEMU's -device: %v", dev)
+	if dev["queue_reset"] != "off" || dev["id"] != "ua-netctl-525400780102" {
+		t.Errorf("QEMU's virtio-net-pci for the pinned NIC: queue_reset=%q id=%q, want off and ua-netctl-525400780102", dev["queue_reset"], dev["id"])
+	}
+	if other, _ := qemuNIC(t, args, "52:54:00:78:09:09"); other["queue_reset"] != "" {
+		t.Errorf("the unmanaged NIC got queue_reset=%s", other["queue_reset"])
+	}
+
+	// A hotplug under the plan: libvirt cannot pin queue_reset on it.
+	recs, taps := lvRecords(), lvTaps()
+	out, err = netctl("attach", "--vm", "pinplan", "--id", "hp1", "--mac", "52:54:00:78:05:05", "--plan", "/etc/netctl/pool.json")
+	if err == nil || !strings.Contains(out, "queue_reset=off") || !strings.Contains(out, "netctl hook pin") {
+		t.Errorf("attach --plan onto a 7.2 machine: want the refusal naming queue_reset=off and what to do")
+	}
+	if r, tp := lvRecords(), lvTaps(); len(r) != len(recs) || len(tp) != len(taps) {
+		t.Errorf("the refused attach left records %v (before %v) or taps %v (before %v)", r, recs, tp, taps)
+	}
+	live, _ := d.Virsh("dumpxml", "pinplan")
+	if strings.Contains(live, "52:54:00:78:05:05") {
+		t.Errorf("the refused NIC is in the domain")
+	}
+}
