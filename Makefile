@@ -11,7 +11,9 @@ export VMEXEC := $(BIN)/netctl-vm
 VM_PKGS = $(sort $(patsubst %/,%,$(dir $(shell find . -name '*_vm_test.go' -not -path './.cache/*'))))
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build test test-unit test-host fuzz test-harness test-vm vm-deps vm-prepare lint demo bench clean
+# docs: the man pages (docs/man) and shell completion (completion/), generated
+# from the command tree; TestDocsCurrent fails when they are not current.
+.PHONY: all build docs install deb test test-unit test-host fuzz test-harness test-vm vm-deps vm-prepare lint demo bench clean
 
 all: build
 
@@ -25,6 +27,9 @@ build:
 	CGO_ENABLED=0 $(GO) build -buildvcs=auto -ldflags '$(GO_LDFLAGS)' -o $(BIN)/netctl ./cmd/netctl
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/netctl-vm ./test/cmd/netctl-vm
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/netctl-demo ./test/cmd/netctl-demo
+
+docs:
+	$(GO) run ./cmd/netctl gendoc --dir $(CURDIR)
 
 ## test: every layer: unit, host (root, throwaway netns), VM harness self-test, VM on both kernels.
 test: vm-deps test-unit test-host test-harness test-vm

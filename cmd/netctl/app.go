@@ -46,6 +46,7 @@ func newApp() *cli.App {
 			vhostUserCommand(),
 			vhostUserReapCommand(),
 			versionCommand(),
+			gendocCommand(),
 		},
 		// urfave/cli would call os.Exit itself for an ExitCoder; runMain
 		// decides the exit code instead.
