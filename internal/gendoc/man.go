@@ -203,7 +203,7 @@ func text(b *strings.Builder, s string) {
 	}
 }
 
-// line escapes one line of text: a leading '.' or '\'' would be a
+// line escapes one line of text: a leading '.' or '\” would be a
 // request.
 func line(s string) string {
 	s = esc(s)
