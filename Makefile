@@ -13,7 +13,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 # docs: the man pages (docs/man) and shell completion (completion/), generated
 # from the command tree; TestDocsCurrent fails when they are not current.
-.PHONY: all build docs install deb test test-unit test-host fuzz test-harness test-vm vm-deps vm-prepare lint demo bench clean
+.PHONY: all build build-netctl docs install uninstall deb test test-unit test-host fuzz test-harness test-vm vm-deps vm-prepare lint demo bench clean
 
 all: build
 
@@ -23,10 +23,57 @@ all: build
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 GO_LDFLAGS := -X main.version=$(VERSION)
 
-build:
-	CGO_ENABLED=0 $(GO) build -buildvcs=auto -ldflags '$(GO_LDFLAGS)' -o $(BIN)/netctl ./cmd/netctl
+build: build-netctl
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/netctl-vm ./test/cmd/netctl-vm
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/netctl-demo ./test/cmd/netctl-demo
+
+# netctl itself, as make install and make deb ship it.
+build-netctl:
+	CGO_ENABLED=0 $(GO) build -buildvcs=auto -ldflags '$(GO_LDFLAGS)' -o $(BIN)/netctl ./cmd/netctl
+
+# install: the binary, man pages, bash and zsh completion, the systemd units
+# (their ExecStart names BINDIR's netctl), tmpfiles.d for /run/netctl and the
+# hook config example. PREFIX=/usr/local by default; DESTDIR stages it.
+# /etc/default/netctl-exporter is installed only where there is none.
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+DATADIR ?= $(PREFIX)/share
+MANDIR ?= $(DATADIR)/man
+SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
+TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
+SYSCONFDIR ?= /etc
+UNITS = $(wildcard deploy/systemd/netctl-*)
+install: build-netctl
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(DATADIR)/bash-completion/completions \
+		$(DESTDIR)$(DATADIR)/zsh/vendor-completions $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(TMPFILESDIR) \
+		$(DESTDIR)$(SYSCONFDIR)/netctl $(DESTDIR)$(SYSCONFDIR)/default
+	install -m 0755 $(BIN)/netctl $(DESTDIR)$(BINDIR)/netctl
+	install -m 0644 docs/man/*.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 completion/netctl.bash $(DESTDIR)$(DATADIR)/bash-completion/completions/netctl
+	install -m 0644 completion/_netctl $(DESTDIR)$(DATADIR)/zsh/vendor-completions/_netctl
+	for u in $(UNITS); do \
+		sed 's|/usr/bin/netctl|$(BINDIR)/netctl|g' $$u >$(DESTDIR)$(SYSTEMDUNITDIR)/$$(basename $$u) && \
+		chmod 0644 $(DESTDIR)$(SYSTEMDUNITDIR)/$$(basename $$u) || exit 1; done
+	install -m 0644 deploy/tmpfiles.d/netctl.conf $(DESTDIR)$(TMPFILESDIR)/netctl.conf
+	install -m 0644 deploy/etc/hook.json.example $(DESTDIR)$(SYSCONFDIR)/netctl/hook.json.example
+	[ -e $(DESTDIR)$(SYSCONFDIR)/default/netctl-exporter ] || \
+		install -m 0644 deploy/default/netctl-exporter $(DESTDIR)$(SYSCONFDIR)/default/netctl-exporter
+
+## uninstall: remove what make install put there (same PREFIX and DESTDIR), nothing else;
+## /etc/default/netctl-exporter (perhaps edited) is left.
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/netctl $(DESTDIR)$(DATADIR)/bash-completion/completions/netctl \
+		$(DESTDIR)$(DATADIR)/zsh/vendor-completions/_netctl $(DESTDIR)$(TMPFILESDIR)/netctl.conf \
+		$(DESTDIR)$(SYSCONFDIR)/netctl/hook.json.example \
+		$(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(wildcard docs/man/*.1))) \
+		$(addprefix $(DESTDIR)$(SYSTEMDUNITDIR)/,$(notdir $(UNITS)))
+
+## deb: bin/netctl_VERSION_amd64.deb (nfpm as a library: no root, no dpkg-deb);
+## the binary is make build's, the contents make install's with PREFIX=/usr.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
+deb: build-netctl
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run ./internal/mkdeb -root $(CURDIR) -bin $(BIN)/netctl \
+		-version '$(VERSION)' -arch amd64 -out $(BIN)
 
 docs:
 	$(GO) run ./cmd/netctl gendoc --dir $(CURDIR)

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+const repoRoot = "../.."
+
+func TestDebVersion(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"v1.2.3", "1.2.3"},
+		{"v1.2.3-dirty", "1.2.3+dirty"},
+		{"v1.2.3-4-gabc1234", "1.2.3+4.gabc1234"},
+		{"v1.2.3-4-gabc1234-dirty", "1.2.3+4.gabc1234.dirty"},
+		{"v1.2.3-rc1", "1.2.3~rc1"},
+		{"v1.2.3-rc1-2-gabc1234", "1.2.3~rc1+2.gabc1234"},
+		{"6087c36", "0~g6087c36"},
+		{"abc1234-dirty", "0~gabc1234+dirty"},
+	} {
+		got, err := debVersion(tc.in)
+		if err != nil || got != tc.want {
+			t.Errorf("debVersion(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"", "dev", "release_1", "v1 2", strings.Repeat("1", 200)} {
+		if v, err := debVersion(bad); err == nil {
+			t.Errorf("debVersion(%q) = %q, want an error", bad, v)
+		}
+	}
+}
+
+// TestDebMatchesMakeInstall: the package holds exactly what make install
+// puts under DESTDIR with PREFIX=/usr (man pages gzipped), and dpkg-deb
+// reads the package nfpm wrote: name, version, arch, conffiles, scripts.
+func TestDebMatchesMakeInstall(t *testing.T) {
+	mk, err := exec.LookPath("make")
+	if err != nil {
+		t.Skip("no make")
+	}
+	tmp := t.TempDir()
+	dest := filepath.Join(tmp, "dest")
+	cmd := exec.Command(mk, "-C", repoRoot, "install", "DESTDIR="+dest, "PREFIX=/usr", "BIN="+filepath.Join(tmp, "bin"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make install: %v\n%s", err, out)
+	}
+	var installed []string
+	filepath.Walk(dest, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			installed = append(installed, strings.TrimPrefix(p, dest))
+		}
+		return nil
+	})
+	its, err := items(repoRoot, filepath.Join(tmp, "bin", "netctl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var packaged []string
+	for _, it := range its {
+		packaged = append(packaged, strings.TrimSuffix(it.Dst, ".gz"))
+	}
+	sort.Strings(installed)
+	sort.Strings(packaged)
+	if strings.Join(installed, "\n") != strings.Join(packaged, "\n") {
+		t.Errorf("make install PREFIX=/usr installed:\n%s\nthe package holds:\n%s", strings.Join(installed, "\n"), strings.Join(packaged, "\n"))
+	}
+	// make install's units name BINDIR's netctl.
+	b, err := os.ReadFile(filepath.Join(dest, "usr/lib/systemd/system/netctl-exporter.service"))
+	if err != nil || !strings.Contains(string(b), "ExecStart=/usr/bin/netctl exporter") {
+		t.Errorf("installed netctl-exporter.service: %v\n%s", err, b)
+	}
+
+	path, err := build(repoRoot, filepath.Join(tmp, "bin", "netctl"), "v1.2.3-4-gabc1234-dirty", "amd64", filepath.Join(tmp, "out"), time.Unix(1700000000, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Base(path) != "netctl_1.2.3+4.gabc1234.dirty_amd64.deb" {
+		t.Errorf("package file %s", path)
+	}
+	dd, err := exec.LookPath("dpkg-deb")
+	if err != nil {
+		t.Log("no dpkg-deb: the package is not read back")
+		return
+	}
+	out, err := exec.Command(dd, "-f", path, "Package", "Version", "Architecture", "Recommends").CombinedOutput()
+	if err != nil {
+		t.Fatalf("dpkg-deb -f: %v: %s", err, out)
+	}
+	want := "Package: netctl\nVersion: 1.2.3+4.gabc1234.dirty\nArchitecture: amd64\nRecommends: qemu-system-x86\n"
+	if string(out) != want {
+		t.Errorf("dpkg-deb -f: %q, want %q", out, want)
+	}
+	ctl := filepath.Join(tmp, "control")
+	if out, err := exec.Command(dd, "-e", path, ctl).CombinedOutput(); err != nil {
+		t.Fatalf("dpkg-deb -e: %v: %s", err, out)
+	}
+	conf, _ := os.ReadFile(filepath.Join(ctl, "conffiles"))
+	if string(conf) != "/etc/default/netctl-exporter\n/etc/netctl/hook.json.example\n" {
+		t.Errorf("conffiles: %q", conf)
+	}
+	for _, s := range []string{"postinst", "prerm", "postrm"} {
+		if fi, err := os.Stat(filepath.Join(ctl, s)); err != nil || fi.Mode()&0o111 == 0 {
+			t.Errorf("maintainer script %s: %v", s, err)
+		}
+	}
+	out, err = exec.Command(dd, "-c", path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("dpkg-deb -c: %v", err)
+	}
+	for _, it := range its {
+		if !strings.Contains(string(out), " ."+it.Dst+"\n") {
+			t.Errorf("package lacks %s:\n%s", it.Dst, out)
+		}
+	}
+}
