@@ -134,4 +134,3 @@ func TestWriteAtomic(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
-

@@ -189,17 +189,31 @@ func section(b *strings.Builder, name string) {
 }
 
 // text writes s as filled paragraphs: a blank line starts a new one;
-// a line starting with white space starts on a line of its own.
+// lines starting with white space (an example, a list) are an indented
+// block, unfilled.
 func text(b *strings.Builder, s string) {
+	block := false
 	for _, l := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+		indented := l != "" && (l[0] == ' ' || l[0] == '\t') && strings.TrimSpace(l) != ""
+		if indented != block {
+			if indented {
+				b.WriteString(".RS\n.nf\n")
+			} else {
+				b.WriteString(".fi\n.RE\n")
+			}
+			block = indented
+		}
 		switch {
 		case strings.TrimSpace(l) == "":
 			b.WriteString(".PP\n")
-		case l[0] == ' ' || l[0] == '\t':
-			fmt.Fprintf(b, ".br\n%s\n", line(strings.TrimLeft(l, " \t")))
+		case indented:
+			fmt.Fprintf(b, "%s\n", line(strings.TrimLeft(l, " \t")))
 		default:
 			fmt.Fprintf(b, "%s\n", line(l))
 		}
+	}
+	if block {
+		b.WriteString(".fi\n.RE\n")
 	}
 }
 
