@@ -14,223 +14,223 @@ __netctl_spec() {
 		;;
 	'netctl attach')
 		__netctl_cmds=''
-		__netctl_flags='--vm --qmp --id --backend --tap --shared-tap --macvtap --vdpa --mgmtdev --queues --mac --mtu --bus --profile --plan --timeout --json -j --libvirt --persistent'
+		__netctl_flags='--vm --qmp --id --backend --tap --shared-tap --macvtap --vdpa --mgmtdev --queues --mac --mtu --bus --profile --plan --timeout --json -j --libvirt --persistent --help -h'
 		__netctl_vflags='--vm --qmp --id --backend --tap --macvtap --vdpa --mgmtdev --queues --mac --mtu --bus --profile --plan --timeout --libvirt'
 		__netctl_args=''
 		;;
 	'netctl detach')
 		__netctl_cmds=''
-		__netctl_flags='--vm --qmp --id --timeout --libvirt'
+		__netctl_flags='--vm --qmp --id --timeout --libvirt --help -h'
 		__netctl_vflags='--vm --qmp --id --timeout --libvirt'
 		__netctl_args=''
 		;;
 	'netctl list')
 		__netctl_cmds=''
-		__netctl_flags='--vm --json -j'
+		__netctl_flags='--vm --json -j --help -h'
 		__netctl_vflags='--vm'
 		__netctl_args=''
 		;;
 	'netctl gc')
 		__netctl_cmds=''
-		__netctl_flags='--dry-run -n --timeout --json -j'
+		__netctl_flags='--dry-run -n --timeout --json -j --help -h'
 		__netctl_vflags='--timeout'
 		__netctl_args=''
 		;;
 	'netctl vm')
 		__netctl_cmds='list'
-		__netctl_flags=''
+		__netctl_flags='--help -h'
 		__netctl_vflags=''
 		__netctl_args=''
 		;;
 	'netctl vm list')
 		__netctl_cmds=''
-		__netctl_flags='--json -j --timeout'
+		__netctl_flags='--json -j --timeout --help -h'
 		__netctl_vflags='--timeout'
 		__netctl_args='vm'
 		;;
 	'netctl selftest')
 		__netctl_cmds=''
-		__netctl_flags='--queues --frames --frame-size --timeout --json -j'
+		__netctl_flags='--queues --frames --frame-size --timeout --json -j --help -h'
 		__netctl_vflags='--queues --frames --frame-size --timeout'
 		__netctl_args=''
 		;;
 	'netctl vdpa')
 		__netctl_cmds='mgmtdev dev'
-		__netctl_flags='--json -j --timeout'
+		__netctl_flags='--json -j --timeout --help -h'
 		__netctl_vflags='--timeout'
 		__netctl_args=''
 		;;
 	'netctl vdpa mgmtdev')
 		__netctl_cmds='show'
-		__netctl_flags=''
+		__netctl_flags='--help -h'
 		__netctl_vflags=''
 		__netctl_args=''
 		;;
 	'netctl vdpa mgmtdev show')
 		__netctl_cmds=''
-		__netctl_flags='--json -j'
+		__netctl_flags='--json -j --help -h'
 		__netctl_vflags=''
 		__netctl_args=''
 		;;
 	'netctl vdpa dev')
 		__netctl_cmds='show add del config vstats'
-		__netctl_flags=''
+		__netctl_flags='--help -h'
 		__netctl_vflags=''
 		__netctl_args=''
 		;;
 	'netctl vdpa dev show')
 		__netctl_cmds=''
-		__netctl_flags='--json -j'
+		__netctl_flags='--json -j --help -h'
 		__netctl_vflags=''
 		__netctl_args='vdpa'
 		;;
 	'netctl vdpa dev add')
 		__netctl_cmds=''
-		__netctl_flags='--name --mgmtdev --mac --mtu --max-vqp'
+		__netctl_flags='--name --mgmtdev --mac --mtu --max-vqp --help -h'
 		__netctl_vflags='--name --mgmtdev --mac --mtu --max-vqp'
 		__netctl_args=''
 		;;
 	'netctl vdpa dev del')
 		__netctl_cmds=''
-		__netctl_flags=''
+		__netctl_flags='--help -h'
 		__netctl_vflags=''
 		__netctl_args='vdpa'
 		;;
 	'netctl vdpa dev config')
 		__netctl_cmds='show'
-		__netctl_flags=''
+		__netctl_flags='--help -h'
 		__netctl_vflags=''
 		__netctl_args=''
 		;;
 	'netctl vdpa dev config show')
 		__netctl_cmds=''
-		__netctl_flags='--json -j'
+		__netctl_flags='--json -j --help -h'
 		__netctl_vflags=''
 		__netctl_args='vdpa'
 		;;
 	'netctl vdpa dev vstats')
 		__netctl_cmds=''
-		__netctl_flags='--json -j'
+		__netctl_flags='--json -j --help -h'
 		__netctl_vflags=''
 		__netctl_args='vdpa'
 		;;
 	'netctl probe')
 		__netctl_cmds=''
-		__netctl_flags='--dev --json -j --nfd'
+		__netctl_flags='--dev --json -j --nfd --help -h'
 		__netctl_vflags='--dev'
 		__netctl_args=''
 		;;
 	'netctl nfd')
 		__netctl_cmds='write show remove'
-		__netctl_flags=''
+		__netctl_flags='--help -h'
 		__netctl_vflags=''
 		__netctl_args=''
 		;;
 	'netctl nfd write')
 		__netctl_cmds=''
-		__netctl_flags='--dir --qemu --expiry --every'
+		__netctl_flags='--dir --qemu --expiry --every --help -h'
 		__netctl_vflags='--dir --qemu --expiry --every'
 		__netctl_args=''
 		;;
 	'netctl nfd show')
 		__netctl_cmds=''
-		__netctl_flags='--qemu'
+		__netctl_flags='--qemu --help -h'
 		__netctl_vflags='--qemu'
 		__netctl_args=''
 		;;
 	'netctl nfd remove')
 		__netctl_cmds=''
-		__netctl_flags='--dir'
+		__netctl_flags='--dir --help -h'
 		__netctl_vflags='--dir'
 		__netctl_args=''
 		;;
 	'netctl plan')
 		__netctl_cmds=''
-		__netctl_flags='--profile --qemu --json -j'
+		__netctl_flags='--profile --qemu --json -j --help -h'
 		__netctl_vflags='--profile --qemu'
 		__netctl_args='file'
 		;;
 	'netctl migrate')
 		__netctl_cmds='export incoming finish'
-		__netctl_flags=''
+		__netctl_flags='--help -h'
 		__netctl_vflags=''
 		__netctl_args=''
 		;;
 	'netctl migrate export')
 		__netctl_cmds=''
-		__netctl_flags='--vm --qmp --output -o --timeout'
+		__netctl_flags='--vm --qmp --output -o --timeout --help -h'
 		__netctl_vflags='--vm --qmp --output -o --timeout'
 		__netctl_args=''
 		;;
 	'netctl migrate incoming')
 		__netctl_cmds=''
-		__netctl_flags='--vm --qmp --from --plan --timeout'
+		__netctl_flags='--vm --qmp --from --plan --timeout --help -h'
 		__netctl_vflags='--vm --qmp --from --plan --timeout'
 		__netctl_args=''
 		;;
 	'netctl migrate finish')
 		__netctl_cmds=''
-		__netctl_flags='--vm --qmp --wait --quit --json -j'
+		__netctl_flags='--vm --qmp --wait --quit --json -j --help -h'
 		__netctl_vflags='--vm --qmp --wait'
 		__netctl_args=''
 		;;
 	'netctl diagnose')
 		__netctl_cmds=''
-		__netctl_flags='--qmp --vm --libvirt --qemu-monitor --id --lower --from --tap --save --plan --no-probe --timeout --json -j'
+		__netctl_flags='--qmp --vm --libvirt --qemu-monitor --id --lower --from --tap --save --plan --no-probe --timeout --json -j --help -h'
 		__netctl_vflags='--qmp --vm --libvirt --id --lower --from --tap --save --plan --timeout'
 		__netctl_args=''
 		;;
 	'netctl hook')
 		__netctl_cmds='install qemu status pin'
-		__netctl_flags=''
+		__netctl_flags='--help -h'
 		__netctl_vflags=''
 		__netctl_args=''
 		;;
 	'netctl hook install')
 		__netctl_cmds=''
-		__netctl_flags='--dir --binary --config --run-dir'
+		__netctl_flags='--dir --binary --config --run-dir --help -h'
 		__netctl_vflags='--dir --binary --config --run-dir'
 		__netctl_args=''
 		;;
 	'netctl hook qemu')
 		__netctl_cmds=''
-		__netctl_flags='--config --run-dir'
+		__netctl_flags='--config --run-dir --help -h'
 		__netctl_vflags='--config --run-dir'
 		__netctl_args='domain'
 		;;
 	'netctl hook status')
 		__netctl_cmds=''
-		__netctl_flags='--json -j --dir --run-dir --libvirt -c --connect'
+		__netctl_flags='--json -j --dir --run-dir --libvirt -c --connect --help -h'
 		__netctl_vflags='--dir --run-dir --libvirt -c --connect'
 		__netctl_args='domain'
 		;;
 	'netctl hook pin')
 		__netctl_cmds=''
-		__netctl_flags='--libvirt -c --connect --config --dry-run --redecide --timeout --json -j'
+		__netctl_flags='--libvirt -c --connect --config --dry-run --redecide --timeout --json -j --help -h'
 		__netctl_vflags='--libvirt -c --connect --config --timeout'
 		__netctl_args='domain'
 		;;
 	'netctl stats')
 		__netctl_cmds=''
-		__netctl_flags='--vm --qmp --libvirt --qemu-monitor --id --interval --watch -w --json -j'
+		__netctl_flags='--vm --qmp --libvirt --qemu-monitor --id --interval --watch -w --json -j --help -h'
 		__netctl_vflags='--vm --qmp --libvirt --id --interval'
 		__netctl_args=''
 		;;
 	'netctl exporter')
 		__netctl_cmds=''
-		__netctl_flags='--listen --allow-remote --vm --qmp --domain --libvirt --qemu-monitor --scrape-timeout --ring-sample --gone-for'
+		__netctl_flags='--listen --allow-remote --vm --qmp --domain --libvirt --qemu-monitor --scrape-timeout --ring-sample --gone-for --help -h'
 		__netctl_vflags='--listen --vm --qmp --domain --libvirt --scrape-timeout --ring-sample --gone-for'
 		__netctl_args=''
 		;;
 	'netctl vhost-user')
 		__netctl_cmds=''
-		__netctl_flags='--socket --tap --macvtap --queues --owner --profile --handshake-timeout --json-status'
+		__netctl_flags='--socket --tap --macvtap --queues --owner --profile --handshake-timeout --json-status --help -h'
 		__netctl_vflags='--socket --tap --macvtap --queues --owner --profile --handshake-timeout --json-status'
 		__netctl_args=''
 		;;
 	'netctl version')
 		__netctl_cmds=''
-		__netctl_flags='--json -j'
+		__netctl_flags='--json -j --help -h'
 		__netctl_vflags=''
 		__netctl_args=''
 		;;

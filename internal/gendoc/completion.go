@@ -36,7 +36,12 @@ func walk(app *cli.App) []node {
 			for _, s := range subs {
 				n.Cmds = append(n.Cmds, s.Name)
 			}
-			addFlags(&n, flags(c.VisibleFlags()))
+			fs := flags(c.VisibleFlags())
+			if !c.HideHelp && !hasFlag(fs, "help") {
+				// urfave/cli adds it to each command when it runs.
+				fs = append(fs, flagInfo{Name: "help", Names: []string{"--help", "-h"}})
+			}
+			addFlags(&n, fs)
 			if len(subs) == 0 {
 				n.Args = argKind(c.ArgsUsage)
 			}
@@ -46,6 +51,15 @@ func walk(app *cli.App) []node {
 	}
 	rec(app.Name, app.Commands)
 	return out
+}
+
+func hasFlag(fs []flagInfo, name string) bool {
+	for _, f := range fs {
+		if f.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 func addFlags(n *node, fs []flagInfo) {
