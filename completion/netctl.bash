@@ -307,7 +307,11 @@ __netctl_values() {
 	domain) command -v virsh >/dev/null && timeout 3 virsh -q list --all --name 2>/dev/null ;;
 	iface) ls /sys/class/net 2>/dev/null ;;
 	vdpa) ls /sys/bus/vdpa/devices 2>/dev/null ;;
-	words:*) printf '%s\n' ${1#words:} ;;
+	words:*)
+		local l=${1#words:} nl='
+'
+		printf '%s\n' "${l// /$nl}"
+		;;
 	esac
 }
 

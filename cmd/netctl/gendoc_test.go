@@ -140,5 +140,28 @@ func TestBashCompletion(t *testing.T) {
 		if out, err := exec.Command(zsh, "-n", zf).CombinedOutput(); err != nil {
 			t.Errorf("zsh -n _netctl: %v: %s", err, out)
 		}
+		// compadd and _files work only inside a completion widget: these
+		// stand-ins print what they were given (the count of candidates
+		// first; zsh filters by the prefix itself).
+		prog := `compadd() { [[ $1 == -- ]] && shift; print -r -- "$# $*"; }; _files() { print -r -- "files $*"; }; compdef() { :; }
+source "$1"; shift; words=("$@"); CURRENT=$#; _netctl`
+		for _, tc := range []struct {
+			words []string
+			want  string
+		}{
+			{[]string{"netctl", "vdpa", "dev", ""}, "5 show add del config vstats"},
+			{[]string{"netctl", "attach", "--backend", ""}, "4 auto vdpa vhost-net userspace"},
+			{[]string{"netctl", "attach", "--vm", "x", "--qmp", ""}, "files"},
+			{[]string{"netctl", "plan", ""}, "files"},
+		} {
+			cmd := exec.Command(zsh, append([]string{"-f", "-c", prog, "zsh", zf}, tc.words...)...)
+			cmd.Env = append(os.Environ(), "PATH=/nonexistent:/usr/bin:/bin")
+			out, err := cmd.CombinedOutput()
+			if got := strings.TrimSpace(string(out)); err != nil || got != tc.want {
+				t.Errorf("zsh completing %q: got %q (%v), want %q", tc.words, got, err, tc.want)
+			}
+		}
+	} else {
+		t.Log("no zsh: its completion is not run")
 	}
 }
