@@ -13,6 +13,7 @@
 #                    virsh, the libvirt-qemu user QEMU runs as) for the libvirt
 #                    hook's end-to-end host test (test/libvirtd); installed with
 #                    no daemon started (policy-rc.d says 101 while apt runs)
+#   zsh              runs the generated zsh completion in a unit test
 #   man-db           man -w, for the package's host test (internal/mkdeb:
 #                    the installed man pages are found)
 # The kernels and busybox themselves are fetched into .cache/vm by
@@ -28,6 +29,7 @@ command -v gcc >/dev/null || need+=(gcc)
 command -v libvirtd >/dev/null && command -v virtlogd >/dev/null && command -v virsh >/dev/null &&
   getent passwd libvirt-qemu >/dev/null || need+=(libvirt-daemon-system libvirt-clients)
 command -v man >/dev/null || need+=(man-db)
+command -v zsh >/dev/null || need+=(zsh)
 command -v prometheus >/dev/null && command -v promtool >/dev/null || need+=(prometheus)
 command -v dpkg-deb >/dev/null || { echo "host-deps: dpkg-deb missing: this is not a Debian machine" >&2; exit 1; }
 [ ${#need[@]} -eq 0 ] && exit 0

@@ -132,6 +132,30 @@ func TestBashCompletion(t *testing.T) {
 			t.Errorf("completing %q: got %q, want %q", tc.words, got, tc.want)
 		}
 	}
+	// Values asked of netctl: VM names (vm list -j, list -j) and NIC ids
+	// (list -j), from a stand-in netctl on PATH.
+	fake := t.TempDir()
+	stub := "#!/bin/sh\ncase \"$*\" in\n" +
+		"'vm list -j') echo '{\"vms\": [{\"pid\": 7, \"name\": \"web1\", \"monitors\": []}]}' ;;\n" +
+		"'list -j') echo '[{\"vm\": \"db2\", \"id\": \"net0\"}, {\"vm\": \"web1\", \"id\": \"net1\"}]' ;;\nesac\n"
+	if err := os.WriteFile(filepath.Join(fake, "netctl"), []byte(stub), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		words []string
+		want  string
+	}{
+		{[]string{"netctl", "attach", "--vm", ""}, "db2 web1"},
+		{[]string{"netctl", "detach", "--vm", "web1", "--id", "net"}, "net0 net1"},
+	} {
+		prog := `source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(( $# - 1 )); _netctl; echo "${COMPREPLY[*]}"`
+		cmd := exec.Command(bash, append([]string{"--norc", "-c", prog, "bash", script}, tc.words...)...)
+		cmd.Env = append(os.Environ(), "PATH="+fake+":/usr/bin:/bin")
+		out, err := cmd.CombinedOutput()
+		if got := strings.TrimSpace(string(out)); err != nil || got != tc.want {
+			t.Errorf("completing %q: got %q (%v), want %q", tc.words, got, err, tc.want)
+		}
+	}
 	if zsh, err := exec.LookPath("zsh"); err == nil {
 		zf := filepath.Join(t.TempDir(), "_netctl")
 		if err := os.WriteFile(zf, files[gendoc.ZshFile], 0o644); err != nil {
