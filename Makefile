@@ -42,15 +42,22 @@ MANDIR ?= $(DATADIR)/man
 SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
 TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
 SYSCONFDIR ?= /etc
+# zsh looks in /usr/share/zsh/vendor-completions for packages and in
+# /usr/local/share/zsh/site-functions for the rest (Debian's fpath).
+ifeq ($(PREFIX),/usr)
+ZSHCOMPDIR ?= $(DATADIR)/zsh/vendor-completions
+else
+ZSHCOMPDIR ?= $(DATADIR)/zsh/site-functions
+endif
 UNITS = $(wildcard deploy/systemd/netctl-*)
 install: build-netctl
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(DATADIR)/bash-completion/completions \
-		$(DESTDIR)$(DATADIR)/zsh/vendor-completions $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(TMPFILESDIR) \
+		$(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(TMPFILESDIR) \
 		$(DESTDIR)$(SYSCONFDIR)/netctl $(DESTDIR)$(SYSCONFDIR)/default
 	install -m 0755 $(BIN)/netctl $(DESTDIR)$(BINDIR)/netctl
 	install -m 0644 docs/man/*.1 $(DESTDIR)$(MANDIR)/man1/
 	install -m 0644 completion/netctl.bash $(DESTDIR)$(DATADIR)/bash-completion/completions/netctl
-	install -m 0644 completion/_netctl $(DESTDIR)$(DATADIR)/zsh/vendor-completions/_netctl
+	install -m 0644 completion/_netctl $(DESTDIR)$(ZSHCOMPDIR)/_netctl
 	for u in $(UNITS); do \
 		sed 's|/usr/bin/netctl|$(BINDIR)/netctl|g' $$u >$(DESTDIR)$(SYSTEMDUNITDIR)/$$(basename $$u) && \
 		chmod 0644 $(DESTDIR)$(SYSTEMDUNITDIR)/$$(basename $$u) || exit 1; done
@@ -63,7 +70,7 @@ install: build-netctl
 ## /etc/default/netctl-exporter (perhaps edited) is left.
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/netctl $(DESTDIR)$(DATADIR)/bash-completion/completions/netctl \
-		$(DESTDIR)$(DATADIR)/zsh/vendor-completions/_netctl $(DESTDIR)$(TMPFILESDIR)/netctl.conf \
+		$(DESTDIR)$(ZSHCOMPDIR)/_netctl $(DESTDIR)$(TMPFILESDIR)/netctl.conf \
 		$(DESTDIR)$(SYSCONFDIR)/netctl/hook.json.example \
 		$(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(wildcard docs/man/*.1))) \
 		$(addprefix $(DESTDIR)$(SYSTEMDUNITDIR)/,$(notdir $(UNITS)))

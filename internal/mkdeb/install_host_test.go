@@ -90,6 +90,13 @@ func TestHostDebInstall(t *testing.T) {
 	if out, err := exec.Command("bash", "--norc", "-c", script).CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "exporter" {
 		t.Errorf("bash completion of 'netctl exp': %q, %v", out, err)
 	}
+	// zsh's compinit finds _netctl on its own fpath.
+	if zsh, err := exec.LookPath("zsh"); err == nil {
+		out, err := exec.Command(zsh, "-fc", "autoload -Uz compinit; compinit -u -d /dev/null; print -r -- ${_comps[netctl]}").CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) != "_netctl" {
+			t.Errorf("zsh compinit: netctl completes with %q (%v), want _netctl", out, err)
+		}
+	}
 	if sa, err := exec.LookPath("systemd-analyze"); err == nil {
 		units, _ := filepath.Glob("/usr/lib/systemd/system/netctl-*")
 		if len(units) < 5 {
