@@ -186,3 +186,75 @@ func TestOverrideRefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestOverrideNamesTheInterfaceOfAnOrphanOverride: a <qemu:override>
+// that names ua-netctl-MAC while no device has that alias (an earlier
+// pin's, left behind when the interface was removed and added again:
+// virsh detach-interface --config keeps the override, and libvirt
+// applies an override to no device without a word) sets nothing; the
+// interface with that MAC gets the alias, so the override applies to
+// it, and the change says so.
+func TestOverrideNamesTheInterfaceOfAnOrphanOverride(t *testing.T) {
+	in := []byte(`<domain type='kvm' xmlns:qemu='` + QEMUNamespace + `'>
+  <devices>
+    <interface type='ethernet'>
+      <mac address='52:54:00:aa:00:01'/>
+      <target dev='t0' managed='no'/>
+    </interface>
+  </devices>
+  <qemu:override>
+    <qemu:device alias='ua-netctl-525400aa0001'>
+      <qemu:frontend>
+        <qemu:property name='queue_reset' type='bool' value='false'/>
+      </qemu:frontend>
+    </qemu:device>
+  </qemu:override>
+</domain>`)
+	out, changes, err := Override(in, wantFor("52:54:00:aa:00:01", map[string]bool{"queue_reset": false}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dom, err := ParseDomain(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := Alias(&dom.Devices.Interfaces[0]); a != "ua-netctl-525400aa0001" {
+		t.Errorf("the interface's alias %q: the override names no device\n%s", a, out)
+	}
+	if len(changes) != 1 || !changes[0].Added || changes[0].Kept != "" {
+		t.Errorf("changes %+v: want the alias added", changes)
+	}
+	if got := overrides(t, out); got["ua-netctl-525400aa0001"]["queue_reset"] != "bool/false" || strings.Count(string(out), "<qemu:device") != 1 {
+		t.Errorf("overrides %v: want the one there was\n%s", got, out)
+	}
+}
+
+// TestOverrideRefusesWhatWouldNotLand: a user's <q:override> that binds
+// prefix qemu to another namespace inside it would put the device
+// Override writes with prefix qemu outside libvirt's namespace, where
+// libvirt reads nothing: Override refuses rather than report an override
+// that is not there.
+func TestOverrideRefusesWhatWouldNotLand(t *testing.T) {
+	in := []byte(`<domain type='kvm' xmlns:qemu='` + QEMUNamespace + `'>
+  <devices>
+    <interface type='ethernet'>
+      <mac address='52:54:00:aa:00:01'/>
+      <alias name='ua-n'/>
+    </interface>
+  </devices>
+  <q:override xmlns:q='` + QEMUNamespace + `' xmlns:qemu='urn:other'>
+    <q:device alias='ua-disk'>
+      <q:frontend>
+        <q:property name='x' type='string' value='y'/>
+      </q:frontend>
+    </q:device>
+  </q:override>
+</domain>`)
+	out, changes, err := Override(in, wantFor("52:54:00:aa:00:01", map[string]bool{"queue_reset": false}))
+	if err == nil {
+		got := overrides(t, out)
+		t.Errorf("Override reported %+v, and libvirt reads overrides %v\n%s", changes, got, out)
+	} else if !errors.Is(err, errs.ErrInvalid) {
+		t.Errorf("%v: want ErrInvalid", err)
+	}
+}
