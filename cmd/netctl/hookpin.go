@@ -135,7 +135,14 @@ func hookPin(ctx context.Context, uri string, cfg *hook.Config, ref string, dryR
 			return nil, nil, fmt.Errorf("domain %s: %w", dom.Name, err)
 		}
 	}
-	h := &hook.Hook{Config: cfg, Devices: hook.RealDevices{}, Log: io.Discard}
+	// Decide for the QEMU libvirt starts the domain with: the pin writes
+	// QEMU properties (<qemu:override>), and QEMU refuses to start with
+	// one it lacks (host_uso before 8.2), whatever QEMU is in PATH.
+	version, err := conn.HypervisorVersion(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("asking libvirt for its QEMU's version: %w", err)
+	}
+	h := &hook.Hook{Config: cfg, Devices: hook.RealDevices{}, Log: io.Discard, QEMUVersion: version}
 	_, ds, err := h.Decide(ctx, decideOn)
 	if err != nil {
 		return nil, nil, fmt.Errorf("domain %s: %w", dom.Name, err)
@@ -257,9 +264,12 @@ func printPin(w io.Writer, rep *pinReport, notes []string) {
 				ps = append(ps, fmt.Sprintf("%s=%t", p, it.Override[p]))
 			}
 			fmt.Fprintf(w, "  + <qemu:override> on alias %s: %s\n", it.Alias, strings.Join(ps, " "))
-			if it.AliasAdded {
-				fmt.Fprintf(w, "  + <alias name='%s'/> (the override's handle on this interface)\n", it.Alias)
-			}
+		}
+		switch {
+		case it.AliasAdded && len(it.Override) > 0:
+			fmt.Fprintf(w, "  + <alias name='%s'/> (the override's handle on this interface)\n", it.Alias)
+		case it.AliasAdded && it.OverrideKept == "":
+			fmt.Fprintf(w, "  + <alias name='%s'/> (the domain's <qemu:override> on that alias, which named no device, now applies to this interface)\n", it.Alias)
 		}
 		if it.OverrideKept != "" {
 			fmt.Fprintf(w, "  <qemu:override> not written: %s\n", it.OverrideKept)

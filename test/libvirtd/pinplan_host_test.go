@@ -28,7 +28,12 @@ import (
 // but its <driver>, the namespace and those two; the next start's QEMU
 // command line has queue_reset=false on that NIC (QEMU 7.2 here, which
 // offers RING_RESET by default) and not on the unmanaged one; a second
-// pin changes nothing. A --plan hotplug through the libvirt face onto
+// pin changes nothing. The first pin runs with no QEMU in PATH and still
+// writes no USO property (the plan leaves USO out, and libvirt's QEMU
+// 7.2 has no host_uso: it would refuse to start). The interface removed
+// and added again (virsh detach-interface/attach-device --config, which
+// keep the override naming no device) gets its alias back from the next
+// pin, so the start's QEMU has queue_reset=false on it. A --plan hotplug through the libvirt face onto
 // the running domain (machine type 7.2, which keeps queue_reset on) is
 // refused, leaving no record and no tap.
 func TestHostLibvirtdHookPinPlan(t *testing.T) {
@@ -62,9 +67,10 @@ func TestHostLibvirtdHookPinPlan(t *testing.T) {
 	if err := d.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	var extraEnv []string
 	netctl := func(args ...string) (string, error) {
 		cmd := exec.Command(bin, args...)
-		cmd.Env = append(os.Environ(), "NETCTL_RUN_DIR="+state.DefaultDir)
+		cmd.Env = append(append(os.Environ(), "NETCTL_RUN_DIR="+state.DefaultDir), extraEnv...)
 		out, err := cmd.CombinedOutput()
 		t.Logf("netctl %s: %v\n%s", strings.Join(args, " "), err, out)
 		return string(out), err
@@ -89,7 +95,14 @@ func TestHostLibvirtdHookPinPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The first pin finds no QEMU in PATH (as on a host whose QEMU is
+	// /usr/libexec/qemu-kvm): the QEMU libvirt starts domains with (7.2
+	// here) has no host_uso or guest_uso4/6, which the plan leaves out
+	// (6.1 has no USO), so the pin must not write them: QEMU would refuse
+	// to start ("Property 'virtio-net-pci.host_uso' not found").
+	extraEnv = []string{"PATH=/usr/sbin:/sbin"}
 	out, err := netctl("hook", "pin", "pinplan")
+	extraEnv = nil
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,8 +127,8 @@ func TestHostLibvirtdHookPinPlan(t *testing.T) {
 	for _, p := range dom.QEMUOverride.Devices[0].Frontend.Properties {
 		props[p.Name] = p.Type + "/" + p.Value
 	}
-	if props["queue_reset"] != "bool/false" {
-		t.Errorf("override properties %v: want queue_reset bool/false", props)
+	if props["queue_reset"] != "bool/false" || len(props) != 1 {
+		t.Errorf("override properties %v: want queue_reset bool/false alone (QEMU 7.2 has no USO properties)", props)
 	}
 	for _, x := range dom.Devices.Interfaces {
 		a := ""
@@ -145,6 +158,24 @@ func TestHostLibvirtdHookPinPlan(t *testing.T) {
 	}
 	if again, _ := d.Virsh("dumpxml", "--inactive", "pinplan"); again != after {
 		t.Errorf("a second hook pin changed the definition")
+	}
+	// The interface removed and added again (virsh detach-interface
+	// --config keeps the <qemu:override>, which then names no device):
+	// pin gives the new interface the alias, so the override applies.
+	mustVirsh(t, d, "detach-interface", "pinplan", "ethernet", "--mac", "52:54:00:78:01:02", "--config")
+	if x := mustVirsh(t, d, "dumpxml", "--inactive", "pinplan"); !strings.Contains(x, "alias='ua-netctl-525400780102'") || strings.Contains(x, "<alias name='ua-netctl-525400780102'/>") {
+		t.Fatalf("after detach-interface --config, want the override kept and no interface with its alias:\n%s", x)
+	}
+	ifaceFile := filepath.Join(g.Dir, "iface.xml")
+	if err := os.WriteFile(ifaceFile, []byte(netctlIface(`<driver queues='2'/>`)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustVirsh(t, d, "attach-device", "pinplan", ifaceFile, "--config")
+	if out, err := netctl("hook", "pin", "pinplan"); err != nil || !strings.Contains(out, "+ <alias name='ua-netctl-525400780102'/>") {
+		t.Errorf("hook pin after the interface came back: want its alias added (%v)", err)
+	}
+	if x := mustVirsh(t, d, "dumpxml", "--inactive", "pinplan"); !strings.Contains(x, "<alias name='ua-netctl-525400780102'/>") || strings.Count(x, "<qemu:device ") != 1 {
+		t.Errorf("the definition after the second pin: want the interface's alias back and the one override:\n%s", x)
 	}
 
 	// The next start: QEMU gets queue_reset=false on the managed NIC.
