@@ -155,7 +155,7 @@ func Override(domainXML []byte, want func(x *libvirtxml.DomainInterface) map[str
 			continue
 		}
 		var d strings.Builder
-		fmt.Fprintf(&d, "<%s:device alias='%s'>\n      <%s:frontend>\n", prefix, ch.Alias, prefix)
+		fmt.Fprintf(&d, "<%s:device alias='%s'>\n      <%s:frontend>\n", prefix, xmlAttr(ch.Alias), prefix)
 		for _, p := range slices.Sorted(maps.Keys(ch.Props)) {
 			fmt.Fprintf(&d, "        <%s:property name='%s' type='bool' value='%s'/>\n", prefix, xmlAttr(p), boolText(ch.Props[p]))
 		}

@@ -258,3 +258,24 @@ func TestOverrideRefusesWhatWouldNotLand(t *testing.T) {
 		t.Errorf("%v: want ErrInvalid", err)
 	}
 }
+
+// TestOverrideEscapesTheAlias: a user alias with a character XML escapes
+// (written &amp; in the definition) is written escaped in the override's
+// alias attribute, so the result parses and the override names it.
+func TestOverrideEscapesTheAlias(t *testing.T) {
+	in := []byte(`<domain type='kvm'>
+  <devices>
+    <interface type='ethernet'>
+      <mac address='52:54:00:aa:00:01'/>
+      <alias name="ua-a&amp;b'c"/>
+    </interface>
+  </devices>
+</domain>`)
+	out, changes, err := Override(in, wantFor("52:54:00:aa:00:01", map[string]bool{"queue_reset": false}))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if len(changes) != 1 || changes[0].Alias != "ua-a&b'c" || overrides(t, out)["ua-a&b'c"]["queue_reset"] != "bool/false" {
+		t.Errorf("changes %+v, overrides %v\n%s", changes, overrides(t, out), out)
+	}
+}
