@@ -210,6 +210,7 @@ func hookPin(ctx context.Context, uri string, cfg *hook.Config, ref string, dryR
 		return nil, nil, fmt.Errorf("domain %s: %w", dom.Name, err)
 	}
 	written := 0
+	var kept []string // the interfaces whose override the domain's own keeps
 	for _, ch := range ovChanges {
 		i, ok := byMAC[ch.MAC]
 		if !ok {
@@ -219,10 +220,18 @@ func hookPin(ctx context.Context, uri string, cfg *hook.Config, ref string, dryR
 		it.Alias, it.AliasAdded, it.Override, it.OverrideKept = ch.Alias, ch.Added, ch.Props, ch.Kept
 		if ch.Kept == "" {
 			written++
+		} else {
+			kept = append(kept, ch.MAC)
 		}
 	}
 	var notes []string
+	if len(kept) > 0 {
+		notes = append(notes, fmt.Sprintf("interface %s does not hold the pool's plan: the domain's own <qemu:override> says otherwise (above), which netctl does not rewrite", strings.Join(kept, ", ")))
+	}
 	switch {
+	case len(changes) == 0 && written == 0 && len(kept) > 0:
+		notes = append(notes, "nothing to define")
+		return rep, notes, nil
 	case len(changes) == 0 && written == 0:
 		notes = append(notes, "domain "+dom.Name+" is pinned already: nothing to define")
 		return rep, notes, nil

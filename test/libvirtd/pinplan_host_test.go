@@ -33,7 +33,9 @@ import (
 // 7.2 has no host_uso: it would refuse to start). The interface removed
 // and added again (virsh detach-interface/attach-device --config, which
 // keep the override naming no device) gets its alias back from the next
-// pin, so the start's QEMU has queue_reset=false on it. A --plan hotplug through the libvirt face onto
+// pin, so the start's QEMU has queue_reset=false on it. The user's own
+// queue_reset=true in that override is kept, and pin says the interface
+// does not hold the plan (not that the domain is pinned). A --plan hotplug through the libvirt face onto
 // the running domain (machine type 7.2, which keeps queue_reset on) is
 // refused, leaving no record and no tap.
 func TestHostLibvirtdHookPinPlan(t *testing.T) {
@@ -217,5 +219,24 @@ func TestHostLibvirtdHookPinPlan(t *testing.T) {
 	live, _ := d.Virsh("dumpxml", "pinplan")
 	if strings.Contains(live, "52:54:00:78:05:05") {
 		t.Errorf("the refused NIC is in the domain")
+	}
+
+	// The user sets queue_reset=true in the override: pin does not
+	// rewrite it, and does not say the domain is pinned.
+	def := mustVirsh(t, d, "dumpxml", "--inactive", "pinplan")
+	userDef := strings.Replace(def, "name='queue_reset' type='bool' value='false'", "name='queue_reset' type='bool' value='true'", 1)
+	if userDef == def {
+		t.Fatalf("no queue_reset override to change:\n%s", def)
+	}
+	if err := os.WriteFile(filepath.Join(g.Dir, "user.xml"), []byte(userDef), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustVirsh(t, d, "define", filepath.Join(g.Dir, "user.xml"))
+	out, err = netctl("hook", "pin", "pinplan")
+	if err != nil || !strings.Contains(out, "<qemu:override> not written") || strings.Contains(out, "pinned already") || !strings.Contains(out, "does not hold the pool's plan") {
+		t.Errorf("hook pin over the user's queue_reset=true: want the override kept, said, and no 'pinned already' (%v)", err)
+	}
+	if x := mustVirsh(t, d, "dumpxml", "--inactive", "pinplan"); !strings.Contains(x, "name='queue_reset' type='bool' value='true'") {
+		t.Errorf("hook pin rewrote the user's override:\n%s", x)
 	}
 }
