@@ -279,3 +279,57 @@ func TestOverrideEscapesTheAlias(t *testing.T) {
 		t.Errorf("changes %+v, overrides %v\n%s", changes, overrides(t, out), out)
 	}
 }
+
+// TestOverrideOddButValid: CDATA, comments (one holding what looks like
+// an end tag), character references, a self-closing <qemu:override/>
+// beside the user's, and a default-namespace override: Override writes
+// where libvirt reads (libvirt merges every <qemu:override>, as checked
+// against libvirtd 9.0) and changes no byte around what it inserts.
+func TestOverrideOddButValid(t *testing.T) {
+	in := `<?xml version="1.0"?>
+<!-- </domain> -->
+<domain type='kvm' xmlns:qemu='` + QEMUNamespace + `'>
+  <name><![CDATA[a<b>&c]]></name>
+  <description>&#x3C;interface&#x3E; &amp; &lt;/domain&gt;</description>
+  <devices>
+    <interface type='ethernet'><!-- </interface> -->
+      <mac address='52:54:00:AA:00:01'/>
+      <target dev='t&#48;' managed='no'/>
+      <!-- trailing -->
+    </interface>
+    <interface type='ethernet'>
+      <mac address='52:54:00:aa:00:02'/>
+    </interface>
+  </devices>
+  <qemu:override/>
+  <override xmlns='` + QEMUNamespace + `'>
+    <device alias='ua-disk'><frontend><property name='x' type='string' value='y'/></frontend></device>
+  </override>
+</domain>
+`
+	out, changes, err := Override([]byte(in), func(x *libvirtxml.DomainInterface) map[string]bool {
+		return map[string]bool{"queue_reset": false}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(changes) != 2 || changes[0].Alias != "ua-netctl-525400aa0001" || changes[1].Alias != "ua-netctl-525400aa0002" {
+		t.Fatalf("changes %+v", changes)
+	}
+	got := overrides(t, out)
+	if got["ua-netctl-525400aa0001"]["queue_reset"] != "bool/false" || got["ua-netctl-525400aa0002"]["queue_reset"] != "bool/false" {
+		t.Errorf("overrides %v\n%s", got, out)
+	}
+	s := string(out)
+	for _, a := range []string{"ua-netctl-525400aa0001", "ua-netctl-525400aa0002"} {
+		s = strings.Replace(s, "  <alias name='"+a+"'/>\n    ", "", 1)
+	}
+	i, j := strings.Index(s, "  <qemu:device alias='ua-netctl-525400aa0001'>"), strings.LastIndex(s, "</qemu:device>\n  ")
+	if i < 0 || j < i {
+		t.Fatalf("the devices are not in the user's override:\n%s", out)
+	}
+	s = s[:i] + s[j+len("</qemu:device>\n  "):]
+	if s != in {
+		t.Errorf("Override changed more than it inserted:\n%s", out)
+	}
+}
