@@ -118,7 +118,8 @@ func hookPin(ctx context.Context, uri string, cfg *hook.Config, ref string, dryR
 	if err != nil {
 		return nil, nil, err
 	}
-	switch persistent, err := conn.Persistent(ctx, dom); {
+	persistent, err := conn.Persistent(ctx, dom)
+	switch {
 	case err != nil:
 		return nil, nil, err
 	case !persistent && !dryRun:
@@ -178,6 +179,7 @@ func hookPin(ctx context.Context, uri string, cfg *hook.Config, ref string, dryR
 		return i, ok && pinsInterface(x, ds[i].Interface)
 	}
 	overrides := map[int]map[string]bool{}
+	aliases := map[int]string{} // the interface's alias in the definition
 	after, changes, err := libvirtdom.Pin(before, func(x *libvirtxml.DomainInterface) *libvirtxml.DomainInterfaceDriver {
 		i, ok := managedIndex(x)
 		if !ok {
@@ -185,7 +187,7 @@ func hookPin(ctx context.Context, uri string, cfg *hook.Config, ref string, dryR
 		}
 		p := libvirtdom.DriverFor(x.Driver, ds[i].Decision, 0)
 		rep.Interfaces[i].Unexpressed = p.Unexpressed
-		overrides[i] = p.Override
+		overrides[i], aliases[i] = p.Override, libvirtdom.Alias(x)
 		return p.Driver
 	})
 	if err != nil {
@@ -200,14 +202,31 @@ func hookPin(ctx context.Context, uri string, cfg *hook.Config, ref string, dryR
 	// What <driver> cannot say (queue_reset, the USO bits) goes into
 	// <qemu:override> on the interface's alias, which QEMU gets when the
 	// domain starts.
-	after, ovChanges, err := libvirtdom.Override(after, func(x *libvirtxml.DomainInterface) map[string]bool {
-		if i, ok := managedIndex(x); ok {
-			return overrides[i]
+	var ovChanges []libvirtdom.OverrideChange
+	if persistent {
+		after, ovChanges, err = libvirtdom.Override(after, func(x *libvirtxml.DomainInterface) map[string]bool {
+			if i, ok := managedIndex(x); ok {
+				return overrides[i]
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("domain %s: %w", dom.Name, err)
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("domain %s: %w", dom.Name, err)
+	} else {
+		// A transient domain's XML (a dry run's: nothing is defined) is
+		// the live one, with the aliases libvirt made (net0): say the
+		// override to create it with, on the alias a pin would give.
+		for _, i := range slices.Sorted(maps.Keys(overrides)) {
+			if len(overrides[i]) == 0 {
+				continue
+			}
+			ch := libvirtdom.OverrideChange{MAC: rep.Interfaces[i].MAC, Alias: aliases[i], Props: overrides[i]}
+			if !strings.HasPrefix(ch.Alias, libvirtdom.UserAliasPrefix) {
+				ch.Alias, ch.Added = libvirtdom.UserAliasPrefix+"netctl-"+strings.ReplaceAll(ch.MAC, ":", ""), true
+			}
+			ovChanges = append(ovChanges, ch)
+		}
 	}
 	written := 0
 	var kept []string // the interfaces whose override the domain's own keeps

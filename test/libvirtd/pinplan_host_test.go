@@ -240,3 +240,59 @@ func TestHostLibvirtdHookPinPlan(t *testing.T) {
 		t.Errorf("hook pin rewrote the user's override:\n%s", x)
 	}
 }
+
+// TestHostLibvirtdHookPinPlanTransientDryRun: with a pool plan in the
+// hook config, netctl hook pin --dry-run on a transient domain (virsh
+// create: its only XML is the live one, with the aliases libvirt made,
+// net0) shows the pin to start it with, <qemu:override> properties
+// included, defines nothing and leaves the domain transient.
+func TestHostLibvirtdHookPinPlanTransientDryRun(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "netctl")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/netctl/netctl/cmd/netctl").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	testenv.Host(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	d := libvirtd.New(t)
+	for _, p := range []string{"/etc/netctl", "/var/log/netctl"} {
+		if err := d.Private(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plan, _ := pool.Of(t, "probe-6.1.json", "probe-6.12.json")
+	pj, err := json.Marshal(plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("/etc/netctl/pool.json", pj, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("/etc/netctl/hook.json", []byte(`{"timeout": "20s", "plan": "/etc/netctl/pool.json"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, "hook", "install", "--dir", d.HookDir).CombinedOutput(); err != nil {
+		t.Fatalf("netctl hook install: %v\n%s", err, out)
+	}
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g, err := d.NewGuest(ctx, "trans", guestScript)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := d.Create(g, g.DomainXML(netctlMetadata, netctlIface(""))); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	defer d.Virsh("destroy", "trans")
+	cmd := exec.Command(bin, "hook", "pin", "--dry-run", "trans")
+	cmd.Env = append(os.Environ(), "NETCTL_RUN_DIR="+state.DefaultDir)
+	out, err := cmd.CombinedOutput()
+	t.Logf("netctl hook pin --dry-run trans: %v\n%s", err, out)
+	if err != nil || !strings.Contains(string(out), "queue_reset=false") || !strings.Contains(string(out), "dry run") {
+		t.Errorf("hook pin --dry-run of a transient domain: want the pin shown, queue_reset=false included")
+	}
+	if info := mustVirsh(t, d, "dominfo", "trans"); !strings.Contains(info, "Persistent:     no") {
+		t.Errorf("the dry run made the domain persistent:\n%s", info)
+	}
+}
