@@ -3,6 +3,7 @@ module github.com/netctl/netctl
 go 1.26.0
 
 require (
+	github.com/containernetworking/cni v1.3.0
 	github.com/digitalocean/go-libvirt v0.0.0-20261013170128-efbbdf578ac8
 	github.com/mdlayher/genetlink v1.4.0
 	github.com/mdlayher/netlink v1.9.0
