@@ -69,51 +69,7 @@ func TestParseConfigSamples(t *testing.T) {
 // CNI code, a message that says what to fix, and the key and value in
 // the details.
 func TestParseConfigBad(t *testing.T) {
-	const base = `"cniVersion":"1.1.0","name":"n","type":"netctl"`
-	cases := []struct {
-		conf    string
-		code    uint
-		msg     string // in the message: what to do
-		details string // in the details
-	}{
-		{`not json`, types.ErrDecodingFailure, "not a JSON object", ""},
-		{`[]`, types.ErrDecodingFailure, "not a JSON object", ""},
-		{`null`, types.ErrDecodingFailure, "not a JSON object", ""},
-		{`{"name":"n","type":"netctl"}`, types.ErrInvalidNetworkConfig, `add "cniVersion"`, ""},
-		{`{"cniVersion":"1.1.0","type":"netctl"}`, types.ErrInvalidNetworkConfig, `add "name"`, ""},
-		{`{` + base + `,"queue":4}`, types.ErrUnsupportedField, "fix its spelling", `"queue": 4`},
-		{`{` + base + `,"queues":0}`, types.ErrInvalidNetworkConfig, "use 1 to 256", `"queues": 0`},
-		{`{` + base + `,"queues":257}`, types.ErrInvalidNetworkConfig, "use 1 to 256", `"queues": 257`},
-		{`{` + base + `,"queues":"4"}`, types.ErrInvalidNetworkConfig, "unquoted", `"queues": "4"`},
-		{`{` + base + `,"queues":2.5}`, types.ErrInvalidNetworkConfig, "use 1 to 256", `"queues": 2.5`},
-		{`{` + base + `,"queues":1e400}`, types.ErrInvalidNetworkConfig, "use 1 to 256", `"queues"`},
-		{`{` + base + `,"owner":-1}`, types.ErrInvalidNetworkConfig, "uid", `"owner": -1`},
-		{`{` + base + `,"owner":"qemu"}`, types.ErrInvalidNetworkConfig, "unquoted", `"owner"`},
-		{`{` + base + `,"mtu":67}`, types.ErrInvalidNetworkConfig, "68 to 65521", `"mtu": 67`},
-		{`{` + base + `,"mtu":65522}`, types.ErrInvalidNetworkConfig, "68 to 65521", `"mtu": 65522`},
-		{`{` + base + `,"profile":"fast"}`, types.ErrInvalidNetworkConfig, "throughput, latency, compat", `"profile": "fast"`},
-		{`{` + base + `,"profile":1}`, types.ErrInvalidNetworkConfig, "quote it", `"profile": 1`},
-		{`{` + base + `,"backend":"dpdk"}`, types.ErrInvalidNetworkConfig, "auto, vdpa, vhost-net, userspace", `"backend": "dpdk"`},
-		{`{` + base + `,"backend":"vdpa"}`, types.ErrInvalidNetworkConfig, `needs "mgmtdev"`, `"backend"`},
-		{`{` + base + `,"mgmtdev":"vdpa_sim_net","backend":"vhost-net"}`, types.ErrInvalidNetworkConfig, `remove "backend"`, `"backend": "vhost-net"`},
-		{`{` + base + `,"mgmtdev":"vdpa_sim_net","master":"eth1"}`, types.ErrInvalidNetworkConfig, "not both", `"mgmtdev"`},
-		{`{` + base + `,"mgmtdev":"../x y"}`, types.ErrInvalidNetworkConfig, "vdpa mgmtdev show", `"mgmtdev"`},
-		{`{` + base + `,"plan":"pool.json"}`, types.ErrInvalidNetworkConfig, "absolute path", `"plan": "pool.json"`},
-		{`{` + base + `,"master":"a/b"}`, types.ErrInvalidNetworkConfig, "lower device's name", `"master": "a/b"`},
-		{`{` + base + `,"master":"abcdefghijklmnop"}`, types.ErrInvalidNetworkConfig, "1 to 15", `"master"`},
-		{`{` + base + `,"mode":"bridge"}`, types.ErrInvalidNetworkConfig, `needs "master"`, `"mode"`},
-		{`{` + base + `,"master":"eth1","mode":"hub"}`, types.ErrInvalidNetworkConfig, "bridge, vepa", `"mode": "hub"`},
-		{`{` + base + `,"mac":"01:00:5e:00:00:01"}`, types.ErrInvalidNetworkConfig, "unicast", `"mac"`},
-		{`{` + base + `,"mac":"zz"}`, types.ErrInvalidNetworkConfig, "unicast", `"mac": "zz"`},
-		{`{` + base + `,"runtimeConfig":{"mac":"nope"}}`, types.ErrInvalidNetworkConfig, "unicast", `"runtimeConfig.mac": "nope"`},
-		{`{` + base + `,"runtimeConfig":{"CNIDeviceInfoFile":"rel/x"}}`, types.ErrInvalidNetworkConfig, "absolute path", `"runtimeConfig.CNIDeviceInfoFile"`},
-		{`{` + base + `,"runtimeConfig":[]}`, types.ErrInvalidNetworkConfig, "is an object", `"runtimeConfig"`},
-		{`{` + base + `,"ipam":{"type":"host-local"}}`, types.ErrInvalidNetworkConfig, `remove "ipam"`, `"ipam"`},
-		{`{` + base + `,"dns":"x"}`, types.ErrDecodingFailure, "CNI spec", ""},
-		{`{` + base + `,"` + strings.Repeat("k", 100) + `":1}`, types.ErrUnsupportedField, "fix its spelling", "..."},
-		{strings.Repeat(" ", MaxConfig+1), types.ErrInvalidNetworkConfig, "at most", ""},
-	}
-	for _, c := range cases {
+	for _, c := range badConfigs {
 		_, err := ParseConfig([]byte(c.conf))
 		var ce *ConfigError
 		if !errors.As(err, &ce) {
@@ -139,4 +95,52 @@ func TestParseConfigDefaults(t *testing.T) {
 	if c.Kind != KindTap || c.Queues != 1 || c.Owner != 107 || c.Backend != "" || c.MTU != 0 || c.MAC != nil {
 		t.Errorf("defaults: %+v", c)
 	}
+}
+
+const base = `"cniVersion":"1.1.0","name":"n","type":"netctl"`
+
+// badConfigs are configurations netctl refuses: the CNI code, what the
+// message says to do, and what the details name.
+var badConfigs = []struct {
+	conf    string
+	code    uint
+	msg     string // in the message: what to do
+	details string // in the details
+}{
+	{`not json`, types.ErrDecodingFailure, "not a JSON object", ""},
+	{`[]`, types.ErrDecodingFailure, "not a JSON object", ""},
+	{`null`, types.ErrDecodingFailure, "not a JSON object", ""},
+	{`{"name":"n","type":"netctl"}`, types.ErrInvalidNetworkConfig, `add "cniVersion"`, ""},
+	{`{"cniVersion":"1.1.0","type":"netctl"}`, types.ErrInvalidNetworkConfig, `add "name"`, ""},
+	{`{` + base + `,"queue":4}`, types.ErrUnsupportedField, "fix its spelling", `"queue": 4`},
+	{`{` + base + `,"queues":0}`, types.ErrInvalidNetworkConfig, "use 1 to 256", `"queues": 0`},
+	{`{` + base + `,"queues":257}`, types.ErrInvalidNetworkConfig, "use 1 to 256", `"queues": 257`},
+	{`{` + base + `,"queues":"4"}`, types.ErrInvalidNetworkConfig, "unquoted", `"queues": "4"`},
+	{`{` + base + `,"queues":2.5}`, types.ErrInvalidNetworkConfig, "use 1 to 256", `"queues": 2.5`},
+	{`{` + base + `,"queues":1e400}`, types.ErrInvalidNetworkConfig, "use 1 to 256", `"queues"`},
+	{`{` + base + `,"owner":-1}`, types.ErrInvalidNetworkConfig, "uid", `"owner": -1`},
+	{`{` + base + `,"owner":"qemu"}`, types.ErrInvalidNetworkConfig, "unquoted", `"owner"`},
+	{`{` + base + `,"mtu":67}`, types.ErrInvalidNetworkConfig, "68 to 65521", `"mtu": 67`},
+	{`{` + base + `,"mtu":65522}`, types.ErrInvalidNetworkConfig, "68 to 65521", `"mtu": 65522`},
+	{`{` + base + `,"profile":"fast"}`, types.ErrInvalidNetworkConfig, "throughput, latency, compat", `"profile": "fast"`},
+	{`{` + base + `,"profile":1}`, types.ErrInvalidNetworkConfig, "quote it", `"profile": 1`},
+	{`{` + base + `,"backend":"dpdk"}`, types.ErrInvalidNetworkConfig, "auto, vdpa, vhost-net, userspace", `"backend": "dpdk"`},
+	{`{` + base + `,"backend":"vdpa"}`, types.ErrInvalidNetworkConfig, `needs "mgmtdev"`, `"backend"`},
+	{`{` + base + `,"mgmtdev":"vdpa_sim_net","backend":"vhost-net"}`, types.ErrInvalidNetworkConfig, `remove "backend"`, `"backend": "vhost-net"`},
+	{`{` + base + `,"mgmtdev":"vdpa_sim_net","master":"eth1"}`, types.ErrInvalidNetworkConfig, "not both", `"mgmtdev"`},
+	{`{` + base + `,"mgmtdev":"../x y"}`, types.ErrInvalidNetworkConfig, "vdpa mgmtdev show", `"mgmtdev"`},
+	{`{` + base + `,"plan":"pool.json"}`, types.ErrInvalidNetworkConfig, "absolute path", `"plan": "pool.json"`},
+	{`{` + base + `,"master":"a/b"}`, types.ErrInvalidNetworkConfig, "lower device's name", `"master": "a/b"`},
+	{`{` + base + `,"master":"abcdefghijklmnop"}`, types.ErrInvalidNetworkConfig, "1 to 15", `"master"`},
+	{`{` + base + `,"mode":"bridge"}`, types.ErrInvalidNetworkConfig, `needs "master"`, `"mode"`},
+	{`{` + base + `,"master":"eth1","mode":"hub"}`, types.ErrInvalidNetworkConfig, "bridge, vepa", `"mode": "hub"`},
+	{`{` + base + `,"mac":"01:00:5e:00:00:01"}`, types.ErrInvalidNetworkConfig, "unicast", `"mac"`},
+	{`{` + base + `,"mac":"zz"}`, types.ErrInvalidNetworkConfig, "unicast", `"mac": "zz"`},
+	{`{` + base + `,"runtimeConfig":{"mac":"nope"}}`, types.ErrInvalidNetworkConfig, "unicast", `"runtimeConfig.mac": "nope"`},
+	{`{` + base + `,"runtimeConfig":{"CNIDeviceInfoFile":"rel/x"}}`, types.ErrInvalidNetworkConfig, "absolute path", `"runtimeConfig.CNIDeviceInfoFile"`},
+	{`{` + base + `,"runtimeConfig":[]}`, types.ErrInvalidNetworkConfig, "is an object", `"runtimeConfig"`},
+	{`{` + base + `,"ipam":{"type":"host-local"}}`, types.ErrInvalidNetworkConfig, `remove "ipam"`, `"ipam"`},
+	{`{` + base + `,"dns":"x"}`, types.ErrDecodingFailure, "CNI spec", ""},
+	{`{` + base + `,"` + strings.Repeat("k", 100) + `":1}`, types.ErrUnsupportedField, "fix its spelling", "..."},
+	{strings.Repeat(" ", MaxConfig+1), types.ErrInvalidNetworkConfig, "at most", ""},
 }
