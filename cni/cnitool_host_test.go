@@ -151,7 +151,7 @@ func handle(t *testing.T, ns string) *netlink.Handle {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	h, err := netlink.NewHandleAt(n)
+	h, err := netlink.NewHandleAt(n, unix.NETLINK_ROUTE)
 	if err != nil {
 		t.Fatal(err)
 	}

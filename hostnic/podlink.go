@@ -5,6 +5,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"github.com/netctl/netctl/internal/errs"
 	"github.com/netctl/netctl/macvtap"
@@ -43,6 +44,14 @@ func MoveMarkedLink(name string, ifindex int, alias, nsPath, newName string) (in
 		return 0, fmt.Errorf("network namespace %s: %w", nsPath, err)
 	}
 	defer target.Close()
+	// Route only: a kernel without XFRM (the 6.12 test VM's) refuses a
+	// handle with every family.
+	h, err := netlink.NewHandleAt(target, unix.NETLINK_ROUTE)
+	if err != nil {
+		macvtap.DeleteLinkIfSame(name, ifindex)
+		return 0, fmt.Errorf("network namespace %s: %w", nsPath, err)
+	}
+	defer h.Close()
 	if err := netlink.LinkSetAlias(l, alias); err != nil {
 		macvtap.DeleteLinkIfSame(name, ifindex)
 		return 0, fmt.Errorf("link %s: alias: %w", name, err)
@@ -51,11 +60,6 @@ func MoveMarkedLink(name string, ifindex int, alias, nsPath, newName string) (in
 		macvtap.DeleteLinkIfSame(name, ifindex)
 		return 0, fmt.Errorf("link %s: move into %s: %w", name, nsPath, err)
 	}
-	h, err := netlink.NewHandleAt(target)
-	if err != nil {
-		return 0, fmt.Errorf("network namespace %s: %w", nsPath, err) // the link stays there: the pod's DEL (by mark) or its end removes it
-	}
-	defer h.Close()
 	// The kernel keeps the ifindex when it is free in the target; find
 	// the link by its mark there, whatever its index.
 	var moved netlink.Link
