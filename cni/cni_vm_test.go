@@ -22,6 +22,7 @@ import (
 	"github.com/netctl/netctl/internal/testenv"
 	"github.com/netctl/netctl/qmp"
 	"github.com/netctl/netctl/test/l2"
+	"github.com/netctl/netctl/test/vduse"
 )
 
 // makeNetns makes a network namespace bound at path (a pod's), leaving
@@ -267,5 +268,55 @@ func TestVMCNIMacvtap(t *testing.T) {
 	}
 	if got := strings.Join(linkNames(t, ""), " "); got != strings.Join(before, " ") {
 		t.Errorf("L1 after DEL: %s, had %s", got, before)
+	}
+}
+
+// TestVMCNIVDPA: with "mgmtdev": "vduse" (a VDUSE device this test serves
+// under the name netctl derives for the attachment), ADD adds the vdpa
+// device, binds it to vhost_vdpa, decides backend vdpa on its features,
+// and writes the NPWG device-info file the runtime named (capability
+// CNIDeviceInfoFile); the result lists the device with the VDUSE
+// device's MAC; CHECK passes; DEL deletes the device and the file, and a
+// second DEL succeeds.
+func TestVMCNIVDPA(t *testing.T) {
+	testenv.Require(t, "vduse", nil)
+	t.Setenv("NETCTL_RUN_DIR", t.TempDir())
+	pod := filepath.Join(t.TempDir(), "pod")
+	makeNetns(t, pod)
+	name := vdpaName("vmtest3", "net1")
+	mac := net.HardwareAddr{0x02, 0, 0, 0, 0x23, 0x03}
+	dev, err := vduse.Create(vduse.Config{Name: name, MAC: mac})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	info := filepath.Join(t.TempDir(), "devinfo", "netctl-vmtest3-net1.json")
+	conf := `{"cniVersion":"1.1.0","name":"nctl","plugins":[{"type":"netctl","mgmtdev":"vduse","capabilities":{"CNIDeviceInfoFile":true}}]}`
+	rt := &libcni.RuntimeConf{ContainerID: "vmtest3", NetNS: pod, IfName: "net1", CapabilityArgs: map[string]any{"CNIDeviceInfoFile": info}}
+	addDel(t, conf, rt, func(res *types100.Result) {
+		if len(res.Interfaces) != 1 || res.Interfaces[0].Name != name || res.Interfaces[0].Mac != mac.String() {
+			t.Errorf("ADD result lists %+v, want vdpa device %s with MAC %s", res.Interfaces, name, mac)
+		}
+		drv, err := os.Readlink("/sys/bus/vdpa/devices/" + name + "/driver")
+		if err != nil || filepath.Base(drv) != "vhost_vdpa" {
+			t.Errorf("%s's driver: %q, %v", name, drv, err)
+		}
+		b, err := os.ReadFile(info)
+		if err != nil {
+			t.Fatalf("device-info file: %v", err)
+		}
+		var di DeviceInfo
+		if err := json.Unmarshal(b, &di); err != nil || di.Type != "vdpa" || di.Version != "1.1.0" || di.VDPA == nil ||
+			di.VDPA.ParentDevice != name || di.VDPA.Driver != "vhost" || !strings.HasPrefix(di.VDPA.Path, "/dev/vhost-vdpa-") {
+			t.Errorf("device-info %s: %v", b, err)
+		} else if st, err := os.Stat(di.VDPA.Path); err != nil || st.Mode()&os.ModeCharDevice == 0 {
+			t.Errorf("device-info path %s: %v", di.VDPA.Path, err)
+		}
+	})
+	if _, err := os.Stat("/sys/bus/vdpa/devices/" + name); !os.IsNotExist(err) {
+		t.Errorf("vdpa %s after DEL: %v (want gone)", name, err)
+	}
+	if _, err := os.Stat(info); !os.IsNotExist(err) {
+		t.Errorf("device-info file after DEL: %v (want gone)", err)
 	}
 }
