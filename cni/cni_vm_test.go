@@ -3,6 +3,7 @@ package cni
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/types"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -279,7 +281,26 @@ func TestVMCNIMacvtap(t *testing.T) {
 // device's MAC; CHECK passes; DEL deletes the device and the file, and a
 // second DEL succeeds.
 func TestVMCNIVDPA(t *testing.T) {
-	testenv.Require(t, "vduse", nil)
+	testenv.Require(t, "vduse", func(m *testenv.Missing) {
+		// No vdpa at all (6.1): ADD is a CNI error, code 100, saying
+		// what is missing, and nothing is made.
+		m.Setenv("NETCTL_RUN_DIR", m.TempDir())
+		pod := filepath.Join(m.TempDir(), "pod")
+		makeNetns(m.T, pod)
+		bin, _ := filepath.Abs(filepath.Join("..", "bin"))
+		list, err := libcni.ConfListFromBytes([]byte(`{"cniVersion":"1.1.0","name":"nctl","plugins":[{"type":"netctl","mgmtdev":"vduse"}]}`))
+		if err != nil {
+			m.Fatal(err)
+		}
+		cn := libcni.NewCNIConfigWithCacheDir([]string{bin}, m.TempDir(), nil)
+		_, err = cn.AddNetworkList(context.Background(), list, &libcni.RuntimeConf{ContainerID: "vmtest3", NetNS: pod, IfName: "net1"})
+		m.Logf("ADD without vdpa: %v", err)
+		m.Err(err, nil, "vdpa")
+		var te *types.Error
+		m.Check(errors.As(err, &te) && te.Code == CodeNotAvailable, "ADD's error %v: want CNI code %d", err, CodeNotAvailable)
+		ents, _ := os.ReadDir("/sys/bus/vdpa/devices")
+		m.Check(len(ents) == 0, "vdpa devices after the refused ADD: %v", ents)
+	})
 	t.Setenv("NETCTL_RUN_DIR", t.TempDir())
 	pod := filepath.Join(t.TempDir(), "pod")
 	makeNetns(t, pod)
