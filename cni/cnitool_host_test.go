@@ -422,6 +422,7 @@ func TestHostCNIBadConfigs(t *testing.T) {
 		tc{"bad CNI_ARGS MAC", with("CNI_ARGS=MAC=zz"), good, 4, "unicast", "CNI_ARGS"},
 		tc{"CNI_NETNS not a namespace", with("CNI_NETNS=" + notNS), good, 8, "not a network namespace", ""},
 		tc{"unknown version", goodEnv, `{"cniVersion":"9.9.9","name":"n","type":"netctl"}`, 1, "", ""},
+		tc{"version without interfaces", goodEnv, `{"cniVersion":"0.2.0","name":"n","type":"netctl"}`, 1, "use \"cniVersion\": \"1.1.0\"", `"cniVersion"`},
 		tc{"plan file missing", goodEnv, `{"cniVersion":"1.1.0","name":"n","type":"netctl","plan":"/nonexistent/pool.json"}`, 7, "netctl plan -j", `"plan"`},
 		tc{"plan not a plan", goodEnv, `{"cniVersion":"1.1.0","name":"n","type":"netctl","plan":"` + notNS + `"}`, 7, "plan " + notNS, `"plan"`},
 		tc{"master missing", goodEnv, `{"cniVersion":"1.1.0","name":"n","type":"netctl","master":"nosuch0"}`, 100, "name the lower device", ""},
@@ -462,5 +463,38 @@ func TestHostCNIBadConfigs(t *testing.T) {
 	}
 	if got := linkNames(t, ns); strings.Join(got, " ") != "lo" {
 		t.Errorf("the pod after refused ADDs: %v", got)
+	}
+}
+
+// TestHostCNIToolVersions: configs of older spec versions (KubeVirt's
+// docs use 0.3.1) get their result in that version, and CHECK runs
+// where the version has it (0.4.0 on).
+func TestHostCNIToolVersions(t *testing.T) {
+	e := setup(t, tapConf)
+	for _, v := range []string{"0.3.0", "0.3.1", "0.4.0", "1.0.0"} {
+		e.writeConf(`{"cniVersion":"` + v + `","name":"nctl","plugins":[{"type":"netctl"}]}`)
+		ns := e.newNetns()
+		out, err := e.cnitool("add", ns)
+		if err != nil {
+			t.Errorf("%s: ADD: %v", v, err)
+			continue
+		}
+		var r struct {
+			CNIVersion string `json:"cniVersion"`
+		}
+		if json.Unmarshal([]byte(out), &r); r.CNIVersion != v {
+			t.Errorf("%s: ADD result %s", v, out)
+		}
+		if v >= "0.4.0" {
+			if _, err := e.cnitool("check", ns); err != nil {
+				t.Errorf("%s: CHECK: %v", v, err)
+			}
+		}
+		if _, err := e.cnitool("del", ns); err != nil {
+			t.Errorf("%s: DEL: %v", v, err)
+		}
+		if got := linkNames(t, ns); strings.Join(got, " ") != "lo" {
+			t.Errorf("%s: pod after DEL: %v", v, got)
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/cni/pkg/version"
 
 	"github.com/netctl/netctl/macvtap"
 	"github.com/netctl/netctl/policy"
@@ -64,6 +65,10 @@ var keys = []string{"queues", "profile", "owner", "mtu", "plan", "backend", "mas
 // reserved are the keys the CNI spec and the runtimes define.
 var reserved = []string{"cniVersion", "cniVersions", "name", "type", "capabilities", "ipam", "dns", "prevResult",
 	"runtimeConfig", "args"}
+
+// Versions are the spec versions netctl speaks: from 0.3.0, the first
+// whose result lists interfaces.
+var Versions = version.PluginSupports("0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0")
 
 // ConfigError is a configuration netctl refuses, as a CNI error: Code
 // (types.ErrUnsupportedField for an unknown key, ErrDecodingFailure for
@@ -124,6 +129,11 @@ func ParseConfig(b []byte) (*Config, error) {
 	}
 	if c.CNIVersion == "" {
 		return nil, &ConfigError{Code: types.ErrInvalidNetworkConfig, Msg: `netctl: the configuration has no cniVersion: add "cniVersion": "1.1.0"`}
+	}
+	if ok, err := version.GreaterThanOrEqualTo(c.CNIVersion, "0.3.0"); err != nil || !ok {
+		return nil, &ConfigError{Code: types.ErrIncompatibleCNIVersion,
+			Msg:     fmt.Sprintf("netctl: cniVersion %q: netctl's result lists the interface it makes, which needs 0.3.0 or later: use \"cniVersion\": \"1.1.0\" (or 0.3.1)", clip(c.CNIVersion)),
+			Details: fmt.Sprintf("%q: %s", "cniVersion", clip(string(raw["cniVersion"])))}
 	}
 	if c.Name, err = str(raw, "name"); err != nil {
 		return nil, err

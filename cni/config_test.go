@@ -112,6 +112,8 @@ var badConfigs = []struct {
 	{`null`, types.ErrDecodingFailure, "not a JSON object", ""},
 	{`{"name":"n","type":"netctl"}`, types.ErrInvalidNetworkConfig, `add "cniVersion"`, ""},
 	{`{"cniVersion":"1.1.0","type":"netctl"}`, types.ErrInvalidNetworkConfig, `add "name"`, ""},
+	{`{"cniVersion":"0.2.0","name":"n","type":"netctl"}`, types.ErrIncompatibleCNIVersion, "needs 0.3.0 or later", `"cniVersion": "0.2.0"`},
+	{`{"cniVersion":"x","name":"n","type":"netctl"}`, types.ErrIncompatibleCNIVersion, "needs 0.3.0 or later", `"cniVersion": "x"`},
 	{`{` + base + `,"queue":4}`, types.ErrUnsupportedField, "fix its spelling", `"queue": 4`},
 	{`{` + base + `,"queues":0}`, types.ErrInvalidNetworkConfig, "use 1 to 256", `"queues": 0`},
 	{`{` + base + `,"queues":257}`, types.ErrInvalidNetworkConfig, "use 1 to 256", `"queues": 257`},

@@ -198,10 +198,14 @@ func (p *Plugin) Add(args *skel.CmdArgs) error {
 		out = os.Stdout
 	}
 	r, err := res.GetAsVersion(a.cfg.CNIVersion)
-	if err != nil {
-		return cniErr(err)
+	if err == nil {
+		err = r.PrintTo(out)
 	}
-	return cniErr(r.PrintTo(out))
+	if err != nil {
+		p.Del(args) // the runtime gets no result: nothing may stay
+		return cniErr(fmt.Errorf("the result: %w", err))
+	}
+	return nil
 }
 
 // decide asks policy about the attachment: the backend preference, the

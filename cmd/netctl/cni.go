@@ -8,7 +8,6 @@ import (
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
-	cniversion "github.com/containernetworking/cni/pkg/version"
 	"github.com/urfave/cli/v2"
 
 	"github.com/netctl/netctl/cni"
@@ -54,7 +53,7 @@ func runCNI() *types.Error {
 		return e
 	}
 	p := &cni.Plugin{Host: hostnic.Real{CacheDir: cmp.Or(os.Getenv("NETCTL_RUN_DIR"), state.DefaultDir)}, Log: os.Stderr}
-	e := skel.PluginMainFuncsWithError(p.Funcs(), cniversion.All, cni.About)
+	e := skel.PluginMainFuncsWithError(p.Funcs(), cni.Versions, cni.About)
 	if e != nil {
 		if err := e.Print(); err != nil {
 			os.Stderr.WriteString("netctl cni: " + err.Error() + "\n")
