@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -339,5 +341,88 @@ func TestVMCNIVDPA(t *testing.T) {
 	}
 	if _, err := os.Stat(info); !os.IsNotExist(err) {
 		t.Errorf("device-info file after DEL: %v (want gone)", err)
+	}
+}
+
+// TestVMCNIGuestPing: a Linux guest (L2, the VM's own kernel, a KVM guest
+// of L1) started in a pod's namespace on the tap the netctl binary ADDed
+// (2 queues, vhost=on): the guest's virtio-net comes up with the address
+// its init gives it, the pod pings it across the tap, and QEMU reports
+// vhost started; after QEMU is gone DEL leaves only lo in the pod.
+func TestVMCNIGuestPing(t *testing.T) {
+	k := testenv.Require(t, "vhost_net", nil)
+	vmlinuz := os.Getenv("NETCTL_VM_VMLINUZ")
+	if vmlinuz == "" {
+		t.Fatal("NETCTL_VM_VMLINUZ is not set: run this test through netctl-vm exec")
+	}
+	accel := "kvm"
+	if err := l2.LoadKVM(); err != nil {
+		t.Logf("kernel %s: no KVM in L1 (%v): the guest runs on TCG", k.Name, err)
+		accel = "tcg"
+	}
+	t.Setenv("NETCTL_RUN_DIR", t.TempDir())
+	pod := filepath.Join(t.TempDir(), "pod")
+	makeNetns(t, pod)
+	const mac = "52:54:00:00:23:04"
+	conf := `{"cniVersion":"1.1.0","name":"nctl","plugins":[{"type":"netctl","queues":2,"backend":"vhost-net"}]}`
+	addDel(t, conf, &libcni.RuntimeConf{ContainerID: "vmtest4", NetNS: pod, IfName: "eth0"}, func(res *types100.Result) {
+		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+		defer cancel()
+		var g *l2.Guest
+		var err error
+		var out []byte
+		t0 := time.Now()
+		inPod(t, pod, func() {
+			l, lerr := netlink.LinkByName("eth0")
+			if lerr != nil {
+				err = lerr
+				return
+			}
+			a, _ := netlink.ParseAddr("10.77.0.1/24")
+			if err = netlink.AddrAdd(l, a); err != nil {
+				return
+			}
+			g, _, err = l2.StartLinux(ctx, l2.Config{Vmlinuz: vmlinuz, Accel: accel, Name: "cni", IP: mac + "@10.77.0.2/24",
+				NICs: []l2.NIC{{ID: "nic0", MAC: mac, Tap: "eth0", Netdev: "queues=2", Device: "mq=on,vectors=6"}}}, 1, 6*time.Minute, t.Logf)
+			if err != nil {
+				return
+			}
+			t.Logf("kernel %s: L2 (%s) up with its NIC in %.1f s", k.Name, accel, time.Since(t0).Seconds())
+			// The guest's init adds its address once the NIC is up: a
+			// few pings may go before it answers.
+			out, err = exec.CommandContext(ctx, "/bin/busybox", "ping", "-c", "20", "-w", "60", "10.77.0.2").CombinedOutput()
+		})
+		if g != nil {
+			defer func() {
+				if cerr := g.Close(); cerr != nil {
+					t.Logf("L2 QEMU: %v", cerr)
+				}
+				if t.Failed() {
+					t.Logf("L2 QEMU stderr:\n%s\nconsole:\n%s", g.Stderr(), g.Console())
+				}
+			}()
+		}
+		t.Logf("ping from the pod:\n%s", out)
+		if err != nil {
+			t.Fatalf("guest on the CNI's tap: %v", err)
+		}
+		if m := regexp.MustCompile(`(\d+) packets received`).FindSubmatch(out); m == nil || string(m[1]) == "0" {
+			t.Errorf("no ping answered")
+		}
+		c, err := qmp.Dial(ctx, g.QMP)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		st, err := l2.QueryVirtioStatus(ctx, c, "nic0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.VhostStarted || !st.DriverOK() || !workerOf(g.PID) {
+			t.Errorf("nic0: vhost-started %v, driver ok %v, vhost worker %v: %s", st.VhostStarted, st.DriverOK(), workerOf(g.PID), st.Raw)
+		}
+	})
+	if got := linkNames(t, pod); strings.Join(got, " ") != "lo" {
+		t.Errorf("pod after DEL: %v", got)
 	}
 }
