@@ -498,3 +498,28 @@ func TestHostCNIToolVersions(t *testing.T) {
 		}
 	}
 }
+
+// TestHostCNIToolDelAfterConfChange: a DEL whose configuration names
+// "master" (changed since ADD) still deletes the tap ADD made, and one
+// whose configuration names no master deletes the macvtap.
+func TestHostCNIToolDelAfterConfChange(t *testing.T) {
+	const mv = `{"cniVersion":"1.1.0","name":"nctl","plugins":[{"type":"netctl","master":"lower0"}]}`
+	e := setup(t, tapConf)
+	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "lower0"}, PeerName: "lower1"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range [][2]string{{tapConf, mv}, {mv, tapConf}} {
+		ns := e.newNetns()
+		e.writeConf(c[0])
+		if _, err := e.cnitool("add", ns); err != nil {
+			t.Fatal(err)
+		}
+		e.writeConf(c[1])
+		if _, err := e.cnitool("del", ns); err != nil {
+			t.Fatal(err)
+		}
+		if got := linkNames(t, ns); strings.Join(got, " ") != "lo" {
+			t.Errorf("ADD with %s, DEL with %s: the pod has %v", c[0], c[1], got)
+		}
+	}
+}

@@ -417,10 +417,13 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 		return nil // the namespace is gone, and its links with it
 	}
 	err = inNetNS(args.Netns, func() error {
-		if cfg.Kind == KindMacvtap {
-			if idx := hostnic.MarkedLinkIndex(args.IfName, "macvtap", hostnic.MacvtapAlias); idx != 0 {
-				return p.Host.DeleteLink(args.IfName, idx)
+		// Either kind, whatever the configuration says now: it may have
+		// changed since ADD.
+		if idx := hostnic.MarkedLinkIndex(args.IfName, "macvtap", hostnic.MacvtapAlias); idx != 0 {
+			if err := p.Host.DeleteLink(args.IfName, idx); err != nil {
+				return err
 			}
+			p.logf("%s %s: deleted macvtap %s in %s", args.ContainerID, args.IfName, args.IfName, args.Netns)
 			return nil
 		}
 		if idx := p.Host.MarkedTapIndex(args.IfName); idx != 0 {
