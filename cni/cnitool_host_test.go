@@ -18,6 +18,7 @@ import (
 
 	"github.com/netctl/netctl/hostnic"
 	"github.com/netctl/netctl/internal/testenv"
+	"github.com/netctl/netctl/macvtap"
 )
 
 // The host tests run the real cnitool (cni v1.3.0, built by the test
@@ -230,6 +231,23 @@ func TestHostCNIToolTap(t *testing.T) {
 	}
 	if _, err := e.cnitool("status", ns); err != nil {
 		t.Errorf("STATUS: %v", err)
+	}
+	// A VMM attached with fewer queues (2) than the configuration's: CHECK
+	// says so; with none attached again it passes.
+	var q *macvtap.Tap
+	if err := inNetNS(ns, func() error {
+		var err error
+		q, err = macvtap.CreateTap(macvtap.TapConfig{Name: "eth0", VnetHdr: true, Queues: 2})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := e.cnitool("check", ns); err == nil || !strings.Contains(out, "2 queue(s) attached, not 4") {
+		t.Errorf("CHECK with 2 queues attached: %v, %s; want a failure naming the queues", err, out)
+	}
+	q.Close()
+	if _, err := e.cnitool("check", ns); err != nil {
+		t.Errorf("CHECK after the queue closed: %v", err)
 	}
 	// Behind netctl's back: CHECK says what is wrong.
 	h := handle(t, ns)

@@ -502,6 +502,11 @@ func checkLink(cfg *Config, name string, want *types100.Interface) error {
 			if mq := t.Flags&netlink.TUNTAP_MULTI_QUEUE != 0; mq != (cfg.Queues > 1) {
 				bad = append(bad, fmt.Sprintf("multi_queue is %v for %d queue pair(s)", mq, cfg.Queues))
 			}
+			// Queues attached (QEMU's, while it runs): none, or as many as
+			// the configuration's queue pairs.
+			if n := t.Queues + t.DisabledQueues; n != 0 && n != cfg.Queues {
+				bad = append(bad, fmt.Sprintf("%d queue(s) attached, not %d (the VM's queues must match \"queues\")", n, cfg.Queues))
+			}
 			if int(t.Owner) != cfg.Owner {
 				bad = append(bad, fmt.Sprintf("owner is %d, not %d", t.Owner, cfg.Owner))
 			}
