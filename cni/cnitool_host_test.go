@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/vishvananda/netlink"
@@ -56,6 +57,9 @@ func bins(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
+	if name := os.Getenv("NETCTL_CNI_OPEN_TAP"); name != "" {
+		os.Exit(openTapHelper(name))
+	}
 	code := m.Run()
 	if binDir != "" {
 		os.RemoveAll(binDir)
@@ -539,5 +543,97 @@ func TestHostCNIToolDelAfterConfChange(t *testing.T) {
 		if got := linkNames(t, ns); strings.Join(got, " ") != "lo" {
 			t.Errorf("ADD with %s, DEL with %s: the pod has %v", c[0], c[1], got)
 		}
+	}
+}
+
+// openTapHelper is the test binary re-run as another user: it attaches a
+// queue to tap name as QEMU does (TUNSETIFF with vnet_hdr and
+// multi_queue) and says whether the kernel let it.
+func openTapHelper(name string) int {
+	dev := os.Getenv("NETCTL_CNI_TUN")
+	fd, err := unix.Open(dev, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		fmt.Println("open", dev+":", err)
+		return 1
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq(name)
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	ifr.SetUint16(unix.IFF_TAP | unix.IFF_NO_PI | unix.IFF_VNET_HDR | unix.IFF_MULTI_QUEUE)
+	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
+		fmt.Println("TUNSETIFF:", err)
+		return 1
+	}
+	fmt.Println("attached")
+	return 0
+}
+
+// TestHostCNIToolOwner: the tap ADD makes can be opened by its owner
+// (uid 107, virt-launcher's unprivileged qemu) and not by another
+// unprivileged user.
+func TestHostCNIToolOwner(t *testing.T) {
+	e := setup(t, tapConf)
+	ns := e.newNetns()
+	if _, err := e.cnitool("add", ns); err != nil {
+		t.Fatal(err)
+	}
+	// The test binary, where another user can run it.
+	dir, err := os.MkdirTemp("", "netctl-cni-owner")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	self, err := os.ReadFile("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(dir, "helper")
+	if err := os.WriteFile(exe, self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The tun clone device as virt-launcher's qemu has it (KubeVirt's
+	// device plugin gives it the node): one it may open, on a tmpfs of
+	// the test's own mount namespace.
+	devDir := filepath.Join(dir, "dev")
+	os.Mkdir(devDir, 0o755)
+	if err := unix.Mount("tmpfs", devDir, "tmpfs", 0, "mode=0755"); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Unmount(devDir, unix.MNT_DETACH)
+	tun := filepath.Join(devDir, "tun")
+	if err := unix.Mknod(tun, unix.S_IFCHR|0o666, int(unix.Mkdev(10, 200))); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(tun, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	open := func(uid uint32) (string, error) {
+		var out []byte
+		var err error
+		if nerr := inNetNS(ns, func() error {
+			cmd := exec.Command(exe)
+			cmd.Env = []string{"NETCTL_CNI_OPEN_TAP=eth0", "NETCTL_CNI_TUN=" + tun}
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+			out, err = cmd.CombinedOutput()
+			return nil
+		}); nerr != nil {
+			t.Fatal(nerr)
+		}
+		return string(out), err
+	}
+	if out, err := open(107); err != nil || !strings.Contains(out, "attached") {
+		t.Errorf("uid 107 attaching to the tap: %v: %s", err, out)
+	}
+	if out, err := open(108); err == nil || !strings.Contains(out, "operation not permitted") {
+		t.Errorf("uid 108 attaching to the tap: %v: %s; want EPERM", err, out)
+	}
+	if _, err := e.cnitool("del", ns); err != nil {
+		t.Fatal(err)
 	}
 }
