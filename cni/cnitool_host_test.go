@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -635,5 +636,45 @@ func TestHostCNIToolOwner(t *testing.T) {
 	}
 	if _, err := e.cnitool("del", ns); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestHostCNIChained: ADD chained after another plugin passes its
+// prevResult through (interfaces, IPs, DNS) and appends the tap, at the
+// configuration's version.
+func TestHostCNIChained(t *testing.T) {
+	e := setup(t, tapConf)
+	ns := e.newNetns()
+	conf := `{"cniVersion":"1.0.0","name":"nctl","type":"netctl","prevResult":{"cniVersion":"1.0.0",` +
+		`"interfaces":[{"name":"vlan0","sandbox":"` + ns + `"}],"ips":[{"address":"10.0.0.2/24","interface":0}],` +
+		`"dns":{"nameservers":["10.0.0.10"]}}}`
+	var out bytes.Buffer
+	p := &Plugin{Host: hostnic.Real{CacheDir: e.run}, Stdout: &out}
+	args := &skel.CmdArgs{ContainerID: "chain1", Netns: ns, IfName: "eth0", StdinData: []byte(conf)}
+	if err := p.Add(args); err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		CNIVersion string `json:"cniVersion"`
+		Interfaces []struct{ Name, Sandbox string }
+		IPs        []struct {
+			Address   string
+			Interface *int
+		}
+		DNS struct{ Nameservers []string }
+	}
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("result %s: %v", out.String(), err)
+	}
+	if r.CNIVersion != "1.0.0" || len(r.Interfaces) != 2 || r.Interfaces[0].Name != "vlan0" || r.Interfaces[1].Name != "eth0" ||
+		r.Interfaces[1].Sandbox != ns || len(r.IPs) != 1 || r.IPs[0].Address != "10.0.0.2/24" || r.IPs[0].Interface == nil ||
+		*r.IPs[0].Interface != 0 || len(r.DNS.Nameservers) != 1 {
+		t.Errorf("chained result: %s", out.String())
+	}
+	if err := p.Del(args); err != nil {
+		t.Fatal(err)
+	}
+	if got := linkNames(t, ns); strings.Join(got, " ") != "lo" {
+		t.Errorf("pod after DEL: %v", got)
 	}
 }
