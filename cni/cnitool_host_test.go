@@ -678,3 +678,39 @@ func TestHostCNIChained(t *testing.T) {
 		t.Errorf("pod after DEL: %v", got)
 	}
 }
+
+// TestHostCNIToolKubeVirtName: in KubeVirt's binding flow (args.cni's
+// logicNetworkName, as virt-controller passes it), ADD names the tap
+// "tap" + the pod interface's hash, which KubeVirt's tap binding takes as
+// the domain's target; the regular network's pod interface (here a veth
+// pod<hash>) is left alone; CHECK and DEL find the tap by the same name.
+func TestHostCNIToolKubeVirtName(t *testing.T) {
+	e := setup(t, `{"cniVersion":"1.1.0","name":"nctl","plugins":[{"type":"netctl","queues":2,"args":{"cni":{"logicNetworkName":"default"}}}]}`)
+	ns := e.newNetns()
+	h := handle(t, ns)
+	defer h.Close()
+	// What KubeVirt calls network "default"'s pod interface
+	// (namescheme.GenerateHashedInterfaceName: "pod" + sha256[:11]).
+	if err := h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "pod37a8eec1ce1"}, PeerName: "peer0"}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := e.cnitool("add", ns, "CNI_IFNAME=pod37a8eec1ce1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, `"name": "tap37a8eec1ce1"`) {
+		t.Errorf("ADD result: %s", out)
+	}
+	if l := link(t, ns, "tap37a8eec1ce1"); l == nil || l.Type() != "tuntap" || l.Attrs().Alias != hostnic.TapAlias {
+		t.Fatalf("tap37a8eec1ce1 in the pod: %v", l)
+	}
+	if _, err := e.cnitool("check", ns, "CNI_IFNAME=pod37a8eec1ce1"); err != nil {
+		t.Errorf("CHECK: %v", err)
+	}
+	if _, err := e.cnitool("del", ns, "CNI_IFNAME=pod37a8eec1ce1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(linkNames(t, ns), " "); got != "lo peer0 pod37a8eec1ce1" {
+		t.Errorf("pod after DEL: %s, want the regular network's veth only", got)
+	}
+}

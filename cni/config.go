@@ -2,6 +2,8 @@ package cni
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -54,8 +56,24 @@ type Config struct {
 	// DeviceInfoFile is runtimeConfig.CNIDeviceInfoFile (NPWG
 	// device-info spec), where a vdpa device is published; "" none.
 	DeviceInfoFile string
+	// LogicNetwork is args.cni.logicNetworkName, which KubeVirt's
+	// binding flow passes (the VMI's network name); "" none.
+	LogicNetwork string
 	// Conf is the configuration as the library reads it (prevResult).
 	Conf types.PluginConf
+}
+
+// LinkName is the name of the link ADD makes in the pod for CNI_IFNAME
+// ifname: with KubeVirt's logicNetworkName, "tap" and the pod interface
+// name's hash (KubeVirt's namescheme: pod interface "pod" +
+// hex(sha256(network))[:11]; its domainAttachmentType: tap uses the link
+// "tap" + that name[3:] when it exists); else ifname itself.
+func (c *Config) LinkName(ifname string) string {
+	if c.LogicNetwork == "" {
+		return ifname
+	}
+	h := sha256.Sum256([]byte(c.LogicNetwork))
+	return "tap" + hex.EncodeToString(h[:])[:11]
 }
 
 // keys are the configuration keys netctl reads, with what each takes
@@ -198,6 +216,25 @@ func ParseConfig(b []byte) (*Config, error) {
 	}
 	if c.MAC, err = macKey(raw, "mac"); err != nil {
 		return nil, err
+	}
+	if a, ok := raw["args"]; ok {
+		var args struct {
+			CNI struct {
+				Logic json.RawMessage `json:"logicNetworkName"`
+			} `json:"cni"`
+		}
+		if err := json.Unmarshal(a, &args); err != nil {
+			return nil, badKey("args", a, "\"args\" is an object (KubeVirt passes {\"cni\": {\"logicNetworkName\": NAME}})")
+		}
+		if args.CNI.Logic != nil {
+			sub := map[string]json.RawMessage{"args.cni.logicNetworkName": args.CNI.Logic}
+			if c.LogicNetwork, err = str(sub, "args.cni.logicNetworkName"); err != nil {
+				return nil, err
+			}
+			if len(c.LogicNetwork) > 253 {
+				return nil, badKey("args.cni.logicNetworkName", args.CNI.Logic, "a network name of at most 253 characters (the VMI's spec.networks[].name)")
+			}
+		}
 	}
 	if rc, ok := raw["runtimeConfig"]; ok {
 		var r struct {

@@ -17,8 +17,9 @@ import (
 func TestParseConfigSamples(t *testing.T) {
 	want := map[string]func(*Config) string{
 		"kubevirt-tap.json": func(c *Config) string {
-			if c.Kind != KindTap || c.Queues != 4 || c.Owner != 107 || c.CNIVersion != "0.3.1" {
-				return "want a tap, 4 queues, owner 107, version 0.3.1"
+			if c.Kind != KindTap || c.Queues != 4 || c.Owner != 107 || c.CNIVersion != "0.3.1" || c.LogicNetwork != "default" ||
+				c.LinkName("pod37a8eec1ce1") != "tap37a8eec1ce1" {
+				return "want a tap, 4 queues, owner 107, version 0.3.1, network default (pod interface pod37a8eec1ce1, tap tap37a8eec1ce1)"
 			}
 			return ""
 		},
@@ -141,6 +142,8 @@ var badConfigs = []struct {
 	{`{` + base + `,"runtimeConfig":{"mac":"nope"}}`, types.ErrInvalidNetworkConfig, "unicast", `"runtimeConfig.mac": "nope"`},
 	{`{` + base + `,"runtimeConfig":{"CNIDeviceInfoFile":"rel/x"}}`, types.ErrInvalidNetworkConfig, "absolute path", `"runtimeConfig.CNIDeviceInfoFile"`},
 	{`{` + base + `,"runtimeConfig":[]}`, types.ErrInvalidNetworkConfig, "is an object", `"runtimeConfig"`},
+	{`{` + base + `,"args":[]}`, types.ErrInvalidNetworkConfig, "is an object", `"args"`},
+	{`{` + base + `,"args":{"cni":{"logicNetworkName":5}}}`, types.ErrInvalidNetworkConfig, "quote it", `"args.cni.logicNetworkName": 5`},
 	{`{` + base + `,"ipam":{"type":"host-local"}}`, types.ErrInvalidNetworkConfig, `remove "ipam"`, `"ipam"`},
 	{`{` + base + `,"dns":"x"}`, types.ErrDecodingFailure, "CNI spec", ""},
 	{`{` + base + `,"` + strings.Repeat("k", 100) + `":1}`, types.ErrUnsupportedField, "fix its spelling", "..."},

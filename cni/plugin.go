@@ -274,7 +274,7 @@ func (p *Plugin) add(ctx context.Context, a *attachment) (*types100.Interface, e
 
 // addTap makes the persistent tap CNI_IFNAME in the pod's namespace.
 func (p *Plugin) addTap(a *attachment) (*types100.Interface, error) {
-	name := a.args.IfName
+	name := a.cfg.LinkName(a.args.IfName)
 	var iface *types100.Interface
 	err := inNetNS(a.args.Netns, func() error {
 		ifindex, err := p.Host.CreateTap(hostnic.PersistentTap{Name: name, Queues: a.cfg.Queues, MTU: a.cfg.MTU, Owner: a.cfg.Owner})
@@ -330,12 +330,13 @@ func (p *Plugin) addMacvtap(ctx context.Context, a *attachment) (*types100.Inter
 		l.Destroy()
 		return nil, err
 	}
-	idx, err := hostnic.MoveMarkedLink(name, ifindex, hostnic.MacvtapAlias, a.args.Netns, a.args.IfName)
+	link := a.cfg.LinkName(a.args.IfName)
+	idx, err := hostnic.MoveMarkedLink(name, ifindex, hostnic.MacvtapAlias, a.args.Netns, link)
 	if err != nil {
 		return nil, err
 	}
-	p.logf("%s %s: created macvtap on %s (ifindex %d in %s, %d queue(s), mac %s)", a.args.ContainerID, a.args.IfName, a.cfg.Master, idx, a.args.Netns, a.cfg.Queues, mac)
-	iface := &types100.Interface{Name: a.args.IfName, Mac: mac.String(), Sandbox: a.args.Netns}
+	p.logf("%s %s: created macvtap %s on %s (ifindex %d in %s, %d queue(s), mac %s)", a.args.ContainerID, a.args.IfName, link, a.cfg.Master, idx, a.args.Netns, a.cfg.Queues, mac)
+	iface := &types100.Interface{Name: link, Mac: mac.String(), Sandbox: a.args.Netns}
 	if a.cfg.MTU != 0 {
 		iface.Mtu = a.cfg.MTU
 	}
@@ -416,20 +417,21 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 	if args.Netns == "" {
 		return nil // the namespace is gone, and its links with it
 	}
+	name := cfg.LinkName(args.IfName)
 	err = inNetNS(args.Netns, func() error {
 		// Either kind, whatever the configuration says now: it may have
 		// changed since ADD.
-		if idx := hostnic.MarkedLinkIndex(args.IfName, "macvtap", hostnic.MacvtapAlias); idx != 0 {
-			if err := p.Host.DeleteLink(args.IfName, idx); err != nil {
+		if idx := hostnic.MarkedLinkIndex(name, "macvtap", hostnic.MacvtapAlias); idx != 0 {
+			if err := p.Host.DeleteLink(name, idx); err != nil {
 				return err
 			}
-			p.logf("%s %s: deleted macvtap %s in %s", args.ContainerID, args.IfName, args.IfName, args.Netns)
+			p.logf("%s %s: deleted macvtap %s in %s", args.ContainerID, args.IfName, name, args.Netns)
 			return nil
 		}
-		if idx := p.Host.MarkedTapIndex(args.IfName); idx != 0 {
-			deleted, err := p.Host.DeleteTap(args.IfName, idx)
+		if idx := p.Host.MarkedTapIndex(name); idx != 0 {
+			deleted, err := p.Host.DeleteTap(name, idx)
 			if deleted {
-				p.logf("%s %s: deleted tap %s in %s", args.ContainerID, args.IfName, args.IfName, args.Netns)
+				p.logf("%s %s: deleted tap %s in %s", args.ContainerID, args.IfName, name, args.Netns)
 			}
 			return err
 		}
@@ -463,19 +465,20 @@ func (p *Plugin) Check(args *skel.CmdArgs) error {
 		}
 		return nil
 	}
+	name := a.cfg.LinkName(args.IfName)
 	var want *types100.Interface
 	for _, i := range prev.Interfaces {
-		if i.Name == args.IfName && i.Sandbox == args.Netns {
+		if i.Name == name && i.Sandbox == args.Netns {
 			want = i
 		}
 	}
 	if want == nil {
-		return cniErr(fmt.Errorf("prevResult lists no interface %s in %s: netctl made none there: %w", args.IfName, args.Netns, errs.ErrInvalid))
+		return cniErr(fmt.Errorf("prevResult lists no interface %s in %s: netctl made none there: %w", name, args.Netns, errs.ErrInvalid))
 	}
 	if _, err := p.decide(ctx, a, nil); err != nil {
 		return cniErr(fmt.Errorf("the decision ADD made no longer holds: %w", err))
 	}
-	return cniErr(inNetNS(args.Netns, func() error { return checkLink(a.cfg, args.IfName, want) }))
+	return cniErr(inNetNS(args.Netns, func() error { return checkLink(a.cfg, name, want) }))
 }
 
 // checkLink compares link name with the configuration and ADD's result.
