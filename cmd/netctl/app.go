@@ -41,6 +41,7 @@ func newApp() *cli.App {
 			migrateCommand(),
 			diagnoseCommand(),
 			hookCommand(),
+			cniCommand(),
 			statsCommand(),
 			exporterCommand(),
 			vhostUserCommand(),
