@@ -31,7 +31,7 @@ func cniCommand() *cli.Command {
 			"decision picks: a multiqueue vnet_hdr tap named CNI_IFNAME owned by uid 107 (\"owner\"), a macvtap on\n" +
 			"\"master\", or a vdpa device from \"mgmtdev\" published in the device-info file. A runtime runs the binary\n" +
 			"installed as \"netctl\" in CNI_PATH without arguments: netctl with CNI_COMMAND set and no arguments is netctl cni.\n" +
-			"Errors are CNI error JSON on stdout (exit 1); logs go to stderr. See README: netctl cni.",
+			"Errors are CNI error JSON on stdout (exit 1); logs go to stderr. See docs/kubernetes.md.",
 		ArgsUsage: " ",
 		Action: func(c *cli.Context) error {
 			if e := runCNI(); e != nil {

@@ -42,6 +42,7 @@ var examples = map[string]string{
 	"netctl stats":                "netctl stats --vm web1 --interval 1s --watch",
 	"netctl exporter":             "netctl exporter --listen 127.0.0.1:9465",
 	"netctl vhost-user":           "netctl vhost-user --socket /run/netctl/web1-net0.sock --tap web1tap0 --queues 2",
+	"netctl cni":                  "CNI_COMMAND=ADD CNI_CONTAINERID=c1 CNI_NETNS=/var/run/netns/pod1 CNI_IFNAME=eth1 CNI_PATH=/opt/cni/bin netctl cni < netctl.conflist",
 	"netctl version":              "netctl version --json",
 }
 
