@@ -318,6 +318,28 @@ func expandVars(t *testing.T, vars map[string]bool, what, q string) string {
 	})
 }
 
+// readDashboard reads netctl-dashboard.json.
+func readDashboard(t *testing.T) dashboard {
+	t.Helper()
+	b, err := os.ReadFile(dashboardFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d dashboard
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatalf("%s: %v", dashboardFile, err)
+	}
+	return d
+}
+
+// walkPanels calls f on every panel, those in rows too.
+func walkPanels(ps []panel, f func(panel)) {
+	for _, p := range ps {
+		f(p)
+		walkPanels(p.Panels, f)
+	}
+}
+
 var labelValues = regexp.MustCompile(`^label_values\((.+),\s*([a-zA-Z_][a-zA-Z0-9_]*)\)$`)
 
 // TestDashboard: the dashboard parses, uses the ${DS_PROMETHEUS}
@@ -327,15 +349,7 @@ var labelValues = regexp.MustCompile(`^label_values\((.+),\s*([a-zA-Z_][a-zA-Z0-
 // dashboard defines, and is valid PromQL (promtool check rules on the
 // queries as recording rules).
 func TestDashboard(t *testing.T) {
-	b, err := os.ReadFile(dashboardFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var d dashboard
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	if err := dec.Decode(&d); err != nil {
-		t.Fatalf("%s: %v", dashboardFile, err)
-	}
+	d := readDashboard(t)
 	if d.UID == "" || d.Title == "" {
 		t.Errorf("uid %q, title %q: both are needed to import and link it", d.UID, d.Title)
 	}
@@ -403,45 +417,40 @@ func TestDashboard(t *testing.T) {
 		}
 	}
 
-	var walk func([]panel)
 	ids := map[int]bool{}
 	n := 0
-	walk = func(ps []panel) {
-		for _, p := range ps {
-			if ids[p.ID] {
-				t.Errorf("panel id %d twice", p.ID)
-			}
-			ids[p.ID] = true
-			if p.GridPos.X < 0 || p.GridPos.W <= 0 || p.GridPos.X+p.GridPos.W > 24 || p.GridPos.H <= 0 {
-				t.Errorf("panel %q: gridPos %+v outside Grafana's 24 columns", p.Title, p.GridPos)
-			}
-			walk(p.Panels)
-			if p.Type == "row" {
-				continue
-			}
-			if p.Datasource == nil || *p.Datasource != ds {
-				t.Errorf("panel %q: datasource %+v, want %+v", p.Title, p.Datasource, ds)
-			}
-			if len(p.Targets) == 0 {
-				t.Errorf("panel %q has no query", p.Title)
-			}
-			for _, tg := range p.Targets {
-				what := fmt.Sprintf("panel %q query %s", p.Title, tg.RefID)
-				if tg.Datasource == nil || *tg.Datasource != ds {
-					t.Errorf("%s: datasource %+v, want %+v", what, tg.Datasource, ds)
-				}
-				allowed := checkQuery(t, known, what, tg.Expr)
-				for _, m := range legendLabel.FindAllStringSubmatch(tg.LegendFormat, -1) {
-					if !allowed[m[1]] {
-						t.Errorf("%s: legend {{%s}}: no metric of %q has it", what, m[1], tg.Expr)
-					}
-				}
-				add(what, tg.Expr)
-				n++
-			}
+	walkPanels(d.Panels, func(p panel) {
+		if ids[p.ID] {
+			t.Errorf("panel id %d twice", p.ID)
 		}
-	}
-	walk(d.Panels)
+		ids[p.ID] = true
+		if p.GridPos.X < 0 || p.GridPos.W <= 0 || p.GridPos.X+p.GridPos.W > 24 || p.GridPos.H <= 0 {
+			t.Errorf("panel %q: gridPos %+v outside Grafana's 24 columns", p.Title, p.GridPos)
+		}
+		if p.Type == "row" {
+			return
+		}
+		if p.Datasource == nil || *p.Datasource != ds {
+			t.Errorf("panel %q: datasource %+v, want %+v", p.Title, p.Datasource, ds)
+		}
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for _, tg := range p.Targets {
+			what := fmt.Sprintf("panel %q query %s", p.Title, tg.RefID)
+			if tg.Datasource == nil || *tg.Datasource != ds {
+				t.Errorf("%s: datasource %+v, want %+v", what, tg.Datasource, ds)
+			}
+			allowed := checkQuery(t, known, what, tg.Expr)
+			for _, m := range legendLabel.FindAllStringSubmatch(tg.LegendFormat, -1) {
+				if !allowed[m[1]] {
+					t.Errorf("%s: legend {{%s}}: no metric of %q has it", what, m[1], tg.Expr)
+				}
+			}
+			add(what, tg.Expr)
+			n++
+		}
+	})
 	t.Logf("%d panel queries, %d in all", n, len(recs))
 
 	// What the issue asks of it: these metrics each in some panel.

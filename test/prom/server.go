@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -25,19 +26,34 @@ type Server struct {
 // dirs. It returns once Prometheus says it is ready.
 func Start(t testing.TB, h *HTTP, target string) *Server {
 	t.Helper()
+	return StartRules(t, h, target)
+}
+
+// StartRules is Start with rule files (absolute paths) that Prometheus
+// evaluates every 2 s; Rules reads how each evaluation went.
+func StartRules(t testing.TB, h *HTTP, target string, ruleFiles ...string) *Server {
+	t.Helper()
 	if _, err := exec.LookPath("prometheus"); err != nil {
 		t.Fatalf("prometheus: %v: run test/host-deps.sh (Debian's prometheus package)", err)
 	}
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "prometheus.yml")
+	rules := ""
+	if len(ruleFiles) > 0 {
+		rules = "rule_files:\n"
+		for _, f := range ruleFiles {
+			rules += fmt.Sprintf("  - %q\n", f)
+		}
+	}
 	conf := fmt.Sprintf(`global:
   scrape_interval: 2s
   scrape_timeout: 2s
-scrape_configs:
+  evaluation_interval: 2s
+%sscrape_configs:
   - job_name: netctl
     static_configs:
       - targets: ['%s']
-`, target)
+`, rules, target)
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -135,4 +151,41 @@ func (s *Server) WaitSample(ctx context.Context, t testing.TB, query string, ok 
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// Rule is one rule of Prometheus's /api/v1/rules: its name (the alert's or
+// the recording rule's), whether its last evaluation went well ("ok",
+// "err", "unknown" before the first) and the error.
+type Rule struct {
+	Name, Health, LastError string
+	Evaluated               bool // lastEvaluation is set
+}
+
+// Rules are every loaded rule as /api/v1/rules has it.
+func (s *Server) Rules() ([]Rule, string, error) {
+	code, body := s.h.Get("http://" + s.Addr + "/api/v1/rules")
+	var r struct {
+		Status string `json:"status"`
+		Data   struct {
+			Groups []struct {
+				Rules []struct {
+					Name           string `json:"name"`
+					Health         string `json:"health"`
+					LastError      string `json:"lastError"`
+					LastEvaluation string `json:"lastEvaluation"`
+				} `json:"rules"`
+			} `json:"groups"`
+		} `json:"data"`
+	}
+	if code != 200 || json.Unmarshal([]byte(body), &r) != nil || r.Status != "success" {
+		return nil, body, fmt.Errorf("prometheus: rules: %d %s", code, body)
+	}
+	var out []Rule
+	for _, g := range r.Data.Groups {
+		for _, x := range g.Rules {
+			out = append(out, Rule{Name: x.Name, Health: x.Health, LastError: x.LastError,
+				Evaluated: x.LastEvaluation != "" && !strings.HasPrefix(x.LastEvaluation, "0001-")})
+		}
+	}
+	return out, body, nil
 }

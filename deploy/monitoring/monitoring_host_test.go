@@ -1,0 +1,149 @@
+package monitoring
+
+import (
+	"context"
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/netctl/netctl/internal/testenv"
+	"github.com/netctl/netctl/test/prom"
+	"github.com/netctl/netctl/test/qemutest"
+)
+
+// TestHostDashboardAndAlertsOnExporter runs the real thing: a paused QEMU
+// with a NIC netctl attached, netctl exporter (given also a --vm that
+// does not run), and Debian's Prometheus scraping it with
+// netctl-alerts.yml loaded. Every alerting rule evaluates without an
+// error (/api/v1/rules health ok: a join that matches many-to-many, say,
+// fails only on real series), and every query of the dashboard (its
+// variables' selectors too) runs; where the exporter serves every metric
+// a query names (rings, vhost and vdpa need a running guest and the VM
+// kernel), its answer is not empty and each series has the labels its
+// legend shows.
+func TestHostDashboardAndAlertsOnExporter(t *testing.T) {
+	testenv.Host(t)
+	promtool(t)
+	bin := filepath.Join(t.TempDir(), "netctl")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/netctl/netctl/cmd/netctl").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	t.Setenv("NETCTL_RUN_DIR", t.TempDir())
+	sock, _ := qemutest.StartPaused(t, "monvm")
+	if out, err := exec.Command(bin, "attach", "--json", "--qmp", sock, "--id", "mon0").CombinedOutput(); err != nil {
+		t.Fatalf("netctl attach: %v\n%s", err, out)
+	}
+	h := prom.NewHTTP(t)
+	prom.StartExporter(t, h, bin, "127.0.0.1:9465", nil, "--vm", "nctl-no-such-vm")
+	alerts, err := filepath.Abs(alertsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := prom.StartRules(t, h, "127.0.0.1:9465", alerts)
+
+	// Enough scrapes for a rate over 20 s, and rule evaluations after them.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ps.Wait(ctx, t, `count_over_time(netctl_scrape_duration_seconds[20s])`, func(v float64) bool { return v >= 6 })
+	ps.Wait(ctx, t, `netctl_target_up{target="vm:nctl-no-such-vm"}`, func(v float64) bool { return v == 0 })
+	time.Sleep(5 * time.Second) // two rule evaluations over these series
+
+	rules, body, err := ps.Rules()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rulesFile ruleFile
+	readYAML(t, alertsFile, &rulesFile)
+	want := 0
+	for _, g := range rulesFile.Groups {
+		want += len(g.Rules)
+	}
+	if len(rules) != want {
+		t.Errorf("Prometheus loaded %d rules, %s has %d:\n%s", len(rules), alertsFile, want, body)
+	}
+	for _, r := range rules {
+		if r.Health != "ok" || r.LastError != "" || !r.Evaluated {
+			t.Errorf("rule %s: health %q, last error %q, evaluated %v", r.Name, r.Health, r.LastError, r.Evaluated)
+		}
+	}
+
+	// Which netctl metrics Prometheus has from this exporter.
+	have := map[string]bool{}
+	samples, _, err := ps.Query(`count by (__name__) ({__name__=~"netctl_.+"})`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range samples {
+		have[s.Labels["__name__"]] = true
+	}
+	t.Logf("the exporter serves %d netctl metrics here", len(have))
+
+	d := readDashboard(t)
+	vars := map[string]bool{}
+	for _, v := range d.Templating.List {
+		vars[v.Name] = true
+	}
+	type q struct{ what, expr, legend string }
+	var qs []q
+	for _, v := range d.Templating.List {
+		if m := labelValues.FindStringSubmatch(v.Definition); m != nil {
+			qs = append(qs, q{"variable " + v.Name, m[1], "{{" + m[2] + "}}"})
+		}
+	}
+	walkPanels(d.Panels, func(p panel) {
+		for _, tg := range p.Targets {
+			qs = append(qs, q{p.Title + " " + tg.RefID, tg.Expr, tg.LegendFormat})
+		}
+	})
+	for _, r := range rulesFile.Groups[0].Rules {
+		qs = append(qs, q{"alert " + r.Alert, r.Expr, ""})
+	}
+	checked := 0
+	for _, x := range qs {
+		expr := realVars.ReplaceAllStringFunc(x.expr, func(m string) string {
+			if v, ok := realBuiltins[strings.Trim(m, "${}")]; ok {
+				return v
+			}
+			return ".*"
+		})
+		got, body, err := ps.Query(expr)
+		if err != nil {
+			t.Errorf("%s: %s: %v", x.what, expr, err)
+			continue
+		}
+		all := true
+		for _, n := range metricName.FindAllString(expr, -1) {
+			all = all && have[n]
+		}
+		if !all || strings.HasPrefix(x.what, "alert ") {
+			continue // it ran; what it gives needs series this host cannot make, or is an alert's filter
+		}
+		checked++
+		if len(got) == 0 {
+			t.Errorf("%s: %s: no series, although the exporter serves each metric it names: %s", x.what, expr, body)
+		}
+		for _, s := range got {
+			for _, m := range legendLabel.FindAllStringSubmatch(x.legend, -1) {
+				if s.Labels[m[1]] == "" {
+					t.Errorf("%s: %s: a series without %s, which its legend %q shows: %v", x.what, expr, m[1], x.legend, s.Labels)
+				}
+			}
+		}
+	}
+	t.Logf("%d queries ran, %d of them on series this host has (answers and legends checked)", len(qs), checked)
+	if checked < 10 {
+		b, _ := json.Marshal(have)
+		t.Errorf("only %d queries had their metrics here (%s): the test checks too little", checked, b)
+	}
+}
+
+// realVars are Grafana's variables in a query; realBuiltins what stands
+// in for the built-ins under a Prometheus that scrapes every 2 s.
+var (
+	realVars     = regexp.MustCompile(`\$\{?[a-zA-Z_][a-zA-Z0-9_]*\}?`)
+	realBuiltins = map[string]string{"__rate_interval": "20s", "__interval": "2s", "__range": "1m"}
+)
