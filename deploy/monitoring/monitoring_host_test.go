@@ -75,7 +75,7 @@ func TestHostDashboardAndAlertsOnExporter(t *testing.T) {
 	defer func() { pcancel(); <-pinged }()
 	// A paused QEMU's NIC: its guest never started the driver, so its rings
 	// source is missing with a reason (the sources-missing panels' series).
-	paused, _ := qemutest.StartPaused(t, "monpaused")
+	paused, pausedQEMU := qemutest.StartPaused(t, "monpaused")
 	if out, err := exec.Command(bin, "attach", "--json", "--qmp", paused, "--id", "mon1").CombinedOutput(); err != nil {
 		t.Fatalf("netctl attach: %v\n%s", err, out)
 	}
@@ -183,6 +183,41 @@ func TestHostDashboardAndAlertsOnExporter(t *testing.T) {
 	if checked < 10 {
 		b, _ := json.Marshal(have)
 		t.Errorf("only %d queries had their metrics here (%s): the test checks too little", checked, b)
+	}
+
+	// NetctlNICDown tells a NIC that went down from one that went away:
+	// the paused QEMU killed, its NIC is still in netctl's state (down,
+	// with its sources' series) and is alerted on; the guest's NIC
+	// detached is no longer listed (down, no source series: an intended
+	// stop) and is not.
+	pausedQEMU.Process.Kill()
+	for try := 0; ; try++ {
+		out, err := exec.Command(bin, "detach", "--qmp", g.QMP(), "--id", "mon0").CombinedOutput()
+		if err == nil {
+			break
+		}
+		if try == 10 { // the exporter may hold the monitor for a scrape
+			t.Fatalf("netctl detach: %v\n%s", err, out)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	ps.Wait(ctx, t, `sum(netctl_nic_up{nic=~"mon0|mon1"})`, func(v float64) bool { return v == 0 })
+	ps.Wait(ctx, t, `count(netctl_source_up{nic="mon0"}) or vector(0)`, func(v float64) bool { return v == 0 })
+	var down string
+	for _, r := range rulesFile.Groups[0].Rules {
+		if r.Alert == "NetctlNICDown" {
+			down = r.Expr
+		}
+	}
+	got, body, err := ps.Query(down)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Labels["nic"] != "mon1" || got[0].Labels["vm"] != "monpaused" {
+		t.Errorf("NetctlNICDown's expression with monpaused killed and mon0 detached gives %v, want monpaused's mon1 alone: %s", got, body)
+	}
+	if samples, _, _ := ps.Query(`netctl_source_missing_info{nic="mon1"}`); len(samples) > 0 {
+		t.Logf("monpaused killed: %s missing: %s", samples[0].Labels["source"], samples[0].Labels["reason"])
 	}
 }
 
