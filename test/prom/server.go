@@ -33,16 +33,56 @@ func Start(t testing.TB, h *HTTP, target string) *Server {
 // evaluates every 2 s; Rules reads how each evaluation went.
 func StartRules(t testing.TB, h *HTTP, target string, ruleFiles ...string) *Server {
 	t.Helper()
-	if _, err := exec.LookPath("prometheus"); err != nil {
-		t.Fatalf("prometheus: %v: run test/host-deps.sh (Debian's prometheus package)", err)
+	return start(t, h, target, "", ruleFiles)
+}
+
+// StartChroot is StartRules for a VM test: Prometheus is the host's
+// (root is where the VM sees the host's /, test/l2.Root, made a chroot by
+// l2.Chroot), run as chroot root /usr/bin/prometheus; its config, storage
+// and a copy of each rule file go in a directory under root's /run.
+func StartChroot(t testing.TB, h *HTTP, root, target string, ruleFiles ...string) *Server {
+	t.Helper()
+	return start(t, h, target, root, ruleFiles)
+}
+
+func start(t testing.TB, h *HTTP, target, root string, ruleFiles []string) *Server {
+	t.Helper()
+	bin, dir := "prometheus", ""
+	if root == "" {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Fatalf("prometheus: %v: run test/host-deps.sh (Debian's prometheus package)", err)
+		}
+		dir = t.TempDir()
+	} else {
+		bin = "/usr/bin/prometheus"
+		if _, err := os.Stat(root + bin); err != nil {
+			t.Fatalf("prometheus: %v: run test/host-deps.sh (Debian's prometheus package) on the host", err)
+		}
+		d, err := os.MkdirTemp(root+"/run", "prom")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(d) })
+		dir = d
 	}
-	dir := t.TempDir()
+	// inside is a path of dir as Prometheus sees it.
+	inside := func(p string) string { return strings.TrimPrefix(p, root) }
 	cfg := filepath.Join(dir, "prometheus.yml")
 	rules := ""
 	if len(ruleFiles) > 0 {
 		rules = "rule_files:\n"
-		for _, f := range ruleFiles {
-			rules += fmt.Sprintf("  - %q\n", f)
+		for i, f := range ruleFiles {
+			if root != "" {
+				b, err := os.ReadFile(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				f = filepath.Join(dir, fmt.Sprintf("rules%d.yml", i))
+				if err := os.WriteFile(f, b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rules += fmt.Sprintf("  - %q\n", inside(f))
 		}
 	}
 	conf := fmt.Sprintf(`global:
@@ -59,8 +99,11 @@ func StartRules(t testing.TB, h *HTTP, target string, ruleFiles ...string) *Serv
 	}
 	s := &Server{Addr: "127.0.0.1:9090", h: h}
 	var out Buffer
-	cmd := exec.Command("prometheus", "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+s.Addr)
+	args := []string{bin, "--config.file=" + inside(cfg), "--storage.tsdb.path=" + inside(filepath.Join(dir, "data")), "--web.listen-address=" + s.Addr}
+	if root != "" {
+		args = append([]string{"chroot", root}, args...)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
