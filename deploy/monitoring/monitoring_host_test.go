@@ -17,15 +17,16 @@ import (
 
 // TestHostDashboardAndAlertsOnExporter runs the real thing: a guest (QEMU,
 // 6.12 kernel, 2 vCPUs) with a 2-queue-pair NIC netctl attached that pings
-// the host, netctl exporter (given also a --vm that does not run), and
-// Debian's Prometheus scraping it with netctl-alerts.yml loaded; and a
-// paused QEMU's NIC, whose rings are missing. Every alerting rule evaluates without an
-// error (/api/v1/rules health ok: a join that matches many-to-many, say,
-// fails only on real series), and every query of the dashboard (its
+// the host, a paused QEMU's NIC (its rings missing), netctl exporter
+// (given also a --vm that does not run), and Debian's Prometheus scraping
+// it with netctl-alerts.yml loaded. Every alerting rule evaluates without
+// an error (/api/v1/rules health ok: a join that matches many-to-many,
+// say, fails only on real series), and every query of the dashboard (its
 // variables' selectors too) runs; where the exporter serves every metric
-// a query names (rings, vhost and vdpa need a running guest and the VM
-// kernel), its answer is not empty and each series has the labels its
-// legend shows.
+// a query names (vhost and vdpa need the VM kernel: TestVMWorkerQueries),
+// its answer is not empty and each series has the labels its legend
+// shows. Then NetctlNICDown's expression is held to a NIC that went down
+// and one that went away.
 func TestHostDashboardAndAlertsOnExporter(t *testing.T) {
 	testenv.Host(t)
 	promtool(t)
