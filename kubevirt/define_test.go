@@ -23,42 +23,12 @@ func readTestdata(t testing.TB, name string) []byte {
 	return b
 }
 
-// tapIface is KubeVirt's fixture interface as virt-launcher's tap
-// attachment writes it (configurator.go tapBindingOptions, generators.go
-// getTargetName): MAC, target tap managed='no', the VMI's PCI address and
-// ACPI index, and KubeVirt's multiqueue <driver queues>.
-const tapIface = `<interface type="ethernet">
-      <source></source>
-      <target dev="tap37a8eec1ce1" managed="no"></target>
-      <model type="virtio-non-transitional"></model>
-      <driver queues="4"></driver>
-      <mac address="02:00:00:00:00:01"></mac>
-      <acpi index="3"></acpi>
-      <alias name="ua-default"></alias>
-      <rom enabled="no"></rom>
-      <address type="pci" domain="0x0000" bus="0x01" slot="0x00" function="0x0"></address>
-    </interface>`
-
-// qemuCommandline is a <qemu:commandline> a user's hook put in the domain
-// (KubeVirt's own debug sidecars do).
-const qemuCommandline = `  <qemu:commandline>
-    <qemu:arg value="-set"></qemu:arg>
-    <qemu:arg value="device.ua-default.x-netctl-test=1"></qemu:arg>
-    <qemu:env name="NETCTL_TEST" value="1"></qemu:env>
-  </qemu:commandline>
-</domain>`
-
-// tapDomain is KubeVirt's fixture with tapIface for its interface and a
-// <qemu:commandline>.
+// tapDomain is testdata/domain-tap.xml: KubeVirt's fixture with the
+// interface as virt-launcher's tap attachment writes it and a
+// <qemu:commandline> (testdata/README.md).
 func tapDomain(t testing.TB) string {
 	t.Helper()
-	x := string(readTestdata(t, "domain.xml"))
-	i, j := strings.Index(x, `<interface type="ethernet">`), strings.Index(x, "</interface>")
-	if i < 0 || j < 0 {
-		t.Fatal("KubeVirt's fixture has no interface")
-	}
-	x = x[:i] + tapIface + x[j+len("</interface>"):]
-	return strings.Replace(x, "</domain>", qemuCommandline, 1)
+	return string(readTestdata(t, "domain-tap.xml"))
 }
 
 // ifaceOf parses out and returns it and its interface with alias.

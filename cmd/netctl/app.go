@@ -40,6 +40,7 @@ func newApp() *cli.App {
 			migrateCommand(),
 			diagnoseCommand(),
 			hookCommand(),
+			kubevirtCommand(),
 			statsCommand(),
 			exporterCommand(),
 			vhostUserCommand(),
