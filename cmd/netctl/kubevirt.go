@@ -67,4 +67,3 @@ func bindingName(cfg kubevirt.Config) string {
 	}
 	return cfg.BindingName
 }
-
