@@ -26,6 +26,10 @@ type Config struct {
 	// Plan pins the pool's offloads (nil: no offload attribute is
 	// written; QEMU offers what the tap or device has).
 	Plan *Plan
+	// QEMU is virt-launcher's QEMU version ("9.1.0"; "" unknown): the
+	// plan's properties that only newer QEMUs have are left out for an
+	// older one, which would refuse them and offers no such feature.
+	QEMU string
 }
 
 // Input is one OnDefineDomain call: the domain XML and VMI JSON as
@@ -163,8 +167,9 @@ func DefineDomain(in Input, cfg Config) (Result, error) {
 		rw.Before = driverText(x.Driver)
 		var d *libvirtxml.DomainInterfaceDriver
 		if cfg.Plan != nil {
-			p := libvirtdom.DriverFor(x.Driver, cfg.Plan.decision(backend), rw.Queues)
-			overrides[i], rw.Unexpressed = p.Override, p.Unexpressed
+			dec, notes := cfg.Plan.decision(backend, cfg.QEMU)
+			p := libvirtdom.DriverFor(x.Driver, dec, rw.Queues)
+			overrides[i], rw.Unexpressed = p.Override, append(notes, p.Unexpressed...)
 			d = p.Driver
 		} else {
 			d = &libvirtxml.DomainInterfaceDriver{}

@@ -279,3 +279,38 @@ func TestQueues(t *testing.T) {
 		}
 	}
 }
+
+// TestDefineDomainPlanOlderQEMU: with virt-launcher's QEMU given as 7.2
+// (no USO properties before 8.2), the plan's USO properties (the test
+// VMs' probes saw a newer QEMU) are left out and the report says why;
+// queue_reset=false stays. Without a version they are written.
+func TestDefineDomainPlanOlderQEMU(t *testing.T) {
+	res0, _ := pool.Of(t, "probe-6.1.json", "probe-6.12.json")
+	pj, err := json.Marshal(res0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := ParsePlan(pj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := Input{DomainXML: []byte(tapDomain(t)), VMI: readTestdata(t, "vmi.json")}
+	res, err := DefineDomain(in, Config{Plan: plan, QEMU: "7.2.22"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := res.Interfaces[0]
+	if _, uso := r.Override["guest_uso4"]; uso || r.Override["queue_reset"] || len(r.Override) != 1 {
+		t.Errorf("override for QEMU 7.2: %v, want queue_reset=false only", r.Override)
+	}
+	if !strings.Contains(strings.Join(r.Unexpressed, "\n"), "guest_uso4=off left out: virt-launcher's QEMU 7.2.22 has no such property") {
+		t.Errorf("notes %q", r.Unexpressed)
+	}
+	res, err = DefineDomain(in, Config{Plan: plan})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, uso := res.Interfaces[0].Override["guest_uso4"]; !uso {
+		t.Errorf("without a QEMU version the USO properties are not written: %v", res.Interfaces[0].Override)
+	}
+}

@@ -38,10 +38,11 @@ func kubevirtSidecarCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "socket-dir", Value: sidecar.SocketDir, Usage: "the directory virt-launcher scans (the sidecar's own view of it)"},
 			&cli.StringFlag{Name: "plan", Usage: "a pool's plan (netctl plan -j HOST.json... > POOL.json, e.g. from a ConfigMap) whose offloads to pin"},
+			&cli.StringFlag{Name: "qemu", Usage: "virt-launcher's QEMU version (qemu-system-x86_64 --version in its image): plan properties that QEMU lacks (the USO ones before 8.2) are left out, as it would refuse them"},
 			&cli.StringFlag{Name: "network-info", Value: kubevirt.NetworkInfoPath, Usage: "the pod's network-info file (downwardAPI: device-info)"},
 		},
 		Action: func(c *cli.Context) error {
-			cfg := kubevirt.Config{BindingName: os.Getenv("NETWORK_BINDING_PLUGIN_NAME")}
+			cfg := kubevirt.Config{BindingName: os.Getenv("NETWORK_BINDING_PLUGIN_NAME"), QEMU: c.String("qemu")}
 			if p := c.String("plan"); p != "" {
 				b, err := readCapped(p, policy.MaxPlanFile)
 				if err != nil {
