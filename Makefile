@@ -15,8 +15,14 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 all: build
 
+# The version netctl reports (netctl version): the nearest tag, else the
+# commit; Go's build info adds the full revision and the dirty flag
+# (-buildvcs=auto: a machine's GOFLAGS=-buildvcs=false would drop them).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+GO_LDFLAGS := -X main.version=$(VERSION)
+
 build:
-	CGO_ENABLED=0 $(GO) build -o $(BIN)/netctl ./cmd/netctl
+	CGO_ENABLED=0 $(GO) build -buildvcs=auto -ldflags '$(GO_LDFLAGS)' -o $(BIN)/netctl ./cmd/netctl
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/netctl-vm ./test/cmd/netctl-vm
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/netctl-demo ./test/cmd/netctl-demo
 

@@ -85,7 +85,7 @@ func twoNICs() *fakeSource {
 }
 
 // TestExporterMetrics holds the metric names, types and labels to what
-// the README lists, through client_golang's testutil, and passes its
+// docs/stats.md lists, through client_golang's testutil, and passes its
 // linter (the rules promtool check metrics applies).
 func TestExporterMetrics(t *testing.T) {
 	e := New(twoNICs(), Options{})

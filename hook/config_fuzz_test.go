@@ -14,7 +14,7 @@ import (
 // FuzzParseConfig: the host config (/etc/netctl/hook.json) is outside
 // input. Seeds: the configs the hook ran with against a real libvirtd
 // (test/libvirtd's host test wrote {"timeout": "20s"}, hook's libvirtd VM
-// test {"log": "-"}), the README's example of every field, and broken
+// test {"log": "-"}), docs/hook.md's example of every field, and broken
 // ones. Any bytes give a config or one error wrapping ErrInvalid, never a
 // panic; allocation is bounded by the input; a config encodes and parses
 // back to the same config.

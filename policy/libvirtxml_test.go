@@ -9,7 +9,7 @@ import (
 
 // TestLibvirtPinIsLibvirtXML: the plan's libvirt snippets, for every
 // managed property off (and some on), put into a domain's interface and
-// its <qemu:override> as the README says, parse as libvirt's domain XML
+// its <qemu:override> as docs/migration.md says, parse as libvirt's domain XML
 // (libvirtxml) and say what the properties say: each <driver>
 // attribute, each override property with its bool value on the alias.
 func TestLibvirtPinIsLibvirtXML(t *testing.T) {

@@ -36,6 +36,7 @@ func newApp() *cli.App {
 			selftestCommand(),
 			vdpaCommand(),
 			probeCommand(),
+			nfdCommand(),
 			planCommand(),
 			migrateCommand(),
 			diagnoseCommand(),

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/netctl/netctl/nfd"
 	"io"
 	"slices"
 	"strings"
@@ -20,6 +21,7 @@ func probeCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringSliceFlag{Name: "dev", Usage: "also read the ethtool features of this device (repeatable; shown in the order given)"},
 			&cli.BoolFlag{Name: "json", Aliases: []string{"j"}, Usage: "print JSON (the document netctl plan reads)"},
+			&cli.BoolFlag{Name: "nfd", Usage: "also write Node Feature Discovery's feature file (netctl nfd write, its defaults)"},
 		},
 		Action: func(c *cli.Context) error {
 			r, err := probe.ProbeFull(c.StringSlice("dev"))
@@ -27,6 +29,11 @@ func probeCommand() *cli.Command {
 				return usage("%w", err)
 			} else if err != nil {
 				return err
+			}
+			if c.Bool("nfd") {
+				if err := nfdWriteProbe(c.App.ErrWriter, r, nfd.DefaultDir, nfd.Options{}, nfdDefaultExpiry); err != nil {
+					return err
+				}
 			}
 			if c.Bool("json") {
 				return printJSON(c.App.Writer, r)

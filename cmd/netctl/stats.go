@@ -57,7 +57,7 @@ func statsCommand() *cli.Command {
 			&cli.StringFlag{Name: "id", Usage: "only this NIC (its device id in QEMU)"},
 			&cli.DurationFlag{Name: "interval", Value: time.Second, Usage: "time between samples (100ms to 1h)"},
 			&cli.BoolFlag{Name: "watch", Aliases: []string{"w"}, Usage: "keep sampling every --interval until interrupted"},
-			&cli.BoolFlag{Name: "json", Aliases: []string{"j"}, Usage: "one JSON object per interval (JSON lines; field names in the README)"},
+			&cli.BoolFlag{Name: "json", Aliases: []string{"j"}, Usage: "one JSON object per interval (JSON lines; field names in docs/stats.md)"},
 		),
 		Action: func(c *cli.Context) error {
 			iv := c.Duration("interval")

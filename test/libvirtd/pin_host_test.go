@@ -191,19 +191,7 @@ func TestHostLibvirtdHookPin(t *testing.T) {
 	if out, err := d.Virsh("start", "pinme"); err != nil {
 		t.Fatalf("%v\n%s\nnetctl's log:\n%s", err, out, readFile("/var/log/netctl/hook.log"))
 	}
-	pidb, err := os.ReadFile("/run/libvirt/qemu/pinme.pid")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(pidb)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	if err != nil {
-		t.Fatal(err)
-	}
-	args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+	args := qemuArgs(t, "pinme")
 	dev, netdev := qemuNIC(t, args, "52:54:00:78:01:02")
 	t.Logf("QEMU's -device: %v\n-netdev: %v", dev, netdev)
 	want := map[string]string{"mq": "on", "vectors": "6",
@@ -281,6 +269,24 @@ func TestHostLibvirtdHookPin(t *testing.T) {
 		}
 	}
 	exec.Command("ip", "link", "del", "othtap0").Run()
+}
+
+// qemuArgs is the command line of the QEMU libvirt runs for domain name.
+func qemuArgs(t *testing.T, name string) []string {
+	t.Helper()
+	pidb, err := os.ReadFile("/run/libvirt/qemu/" + name + ".pid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(pidb)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
 }
 
 func mustVirsh(t *testing.T, d *libvirtd.Daemon, args ...string) string {

@@ -6,16 +6,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"libvirt.org/go/libvirtxml"
 
-	"github.com/netctl/netctl/internal/testenv"
-	"github.com/netctl/netctl/state"
-	"github.com/netctl/netctl/test/libvirtd"
 	"github.com/netctl/netctl/test/pool"
 )
 
@@ -32,19 +28,10 @@ import (
 // the running domain (machine type 7.2, which keeps queue_reset on) is
 // refused, leaving no record and no tap.
 func TestHostLibvirtdHookPinPlan(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "netctl")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/netctl/netctl/cmd/netctl").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	testenv.Host(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	d := libvirtd.New(t)
-	for _, p := range []string{"/etc/netctl", "/var/log/netctl"} { // /run is the test's own already
-		if err := d.Private(p); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e := newLvEnv(t, ctx)
+	d := e.d
 	plan, _ := pool.Of(t, "probe-6.1.json", "probe-6.12.json")
 	pj, err := json.Marshal(plan)
 	if err != nil {
@@ -53,21 +40,14 @@ func TestHostLibvirtdHookPinPlan(t *testing.T) {
 	if err := os.WriteFile("/etc/netctl/pool.json", pj, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The hook reads its config at each call: the plan from now on.
 	if err := os.WriteFile("/etc/netctl/hook.json", []byte(`{"timeout": "20s", "plan": "/etc/netctl/pool.json"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command(bin, "hook", "install", "--dir", d.HookDir).CombinedOutput(); err != nil {
-		t.Fatalf("netctl hook install: %v\n%s", err, out)
-	}
-	if err := d.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
 	netctl := func(args ...string) (string, error) {
-		cmd := exec.Command(bin, args...)
-		cmd.Env = append(os.Environ(), "NETCTL_RUN_DIR="+state.DefaultDir)
-		out, err := cmd.CombinedOutput()
+		out, err := e.netctl(args...)
 		t.Logf("netctl %s: %v\n%s", strings.Join(args, " "), err, out)
-		return string(out), err
+		return out, err
 	}
 	if out, err := exec.Command("ip", "tuntap", "add", "dev", "othtap0", "mode", "tap", "vnet_hdr").CombinedOutput(); err != nil {
 		t.Fatalf("ip tuntap add: %v\n%s", err, out)
@@ -152,19 +132,7 @@ func TestHostLibvirtdHookPinPlan(t *testing.T) {
 		t.Fatalf("%v\n%s\nnetctl's log:\n%s", err, out, readFile("/var/log/netctl/hook.log"))
 	}
 	defer d.Virsh("destroy", "pinplan")
-	pidb, err := os.ReadFile("/run/libvirt/qemu/pinplan.pid")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(pidb)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	if err != nil {
-		t.Fatal(err)
-	}
-	args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+	args := qemuArgs(t, "pinplan")
 	dev, _ := qemuNIC(t, args, "52:54:00:78:01:02")
 	t.Logf("QEMU's -device: %v", dev)
 	if dev["queue_reset"] != "off" || dev["id"] != "ua-netctl-525400780102" {

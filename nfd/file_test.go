@@ -1,0 +1,136 @@
+package nfd
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/netctl/netctl/internal/errs"
+)
+
+// parseFeatureFile reads a feature file as nfd-worker's local source does
+// (source/local/local.go parseFeatureFile): lines trimmed, # comments, "#
+// +expiry-time=" directives applying to the lines after them, name=value
+// or name alone (true). Lines after an expiry before now are dropped.
+func parseFeatureFile(t *testing.T, b []byte, now time.Time) map[string]string {
+	t.Helper()
+	if len(b) > MaxFileSize {
+		return nil // ignored whole
+	}
+	out := map[string]string{}
+	expiry := now
+	for _, l := range strings.Split(string(b), "\n") {
+		l = strings.TrimSpace(l)
+		switch {
+		case l == "":
+		case strings.HasPrefix(l, "# +"):
+			if v, ok := strings.CutPrefix(l, "# +expiry-time="); ok {
+				e, err := time.Parse(time.RFC3339, strings.TrimSpace(v))
+				if err != nil {
+					t.Fatalf("bad expiry %q", v)
+				}
+				expiry = e
+			}
+		case strings.HasPrefix(l, "#"):
+		default:
+			if expiry.Before(now) {
+				continue
+			}
+			k, v, ok := strings.Cut(l, "=")
+			if !ok {
+				v = "true"
+			}
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// TestRenderAsNFDReadsIt: the file read back as nfd-worker reads it
+// gives the labels until the expiry, none after.
+func TestRenderAsNFDReadsIt(t *testing.T) {
+	now := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
+	ls := []Label{{"vhost-net", "true"}, {"featureset", "fs-13000ff83"}}
+	b, err := Render(ls, now.Add(time.Hour), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s", b)
+	got := parseFeatureFile(t, b, now.Add(59*time.Minute))
+	if len(got) != 2 || got["netctl.dev/vhost-net"] != "true" || got["netctl.dev/featureset"] != "fs-13000ff83" {
+		t.Errorf("read back before the expiry: %v", got)
+	}
+	if got := parseFeatureFile(t, b, now.Add(61*time.Minute)); len(got) != 0 {
+		t.Errorf("read back after the expiry: %v", got)
+	}
+	if _, err := Render([]Label{{"x", "@local.label.y"}}, time.Time{}, now); !errors.Is(err, errs.ErrInvalid) {
+		t.Errorf("a value starting with @: %v", err)
+	}
+	var many []Label
+	for i := 0; i < 3000; i++ {
+		many = append(many, Label{strings.Repeat("n", 40), "true"})
+	}
+	if _, err := Render(many, time.Time{}, now); !errors.Is(err, errs.ErrInvalid) || !strings.Contains(err.Error(), "65536") {
+		t.Errorf("a file over 64 KiB: %v", err)
+	}
+}
+
+// TestWriteAtomic: Write replaces the file whole through a dot-file
+// (nothing else is left in the directory), makes the directory, and
+// refuses a FileName that is a symlink or a directory, leaving it and
+// its target alone.
+func TestWriteAtomic(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "features.d")
+	for _, c := range []string{"one\n", "two\n"} {
+		if err := Write(dir, []byte(c)); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, FileName))
+		if err != nil || string(b) != c {
+			t.Fatalf("read %q, %v; want %q", b, err, c)
+		}
+		ents, _ := os.ReadDir(dir)
+		if len(ents) != 1 {
+			t.Errorf("the directory holds %v, want only %s", ents, FileName)
+		}
+	}
+	// A stale dot-file of this pid (a crash between create and rename).
+	stale := filepath.Join(dir, "."+FileName+".tmp-"+itoa(os.Getpid()))
+	os.WriteFile(stale, []byte("stale"), 0o644)
+	if err := Write(dir, []byte("three\n")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); err == nil {
+		t.Errorf("the stale dot-file stayed")
+	}
+	if err := Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := Remove(dir); err != nil {
+		t.Errorf("Remove of a missing file: %v", err)
+	}
+	// Someone's symlink under netctl's name: refused, left as it is.
+	victim := filepath.Join(t.TempDir(), "victim")
+	os.WriteFile(victim, []byte("keep"), 0o644)
+	if err := os.Symlink(victim, filepath.Join(dir, FileName)); err != nil {
+		t.Fatal(err)
+	}
+	if err := Write(dir, []byte("x\n")); !errors.Is(err, errs.ErrConflict) {
+		t.Errorf("Write over a symlink: %v", err)
+	}
+	if err := Remove(dir); !errors.Is(err, errs.ErrConflict) {
+		t.Errorf("Remove of a symlink: %v", err)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "keep" {
+		t.Errorf("the symlink's target changed")
+	}
+	if err := Write("relative/dir", []byte("x")); !errors.Is(err, errs.ErrInvalid) {
+		t.Errorf("a relative directory: %v", err)
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
