@@ -70,6 +70,7 @@ func newApp() *cli.App {
 func prepare(cmds []*cli.Command, parent string) {
 	for _, cmd := range cmds {
 		path := parent + " " + cmd.Name
+		cmd.Description = withExample(cmd.Description, path)
 		cmd.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return usageErr(path, "%v", err) }
 		if len(cmd.Subcommands) > 0 {
 			prepare(cmd.Subcommands, path)
