@@ -23,7 +23,6 @@ func kubevirtCommand() *cli.Command {
 }
 
 func kubevirtSidecarCommand() *cli.Command {
-	const path = "netctl kubevirt sidecar"
 	return &cli.Command{
 		Name:  "sidecar",
 		Usage: "serve KubeVirt's hook sidecar API in a virt-launcher pod: rewrite netctl-bound interfaces of the domain",

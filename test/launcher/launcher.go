@@ -80,7 +80,7 @@ func Collect(ctx context.Context, dir string, want int, timeout time.Duration) (
 				cancel()
 				c.Close()
 				if err != nil {
-					return nil, fmt.Errorf("Info of %s: %w", sock, err)
+					return nil, fmt.Errorf("the Info call to %s: %w", sock, err)
 				}
 				if !slices.Contains(res.GetVersions(), "v1alpha3") {
 					return nil, fmt.Errorf("hook sidecar %s does not expose a supported version: %v", sock, res.GetVersions())
