@@ -11,7 +11,7 @@ export VMEXEC := $(BIN)/netctl-vm
 VM_PKGS = $(sort $(patsubst %/,%,$(dir $(shell find . -name '*_vm_test.go' -not -path './.cache/*'))))
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build test test-unit test-host fuzz test-harness test-vm vm-deps vm-prepare lint demo bench clean
+.PHONY: all build proto test test-unit test-host fuzz test-harness test-vm vm-deps vm-prepare lint demo bench clean
 
 all: build
 
@@ -25,6 +25,11 @@ build:
 	CGO_ENABLED=0 $(GO) build -buildvcs=auto -ldflags '$(GO_LDFLAGS)' -o $(BIN)/netctl ./cmd/netctl
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/netctl-vm ./test/cmd/netctl-vm
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/netctl-demo ./test/cmd/netctl-demo
+
+## proto: regenerate kubevirt/hooks/{info,v1alpha3} from KubeVirt's hook .proto files (protoc from
+## test/host-deps.sh; protoc-gen-go v1.36.12 and protoc-gen-go-grpc v1.6.2 built into .cache/protoc-bin).
+proto:
+	bash kubevirt/hooks/gen.sh $(CURDIR)
 
 ## test: every layer: unit, host (root, throwaway netns), VM harness self-test, VM on both kernels.
 test: vm-deps test-unit test-host test-harness test-vm

@@ -30,3 +30,22 @@ func TestMachineOff(t *testing.T) {
 		}
 	}
 }
+
+// TestQEMUHasProp: the USO properties came in QEMU 8.2, queue_reset is
+// older than every QEMU netctl supports.
+func TestQEMUHasProp(t *testing.T) {
+	for _, c := range []struct {
+		v, prop    string
+		has, known bool
+	}{
+		{"7.2.22", "guest_uso4", false, true},
+		{"8.2.0", "guest_uso4", true, true},
+		{"9.1", "host_uso", true, true},
+		{"7.2.22", "queue_reset", true, true},
+		{"x", "guest_uso6", false, false},
+	} {
+		if has, known := QEMUHasProp(c.v, c.prop); has != c.has || known != c.known {
+			t.Errorf("QEMU %s %s: %v %v, want %v %v", c.v, c.prop, has, known, c.has, c.known)
+		}
+	}
+}

@@ -13,6 +13,8 @@
 #                    virsh, the libvirt-qemu user QEMU runs as) for the libvirt
 #                    hook's end-to-end host test (test/libvirtd); installed with
 #                    no daemon started (policy-rc.d says 101 while apt runs)
+#   protobuf-compiler protoc, for the unit test that regenerates the KubeVirt
+#                    hook sidecar's Go code and diffs it (make proto)
 # The kernels and busybox themselves are fetched into .cache/vm by
 # "netctl-vm prepare" (apt-get download; the machine's sources stay as they are).
 set -euo pipefail
@@ -25,6 +27,7 @@ command -v gcc >/dev/null || need+=(gcc)
 [ -f /usr/include/linux/vhost.h ] && [ -f /usr/lib/x86_64-linux-gnu/libc.a ] || need+=(libc6-dev linux-libc-dev)
 command -v libvirtd >/dev/null && command -v virtlogd >/dev/null && command -v virsh >/dev/null &&
   getent passwd libvirt-qemu >/dev/null || need+=(libvirt-daemon-system libvirt-clients)
+command -v protoc >/dev/null || need+=(protobuf-compiler)
 command -v prometheus >/dev/null && command -v promtool >/dev/null || need+=(prometheus)
 command -v dpkg-deb >/dev/null || { echo "host-deps: dpkg-deb missing: this is not a Debian machine" >&2; exit 1; }
 [ ${#need[@]} -eq 0 ] && exit 0

@@ -42,6 +42,7 @@ func newApp() *cli.App {
 			diagnoseCommand(),
 			hookCommand(),
 			cniCommand(),
+			kubevirtCommand(),
 			statsCommand(),
 			exporterCommand(),
 			vhostUserCommand(),
