@@ -13,7 +13,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 # docs: the man pages (docs/man) and shell completion (completion/), generated
 # from the command tree; TestDocsCurrent fails when they are not current.
-.PHONY: all build build-netctl docs install uninstall deb test test-unit test-host fuzz test-harness test-vm vm-deps vm-prepare lint demo bench clean
+.PHONY: all build build-netctl proto docs install uninstall deb test test-unit test-host fuzz test-harness test-vm vm-deps vm-prepare lint demo bench clean
 
 all: build
 
@@ -84,6 +84,10 @@ deb: build-netctl
 
 docs:
 	$(GO) run ./cmd/netctl gendoc --dir $(CURDIR)
+## proto: regenerate kubevirt/hooks/{info,v1alpha3} from KubeVirt's hook .proto files (protoc from
+## test/host-deps.sh; protoc-gen-go v1.36.12 and protoc-gen-go-grpc v1.6.2 built into .cache/protoc-bin).
+proto:
+	bash kubevirt/hooks/gen.sh $(CURDIR)
 
 ## test: every layer: unit, host (root, throwaway netns), VM harness self-test, VM on both kernels.
 test: vm-deps test-unit test-host test-harness test-vm

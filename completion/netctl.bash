@@ -7,7 +7,7 @@
 __netctl_spec() {
 	case "$1" in
 	'netctl')
-		__netctl_cmds='attach detach list gc vm selftest vdpa probe nfd plan migrate diagnose hook stats exporter vhost-user version'
+		__netctl_cmds='attach detach list gc vm selftest vdpa probe nfd plan migrate diagnose hook cni kubevirt stats exporter vhost-user version'
 		__netctl_flags='--help -h --version -v'
 		__netctl_vflags=''
 		__netctl_args=''
@@ -210,6 +210,24 @@ __netctl_spec() {
 		__netctl_vflags='--libvirt -c --connect --config --timeout'
 		__netctl_args='domain'
 		;;
+	'netctl cni')
+		__netctl_cmds=''
+		__netctl_flags='--help -h'
+		__netctl_vflags=''
+		__netctl_args=''
+		;;
+	'netctl kubevirt')
+		__netctl_cmds='sidecar'
+		__netctl_flags='--help -h'
+		__netctl_vflags=''
+		__netctl_args=''
+		;;
+	'netctl kubevirt sidecar')
+		__netctl_cmds=''
+		__netctl_flags='--socket-dir --plan --qemu --network-info --help -h'
+		__netctl_vflags='--socket-dir --plan --qemu --network-info'
+		__netctl_args=''
+		;;
 	'netctl stats')
 		__netctl_cmds=''
 		__netctl_flags='--vm --qmp --libvirt --qemu-monitor --id --interval --watch -w --json -j --help -h'
@@ -282,6 +300,7 @@ __netctl_kind() {
 	'netctl hook status --dir') echo 'dir' ;;
 	'netctl hook status --run-dir') echo 'dir' ;;
 	'netctl hook pin --config') echo 'file' ;;
+	'netctl kubevirt sidecar --plan') echo 'file' ;;
 	'netctl stats --id') echo 'nic' ;;
 	'netctl stats --qmp') echo 'file' ;;
 	'netctl stats --vm') echo 'vm' ;;

@@ -22,53 +22,74 @@ var nicLabels = []string{"vm", "nic", "backend"}
 
 func withNIC(extra ...string) []string { return append(append([]string(nil), nicLabels...), extra...) }
 
+// metricLabels are each metric's name and labels, as newDesc made them.
+var metricLabels = map[string][]string{}
+
+// newDesc is prometheus.NewDesc (no constant labels) that also records
+// the name and labels for MetricLabels.
+func newDesc(name, help string, labels []string, _ prometheus.Labels) *prometheus.Desc {
+	metricLabels[name] = append([]string(nil), labels...)
+	return prometheus.NewDesc(name, help, labels, nil)
+}
+
+// MetricLabels are every metric the exporter can serve, by name, with
+// its labels (a copy): what a dashboard or an alerting rule may ask for
+// (deploy/monitoring checks its queries against it).
+func MetricLabels() map[string][]string {
+	m := make(map[string][]string, len(metricLabels))
+	for name, l := range metricLabels {
+		m[name] = append([]string(nil), l...)
+	}
+	return m
+}
+
 var (
-	descNICUp = prometheus.NewDesc("netctl_nic_up",
+	descNICUp = newDesc("netctl_nic_up",
 		"1 if the NIC's VM answered this scrape and the NIC is there, 0 if it is gone (VM exited, NIC detached) or no source answered.",
 		nicLabels, nil)
-	descNICInfo = prometheus.NewDesc("netctl_nic_info",
+	descNICInfo = newDesc("netctl_nic_info",
 		"The NIC's host side: its link (tap or macvtap), QEMU netdev, QMP socket, vdpa device and libvirt domain (its UUID, for a NIC read through libvirt), and the VM's UUID (QEMU's query-uuid; \"\" when QEMU has none): the ring counters are the VM's, carried across QEMU processes of the same UUID; always 1.",
 		withNIC("link", "netdev", "qmp", "vdpa", "libvirt_domain", "uuid"), nil)
-	descLibvirtTainted = prometheus.NewDesc("netctl_nic_libvirt_tainted",
+	descLibvirtTainted = newDesc("netctl_nic_libvirt_tainted",
 		"1 if this scrape asked QEMU through libvirt's monitor passthrough for the NIC (--qemu-monitor), after which libvirt marks the domain \"tainted: custom-monitor\"; 0 if it read only what libvirt reports. Only for NICs of libvirt domains.",
 		nicLabels, nil)
-	descQueuePairs = prometheus.NewDesc("netctl_nic_queue_pairs",
+	descQueuePairs = newDesc("netctl_nic_queue_pairs",
 		"Queue pairs of the NIC.", nicLabels, nil)
-	descSourceUp = prometheus.NewDesc("netctl_source_up",
+	descSourceUp = newDesc("netctl_source_up",
 		"1 if the source (link, rings, vhost, vdpa, qmp) gave figures for the NIC in this scrape, 0 if not; netctl_source_missing_info says why.",
 		withNIC("source"), nil)
-	descSourceMissing = prometheus.NewDesc("netctl_source_missing_info",
+	descSourceMissing = newDesc("netctl_source_missing_info",
 		"Why a source gave nothing for the NIC in this scrape, as a code (vm_gone, nic_gone, monitor_busy, no_monitor, not_started, unconfirmed, not_supported, no_link, permission, timeout, error; netctl stats says it in words); always 1.",
 		withNIC("source", "reason"), nil)
 
-	descQueueOffered = prometheus.NewDesc("netctl_queue_offered_descriptors_total",
+	descQueueOffered = newDesc("netctl_queue_offered_descriptors_total",
 		"Descriptor chains the guest made available on a queue's ring (avail-ring entries), since netctl first read the ring. direction is the guest's (rx: the guest's receive queue). "+ringContinuity,
 		withNIC("queue", "direction"), nil)
-	descQueueCompleted = prometheus.NewDesc("netctl_queue_completed_descriptors_total",
+	descQueueCompleted = newDesc("netctl_queue_completed_descriptors_total",
 		"Descriptor chains the device returned on a queue's ring (used-ring entries: for tx one per packet, for rx one per buffer), since netctl first read the ring. direction is the guest's. "+ringContinuity,
 		withNIC("queue", "direction"), nil)
-	descQueueUncounted = prometheus.NewDesc("netctl_queue_uncounted_steps_total",
+	descQueueUncounted = newDesc("netctl_queue_uncounted_steps_total",
 		"Steps of a queue's ring indices netctl did not count because they could not be told from the indices going back (more than half of the 16-bit range between two reads: a loadvm or snapshot revert, a reset not seen): each may hide up to 32768 descriptors.",
 		withNIC("queue", "direction"), nil)
-	descWorkerCPU = prometheus.NewDesc("netctl_vhost_worker_cpu_seconds_total",
+	descWorkerCPU = newDesc("netctl_vhost_worker_cpu_seconds_total",
 		"CPU time of the vhost-net worker thread of a queue pair (one per /dev/vhost-net fd): the thread's own, so a new thread (a migration's destination, a re-attach) starts again at 0, a counter reset.",
 		withNIC("queue"), nil)
-	descVDPAReceived = prometheus.NewDesc("netctl_vdpa_queue_received_descriptors_total",
+	descVDPAReceived = newDesc("netctl_vdpa_queue_received_descriptors_total",
 		"vdpa vstats received_desc of a virtqueue (the parent driver's own counter; only some drivers, e.g. mlx5_vdpa, have it).",
 		withNIC("queue", "type"), nil)
-	descVDPACompleted = prometheus.NewDesc("netctl_vdpa_queue_completed_descriptors_total",
+	descVDPACompleted = newDesc("netctl_vdpa_queue_completed_descriptors_total",
 		"vdpa vstats completed_desc of a virtqueue (the parent driver's own counter; only some drivers, e.g. mlx5_vdpa, have it).",
 		withNIC("queue", "type"), nil)
 
-	descTargetUp = prometheus.NewDesc("netctl_target_up",
+	descTargetUp = newDesc("netctl_target_up",
 		"1 if the target the exporter was given (--vm NAME, --qmp SOCKET, --domain DOMAIN, or the state directory) could be listed in this scrape, 0 if not (netctl_target_error_info says why).",
 		[]string{"target"}, nil)
-	descTargetError = prometheus.NewDesc("netctl_target_error_info",
+	descTargetError = newDesc("netctl_target_error_info",
 		"Why a target could not be listed in this scrape, as a code (as netctl_source_missing_info's); always 1.",
 		[]string{"target", "reason"}, nil)
-	descScrapeSeconds = prometheus.NewDesc("netctl_scrape_duration_seconds",
+	descScrapeSeconds = newDesc("netctl_scrape_duration_seconds",
 		"How long this scrape took to list and sample every NIC.", nil, nil)
-	descScrapeNICs = prometheus.NewDesc("netctl_scrape_nics",
+	descScrapeNICs = newDesc("netctl_scrape_nics",
 		"NICs in this scrape, including those gone since an earlier one.", nil, nil)
 )
 
@@ -82,7 +103,7 @@ var linkDescs = func() (m [2][4]*prometheus.Desc) {
 		for i, c := range []struct{ name, help string }{
 			{"bytes", "Bytes"}, {"packets", "Packets"}, {"errs", "Errors"}, {"drop", "Dropped packets"},
 		} {
-			m[d][i] = prometheus.NewDesc("netctl_link_"+dir+"_"+c.name+"_total",
+			m[d][i] = newDesc("netctl_link_"+dir+"_"+c.name+"_total",
 				c.help+" the guest "+map[string]string{"receive": "received (a tap's transmit counter, a macvtap's receive counter)", "transmit": "sent (a tap's receive counter, a macvtap's transmit counter)"}[dir]+
 					"; per NIC: tun and macvtap have no per-queue counters. The link's own counters, as node_exporter's: a link made anew (a migration's destination, a re-attach) starts again at 0, a counter reset.",
 				withNIC("device"), nil)

@@ -35,6 +35,12 @@ type Hook struct {
 	Log io.Writer
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
+	// QEMUVersion, when set, is the version of the QEMU libvirt starts
+	// the domain with ("7.2.0", libvirt's virConnectGetVersion), which
+	// Decide decides for instead of the probe's (the QEMU in PATH, when
+	// there is one): netctl hook pin writes QEMU properties into the
+	// definition, and QEMU refuses to start with one it lacks.
+	QEMUVersion string
 }
 
 func (h *Hook) logf(format string, a ...any) {

@@ -81,7 +81,7 @@ func (h *Hook) MigrateBegin(ctx context.Context, p *Plan) (*Result, error) {
 				risky := policyBits &^ carried &^ it.Force.Off &^ it.Pinned &^ policy.MachineOff(p.Machine) & someHost
 				switch {
 				case risky != 0 && h.Config.Pool() != nil:
-					refusals = append(refusals, riskyLine(it, iface, d.Backend, risky, why))
+					refusals = append(refusals, riskyLine(p.Domain, it, iface, d.Backend, risky, why))
 					wraps = append(wraps, errs.ErrNotSupported)
 					continue
 				case risky != 0:
@@ -155,10 +155,10 @@ func carriedHere(desc *host.Description, domType string, it Interface, backend, 
 	return d.Offer, d.Dropped, nil
 }
 
-// riskyLine says which bits of risky the interface may have negotiated
-// at the source and this host cannot offer, why, and how to turn them
-// off.
-func riskyLine(it Interface, iface, backend string, risky virtio.Features, why map[string]string) string {
+// riskyLine says which bits of risky the interface of domain may have
+// negotiated at the source and this host cannot offer, why, and how to
+// turn them off.
+func riskyLine(domain string, it Interface, iface, backend string, risky virtio.Features, why map[string]string) string {
 	var bits, driver, props []string
 	for _, b := range risky.Bits() {
 		f := virtio.Bit(b)
@@ -191,9 +191,14 @@ func riskyLine(it Interface, iface, backend string, risky virtio.Features, why m
 	if len(bits) == 1 {
 		them = "it"
 	}
+	// netctl hook pin on the source writes that pin into the definition,
+	// with a user alias for the override (ua-netctl-MAC): an alias
+	// libvirt generates (net1) is not kept in a definition and names
+	// another interface once one is added before it.
+	how := "netctl hook pin " + clip(domain) + " on the source, with the plan in its hook config, writes it"
 	return fmt.Sprintf("interface %s (%s %s, backend %s): this host cannot offer %s, which the domain does not turn off, so the guest may have negotiated %s at the source "+
-		"and QEMU here would refuse the migration after copying the memory: turn %s off in the domain (%s: what netctl plan -j HOST.json... pins for the pool), restart it, and migrate again",
-		iface, it.Kind, it.Name, backend, strings.Join(bits, ", "), them, them, strings.Join(pin, " and "))
+		"and QEMU here would refuse the migration after copying the memory: turn %s off in the domain (%s: what netctl plan -j HOST.json... pins for the pool; %s), restart it, and migrate again",
+		iface, it.Kind, it.Name, backend, strings.Join(bits, ", "), them, them, strings.Join(pin, " and "), how)
 }
 
 // propOf is the virtio-net-pci property that drops f and its value.

@@ -227,7 +227,7 @@ func TestMigrateBeginRefusesUnpinnedBits(t *testing.T) {
 		oneLineErr(t, err, "domain mig1 cannot migrate to this host", "interface 52:54:00:bb:00:01 (tap mig1tap0, backend vhost-net)",
 			"RING_RESET (this kernel's vhost-net does not offer it)", "HOST_USO (tun on 6.1.0-57-amd64 takes no USO frames", "GUEST_USO4", "GUEST_USO6",
 			"<qemu:device alias='net1'>", "<qemu:property name='queue_reset' type='bool' value='false'/>", "<qemu:property name='host_uso' type='bool' value='false'/>",
-			"netctl plan", "runs on at the source")
+			"netctl plan", "runs on at the source", "netctl hook pin mig1 on the source")
 		if !errors.Is(err, errs.ErrNotSupported) {
 			t.Errorf("%v does not wrap ErrNotSupported", err)
 		}

@@ -23,8 +23,9 @@ type Decided struct {
 
 // Decide decides about every interface netctl manages in domainXML the
 // way prepare does (ParsePlan under h.Config, one h.Devices.Probe, the
-// same decide per interface), creating nothing and calling no one: the
-// plan and one Decided per planned interface, in the plan's order. A
+// same decide per interface, for h.QEMUVersion when set), creating
+// nothing and calling no one: the plan and one Decided per planned
+// interface, in the plan's order. A
 // domain netctl manages nothing in gives a plan without interfaces. A
 // refusal is prepare's own error line.
 func (h *Hook) Decide(ctx context.Context, domainXML []byte) (*Plan, []Decided, error) {
@@ -41,6 +42,11 @@ func (h *Hook) Decide(ctx context.Context, domainXML []byte) (*Plan, []Decided, 
 	desc, err := h.Devices.Probe(ctx, hostnic.ProbeSpec{QEMU: true, Macvtap: slices.ContainsFunc(p.Interfaces, func(it Interface) bool { return it.Kind == KindDirect })})
 	if err != nil {
 		return nil, nil, fmt.Errorf("domain %s: %w", p.Domain, err)
+	}
+	if h.QEMUVersion != "" {
+		d := *desc
+		d.QEMU.Version, d.QEMU.Error = h.QEMUVersion, ""
+		desc = &d
 	}
 	out := make([]Decided, 0, len(p.Interfaces))
 	for i, it := range p.Interfaces {

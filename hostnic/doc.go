@@ -1,7 +1,7 @@
 // Package hostnic is the one home of the host side of a NIC: the tap,
 // macvtap or vdpa device behind a guest's virtio-net, as every face of
-// netctl (attach for a hand-run QEMU, the libvirt hook, and later the
-// libvirt face and the CNI plugin) makes, opens, identifies, publishes
+// netctl (attach for a hand-run QEMU, the libvirt hook, the libvirt face
+// and the CNI plugin) makes, opens, identifies, publishes
 // and deletes it. A fix to any of these lands here once.
 //
 // Lifecycle and ownership:
@@ -21,6 +21,9 @@
 //     node; Publish makes the symlink a domain's XML names. VDPAIdentity
 //     is the device's sysfs inode, which a device deleted and added again
 //     under the name does not keep.
+//   - MoveMarkedLink marks a macvtap (MacvtapAlias) and moves it into a
+//     pod's network namespace under the pod's interface name (the CNI
+//     plugin); MarkedLinkIndex finds such a link there again.
 //   - DeleteLink and DeleteVDPA remove only the object a caller recorded
 //     (the same ifindex); NotCreatedLink and NotCreatedVDPA say why a
 //     record's object is not netctl's to delete (names netctl never

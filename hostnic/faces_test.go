@@ -12,11 +12,11 @@ import (
 )
 
 // faces are the packages that serve a kind of VM (a hand-run QEMU, a
-// libvirt domain through the hook): each makes the host side of its NICs
-// through this package. The libvirt face and the CNI plugin join this
-// list when they come (a libvirt client package that only talks to
-// libvirtd is no face).
-var faces = []string{"attach", "hook", "libvirtattach"}
+// libvirt domain through the hook or the libvirt face, a KubeVirt pod
+// through the CNI plugin): each makes the host side of its NICs through
+// this package (a libvirt client package that only talks to libvirtd is
+// no face).
+var faces = []string{"attach", "hook", "libvirtattach", "cni"}
 
 // hostObjectCalls make, bind or delete a NIC's host objects: only this
 // package calls them for a face.

@@ -29,9 +29,12 @@ const UserAliasPrefix = "ua-"
 // left alone because the domain's own <qemu:override> says otherwise.
 type OverrideChange struct {
 	MAC   string
-	Alias string          // the interface's alias the override names
-	Added bool            // Override gave the interface that alias
-	Props map[string]bool // the properties written
+	Alias string // the interface's alias the override names
+	Added bool   // Override gave the interface that alias
+	// Props are the properties written; empty when Added alone: the
+	// domain's <qemu:override> sets them all on that alias already, and
+	// no device had it.
+	Props map[string]bool
 	// Kept says why nothing was written for the interface: the domain's
 	// own <qemu:override> sets a wanted property otherwise ("" when
 	// Props were written).
@@ -54,7 +57,11 @@ const maxOverrideProps = 4096
 // is not. A property the domain's <qemu:override> already sets to the
 // wanted value is not written again; one it sets otherwise keeps that
 // interface as it is (OverrideChange.Kept): netctl does not rewrite the
-// user's override. Errors wrap errs.ErrInvalid: input over MaxXML, not a
+// user's override. An interface without an alias gets ua-netctl-MAC also
+// when the override on it is there already (no device had the alias, so
+// it applied to nothing). The result is read again as libvirt reads it
+// (namespaces resolved): what does not read back as reported is an
+// error. Errors wrap errs.ErrInvalid: input over MaxXML, not a
 // well-formed <domain>, a chosen interface without a MAC, or with an
 // alias libvirt does not keep in a definition (so not a definition).
 func Override(domainXML []byte, want func(x *libvirtxml.DomainInterface) map[string]bool) ([]byte, []OverrideChange, error) {
@@ -75,7 +82,8 @@ func Override(domainXML []byte, want func(x *libvirtxml.DomainInterface) map[str
 	}
 	var ins []insert
 	var changes []OverrideChange
-	var devices []string // new <qemu:device> elements, at the indentation of a child of <domain>'s child
+	var devices []string                   // new <qemu:device> elements, at the indentation of a child of <domain>'s child
+	wanted := map[string]map[string]bool{} // alias -> the properties that must read back on it
 	prefix := doc.qemuPrefix
 	if prefix == "" {
 		if doc.qemuTaken {
@@ -130,15 +138,24 @@ func Override(domainXML []byte, want func(x *libvirtxml.DomainInterface) map[str
 			changes = append(changes, ch)
 			continue
 		}
-		if len(ch.Props) == 0 {
+		if len(ch.Props) == 0 && !ch.Added {
 			continue // set already
 		}
+		wanted[ch.Alias] = props
 		if ch.Added {
+			// Also when the override is there already: one naming
+			// ua-netctl-MAC while no device has that alias (an earlier
+			// pin's, kept when the interface was removed and added
+			// again) applies to nothing until the interface has it.
 			doc.aliases[ch.Alias] = true
 			ins = append(ins, insert{s.closeStart, "  <alias name='" + ch.Alias + "'/>" + s.indent})
 		}
+		if len(ch.Props) == 0 {
+			changes = append(changes, ch)
+			continue
+		}
 		var d strings.Builder
-		fmt.Fprintf(&d, "<%s:device alias='%s'>\n      <%s:frontend>\n", prefix, ch.Alias, prefix)
+		fmt.Fprintf(&d, "<%s:device alias='%s'>\n      <%s:frontend>\n", prefix, xmlAttr(ch.Alias), prefix)
 		for _, p := range slices.Sorted(maps.Keys(ch.Props)) {
 			fmt.Fprintf(&d, "        <%s:property name='%s' type='bool' value='%s'/>\n", prefix, xmlAttr(p), boolText(ch.Props[p]))
 		}
@@ -175,7 +192,57 @@ func Override(domainXML []byte, want func(x *libvirtxml.DomainInterface) map[str
 		prev = in.at
 	}
 	buf.Write(domainXML[prev:])
+	if err := readsBack(buf.Bytes(), changes, wanted); err != nil {
+		return nil, nil, err
+	}
 	return buf.Bytes(), changes, nil
+}
+
+// readsBack checks that out, Override's result, says what changes
+// report, as libvirt reads it (the QEMU namespace resolved in every
+// scope): each interface changed has its alias, and the <qemu:override>
+// properties on that alias are the wanted ones. A prefix the domain binds
+// otherwise inside its own <qemu:override> would put what Override wrote
+// where libvirt reads nothing, and define would drop it without a word.
+func readsBack(out []byte, changes []OverrideChange, wanted map[string]map[string]bool) error {
+	if len(wanted) == 0 {
+		return nil
+	}
+	doc, err := scanDoc(out)
+	if err != nil {
+		return fmt.Errorf("netctl's own override does not read back: %w", err)
+	}
+	ifaces, err := interfaceSpans(out)
+	if err != nil {
+		return fmt.Errorf("netctl's own override does not read back: %w", err)
+	}
+	has := map[string]bool{} // "MAC alias" of every interface
+	for _, s := range ifaces {
+		x, err := parseInterface(out[s.start:s.end])
+		if err != nil || x.MAC == nil {
+			continue
+		}
+		if m, err := net.ParseMAC(x.MAC.Address); err == nil && Alias(x) != "" {
+			has[m.String()+" "+Alias(x)] = true
+		}
+	}
+	for _, ch := range changes {
+		props, ok := wanted[ch.Alias]
+		if !ok || ch.Kept != "" {
+			continue
+		}
+		if !has[ch.MAC+" "+ch.Alias] {
+			return fmt.Errorf("interface %s does not read back with alias %s after netctl's edit: set its <qemu:override> by hand (virsh edit): %w", ch.MAC, clip(ch.Alias), errs.ErrInvalid)
+		}
+		for p, v := range props {
+			if h, ok := doc.props[ch.Alias][p]; !ok || h.typ != "bool" || h.value != boolText(v) {
+				return fmt.Errorf("interface %s: the <qemu:override> property %s=%s netctl writes on alias %s does not read back in libvirt's namespace "+
+					"(does the domain bind a prefix to another namespace inside its own <qemu:override>?): set it by hand (virsh edit): %w",
+					ch.MAC, clip(p), boolText(v), clip(ch.Alias), errs.ErrInvalid)
+			}
+		}
+	}
+	return nil
 }
 
 func boolText(b bool) string {

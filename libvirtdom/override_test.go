@@ -186,3 +186,150 @@ func TestOverrideRefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestOverrideNamesTheInterfaceOfAnOrphanOverride: a <qemu:override>
+// that names ua-netctl-MAC while no device has that alias (an earlier
+// pin's, left behind when the interface was removed and added again:
+// virsh detach-interface --config keeps the override, and libvirt
+// applies an override to no device without a word) sets nothing; the
+// interface with that MAC gets the alias, so the override applies to
+// it, and the change says so.
+func TestOverrideNamesTheInterfaceOfAnOrphanOverride(t *testing.T) {
+	in := []byte(`<domain type='kvm' xmlns:qemu='` + QEMUNamespace + `'>
+  <devices>
+    <interface type='ethernet'>
+      <mac address='52:54:00:aa:00:01'/>
+      <target dev='t0' managed='no'/>
+    </interface>
+  </devices>
+  <qemu:override>
+    <qemu:device alias='ua-netctl-525400aa0001'>
+      <qemu:frontend>
+        <qemu:property name='queue_reset' type='bool' value='false'/>
+      </qemu:frontend>
+    </qemu:device>
+  </qemu:override>
+</domain>`)
+	out, changes, err := Override(in, wantFor("52:54:00:aa:00:01", map[string]bool{"queue_reset": false}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dom, err := ParseDomain(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := Alias(&dom.Devices.Interfaces[0]); a != "ua-netctl-525400aa0001" {
+		t.Errorf("the interface's alias %q: the override names no device\n%s", a, out)
+	}
+	if len(changes) != 1 || !changes[0].Added || changes[0].Kept != "" {
+		t.Errorf("changes %+v: want the alias added", changes)
+	}
+	if got := overrides(t, out); got["ua-netctl-525400aa0001"]["queue_reset"] != "bool/false" || strings.Count(string(out), "<qemu:device") != 1 {
+		t.Errorf("overrides %v: want the one there was\n%s", got, out)
+	}
+}
+
+// TestOverrideRefusesWhatWouldNotLand: a user's <q:override> that binds
+// prefix qemu to another namespace inside it would put the device
+// Override writes with prefix qemu outside libvirt's namespace, where
+// libvirt reads nothing: Override refuses rather than report an override
+// that is not there.
+func TestOverrideRefusesWhatWouldNotLand(t *testing.T) {
+	in := []byte(`<domain type='kvm' xmlns:qemu='` + QEMUNamespace + `'>
+  <devices>
+    <interface type='ethernet'>
+      <mac address='52:54:00:aa:00:01'/>
+      <alias name='ua-n'/>
+    </interface>
+  </devices>
+  <q:override xmlns:q='` + QEMUNamespace + `' xmlns:qemu='urn:other'>
+    <q:device alias='ua-disk'>
+      <q:frontend>
+        <q:property name='x' type='string' value='y'/>
+      </q:frontend>
+    </q:device>
+  </q:override>
+</domain>`)
+	out, changes, err := Override(in, wantFor("52:54:00:aa:00:01", map[string]bool{"queue_reset": false}))
+	if err == nil {
+		got := overrides(t, out)
+		t.Errorf("Override reported %+v, and libvirt reads overrides %v\n%s", changes, got, out)
+	} else if !errors.Is(err, errs.ErrInvalid) {
+		t.Errorf("%v: want ErrInvalid", err)
+	}
+}
+
+// TestOverrideEscapesTheAlias: a user alias with a character XML escapes
+// (written &amp; in the definition) is written escaped in the override's
+// alias attribute, so the result parses and the override names it.
+func TestOverrideEscapesTheAlias(t *testing.T) {
+	in := []byte(`<domain type='kvm'>
+  <devices>
+    <interface type='ethernet'>
+      <mac address='52:54:00:aa:00:01'/>
+      <alias name="ua-a&amp;b'c"/>
+    </interface>
+  </devices>
+</domain>`)
+	out, changes, err := Override(in, wantFor("52:54:00:aa:00:01", map[string]bool{"queue_reset": false}))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if len(changes) != 1 || changes[0].Alias != "ua-a&b'c" || overrides(t, out)["ua-a&b'c"]["queue_reset"] != "bool/false" {
+		t.Errorf("changes %+v, overrides %v\n%s", changes, overrides(t, out), out)
+	}
+}
+
+// TestOverrideOddButValid: CDATA, comments (one holding what looks like
+// an end tag), character references, a self-closing <qemu:override/>
+// beside the user's, and a default-namespace override: Override writes
+// where libvirt reads (libvirt merges every <qemu:override>, as checked
+// against libvirtd 9.0) and changes no byte around what it inserts.
+func TestOverrideOddButValid(t *testing.T) {
+	in := `<?xml version="1.0"?>
+<!-- </domain> -->
+<domain type='kvm' xmlns:qemu='` + QEMUNamespace + `'>
+  <name><![CDATA[a<b>&c]]></name>
+  <description>&#x3C;interface&#x3E; &amp; &lt;/domain&gt;</description>
+  <devices>
+    <interface type='ethernet'><!-- </interface> -->
+      <mac address='52:54:00:AA:00:01'/>
+      <target dev='t&#48;' managed='no'/>
+      <!-- trailing -->
+    </interface>
+    <interface type='ethernet'>
+      <mac address='52:54:00:aa:00:02'/>
+    </interface>
+  </devices>
+  <qemu:override/>
+  <override xmlns='` + QEMUNamespace + `'>
+    <device alias='ua-disk'><frontend><property name='x' type='string' value='y'/></frontend></device>
+  </override>
+</domain>
+`
+	out, changes, err := Override([]byte(in), func(x *libvirtxml.DomainInterface) map[string]bool {
+		return map[string]bool{"queue_reset": false}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(changes) != 2 || changes[0].Alias != "ua-netctl-525400aa0001" || changes[1].Alias != "ua-netctl-525400aa0002" {
+		t.Fatalf("changes %+v", changes)
+	}
+	got := overrides(t, out)
+	if got["ua-netctl-525400aa0001"]["queue_reset"] != "bool/false" || got["ua-netctl-525400aa0002"]["queue_reset"] != "bool/false" {
+		t.Errorf("overrides %v\n%s", got, out)
+	}
+	s := string(out)
+	for _, a := range []string{"ua-netctl-525400aa0001", "ua-netctl-525400aa0002"} {
+		s = strings.Replace(s, "  <alias name='"+a+"'/>\n    ", "", 1)
+	}
+	i, j := strings.Index(s, "  <qemu:device alias='ua-netctl-525400aa0001'>"), strings.LastIndex(s, "</qemu:device>\n  ")
+	if i < 0 || j < i {
+		t.Fatalf("the devices are not in the user's override:\n%s", out)
+	}
+	s = s[:i] + s[j+len("</qemu:device>\n  "):]
+	if s != in {
+		t.Errorf("Override changed more than it inserted:\n%s", out)
+	}
+}

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -15,14 +16,16 @@ import (
 // machine of 8.0 or older counts here). A guest on such a machine never
 // negotiated those bits, wherever it ran. machine is the versioned
 // name libvirt's live XML carries ("pc-q35-7.2", "pc-i440fx-8.0",
-// "virt-7.2"); an unversioned or distribution-named one turns off nothing.
+// "virt-7.2"); an unversioned or distribution-named one, and a name
+// outside QEMU's versioned families (xenfv-4.2 is Xen's version), turn
+// off nothing.
 func MachineOff(machine string) virtio.Features {
 	i := strings.LastIndexByte(machine, '-')
-	if i < 0 {
+	if i < 0 || !slices.Contains(compatFamilies, machine[:i+1]) {
 		return 0
 	}
 	major, minor, ok := strings.Cut(machine[i+1:], ".")
-	if !ok {
+	if !ok || !machineNumber(major) || !machineNumber(minor) {
 		return 0
 	}
 	ma, err1 := strconv.Atoi(major)
@@ -39,4 +42,23 @@ func MachineOff(machine string) virtio.Features {
 		off |= virtio.NetHostUSO | virtio.NetGuestUSO4 | virtio.NetGuestUSO6
 	}
 	return off
+}
+
+// compatFamilies are the machine names QEMU versions with its own
+// version and the hw_compat_X_Y properties (x86's pc-i440fx, pc-q35 and
+// the old pc-1.x, Arm's and m68k's virt, POWER's pseries, s390's ccw).
+var compatFamilies = []string{"pc-i440fx-", "pc-q35-", "pc-", "virt-", "pseries-", "s390-ccw-virtio-"}
+
+// machineNumber says whether s is a version number as QEMU writes one in a
+// machine name: digits, no sign, no leading zero.
+func machineNumber(s string) bool {
+	if s == "" || len(s) > 1 && s[0] == '0' {
+		return false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }

@@ -41,3 +41,20 @@ func parseVersion(s string) ([3]int, bool) {
 	}
 	return v, true
 }
+
+// QEMUHasProp says whether QEMU version (as QEMU prints it, "7.2.22")
+// has virtio-net property prop, for the properties a plan sets: known is
+// false for a version that does not parse. A property netctl does not
+// manage is had (netctl knows no version for it).
+func QEMUHasProp(version, prop string) (has, known bool) {
+	for _, m := range managed {
+		if m.prop != prop {
+			continue
+		}
+		if m.qemu == "" {
+			return true, true
+		}
+		return versionAtLeast(version, m.qemu)
+	}
+	return true, true
+}

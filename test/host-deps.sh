@@ -16,6 +16,8 @@
 #   zsh              runs the generated zsh completion in a unit test
 #   man-db           man -w, for the package's host test (internal/mkdeb:
 #                    the installed man pages are found)
+#   protobuf-compiler protoc, for the unit test that regenerates the KubeVirt
+#                    hook sidecar's Go code and diffs it (make proto)
 # The kernels and busybox themselves are fetched into .cache/vm by
 # "netctl-vm prepare" (apt-get download; the machine's sources stay as they are).
 set -euo pipefail
@@ -30,6 +32,7 @@ command -v libvirtd >/dev/null && command -v virtlogd >/dev/null && command -v v
   getent passwd libvirt-qemu >/dev/null || need+=(libvirt-daemon-system libvirt-clients)
 command -v man >/dev/null || need+=(man-db)
 command -v zsh >/dev/null || need+=(zsh)
+command -v protoc >/dev/null || need+=(protobuf-compiler)
 command -v prometheus >/dev/null && command -v promtool >/dev/null || need+=(prometheus)
 command -v dpkg-deb >/dev/null || { echo "host-deps: dpkg-deb missing: this is not a Debian machine" >&2; exit 1; }
 [ ${#need[@]} -eq 0 ] && exit 0

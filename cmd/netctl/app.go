@@ -41,6 +41,8 @@ func newApp() *cli.App {
 			migrateCommand(),
 			diagnoseCommand(),
 			hookCommand(),
+			cniCommand(),
+			kubevirtCommand(),
 			statsCommand(),
 			exporterCommand(),
 			vhostUserCommand(),

@@ -39,9 +39,12 @@ var examples = map[string]string{
 	"netctl hook qemu":            "netctl hook qemu -- web1 prepare begin - < web1.xml",
 	"netctl hook status":          "netctl hook status web1",
 	"netctl hook pin":             "netctl hook pin --dry-run web1",
+	"netctl kubevirt":             "netctl kubevirt sidecar --plan /etc/netctl/pool.json --qemu 9.1.0",
+	"netctl kubevirt sidecar":     "netctl kubevirt sidecar --socket-dir /var/run/kubevirt-hooks --plan /etc/netctl/pool.json --qemu 9.1.0",
 	"netctl stats":                "netctl stats --vm web1 --interval 1s --watch",
 	"netctl exporter":             "netctl exporter --listen 127.0.0.1:9465",
 	"netctl vhost-user":           "netctl vhost-user --socket /run/netctl/web1-net0.sock --tap web1tap0 --queues 2",
+	"netctl cni":                  "CNI_COMMAND=ADD CNI_CONTAINERID=c1 CNI_NETNS=/var/run/netns/pod1 CNI_IFNAME=eth1 CNI_PATH=/opt/cni/bin netctl cni < netctl.conflist",
 	"netctl version":              "netctl version --json",
 }
 

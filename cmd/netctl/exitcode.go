@@ -136,6 +136,12 @@ func exitCode(err error) int {
 // runMain runs netctl with args (args[0] is the program) and returns its exit
 // status.
 func runMain(args []string, stdout, stderr io.Writer) int {
+	if cniMode(args) {
+		if runCNI() != nil {
+			return exitFailure
+		}
+		return exitOK
+	}
 	return runApp(newApp(), args, stdout, stderr)
 }
 

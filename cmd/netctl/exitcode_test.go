@@ -78,7 +78,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"version"}, 0, "netctl dev", ""},
 		{[]string{"plan", probe}, 0, "safe on all 1 hosts", ""},
 
-		{nil, 2, "", "netctl: name a command: attach, detach, list, gc, vm, selftest, vdpa, probe, nfd, plan, migrate, diagnose, hook, stats, exporter, vhost-user, version"},
+		{nil, 2, "", "netctl: name a command: attach, detach, list, gc, vm, selftest, vdpa, probe, nfd, plan, migrate, diagnose, hook, cni, kubevirt, stats, exporter, vhost-user, version"},
 		{[]string{"nosuch"}, 2, "", `unknown command "nosuch"`},
 		{[]string{"help", "nosuch"}, 2, "", "netctl: help: no help topic for 'nosuch'"},
 		{[]string{"help", "-j"}, 2, `"hint":"run 'netctl --help'"`, "netctl: help: flag provided but not defined: -j"},

@@ -118,7 +118,8 @@ func hookPin(ctx context.Context, uri string, cfg *hook.Config, ref string, dryR
 	if err != nil {
 		return nil, nil, err
 	}
-	switch persistent, err := conn.Persistent(ctx, dom); {
+	persistent, err := conn.Persistent(ctx, dom)
+	switch {
 	case err != nil:
 		return nil, nil, err
 	case !persistent && !dryRun:
@@ -135,7 +136,14 @@ func hookPin(ctx context.Context, uri string, cfg *hook.Config, ref string, dryR
 			return nil, nil, fmt.Errorf("domain %s: %w", dom.Name, err)
 		}
 	}
-	h := &hook.Hook{Config: cfg, Devices: hook.RealDevices{}, Log: io.Discard}
+	// Decide for the QEMU libvirt starts the domain with: the pin writes
+	// QEMU properties (<qemu:override>), and QEMU refuses to start with
+	// one it lacks (host_uso before 8.2), whatever QEMU is in PATH.
+	version, err := conn.HypervisorVersion(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("asking libvirt for its QEMU's version: %w", err)
+	}
+	h := &hook.Hook{Config: cfg, Devices: hook.RealDevices{}, Log: io.Discard, QEMUVersion: version}
 	_, ds, err := h.Decide(ctx, decideOn)
 	if err != nil {
 		return nil, nil, fmt.Errorf("domain %s: %w", dom.Name, err)
@@ -171,6 +179,7 @@ func hookPin(ctx context.Context, uri string, cfg *hook.Config, ref string, dryR
 		return i, ok && pinsInterface(x, ds[i].Interface)
 	}
 	overrides := map[int]map[string]bool{}
+	aliases := map[int]string{} // the interface's alias in the definition
 	after, changes, err := libvirtdom.Pin(before, func(x *libvirtxml.DomainInterface) *libvirtxml.DomainInterfaceDriver {
 		i, ok := managedIndex(x)
 		if !ok {
@@ -178,7 +187,7 @@ func hookPin(ctx context.Context, uri string, cfg *hook.Config, ref string, dryR
 		}
 		p := libvirtdom.DriverFor(x.Driver, ds[i].Decision, 0)
 		rep.Interfaces[i].Unexpressed = p.Unexpressed
-		overrides[i] = p.Override
+		overrides[i], aliases[i] = p.Override, libvirtdom.Alias(x)
 		return p.Driver
 	})
 	if err != nil {
@@ -193,16 +202,34 @@ func hookPin(ctx context.Context, uri string, cfg *hook.Config, ref string, dryR
 	// What <driver> cannot say (queue_reset, the USO bits) goes into
 	// <qemu:override> on the interface's alias, which QEMU gets when the
 	// domain starts.
-	after, ovChanges, err := libvirtdom.Override(after, func(x *libvirtxml.DomainInterface) map[string]bool {
-		if i, ok := managedIndex(x); ok {
-			return overrides[i]
+	var ovChanges []libvirtdom.OverrideChange
+	if persistent {
+		after, ovChanges, err = libvirtdom.Override(after, func(x *libvirtxml.DomainInterface) map[string]bool {
+			if i, ok := managedIndex(x); ok {
+				return overrides[i]
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("domain %s: %w", dom.Name, err)
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("domain %s: %w", dom.Name, err)
+	} else {
+		// A transient domain's XML (a dry run's: nothing is defined) is
+		// the live one, with the aliases libvirt made (net0): say the
+		// override to create it with, on the alias a pin would give.
+		for _, i := range slices.Sorted(maps.Keys(overrides)) {
+			if len(overrides[i]) == 0 {
+				continue
+			}
+			ch := libvirtdom.OverrideChange{MAC: rep.Interfaces[i].MAC, Alias: aliases[i], Props: overrides[i]}
+			if !strings.HasPrefix(ch.Alias, libvirtdom.UserAliasPrefix) {
+				ch.Alias, ch.Added = libvirtdom.UserAliasPrefix+"netctl-"+strings.ReplaceAll(ch.MAC, ":", ""), true
+			}
+			ovChanges = append(ovChanges, ch)
+		}
 	}
 	written := 0
+	var kept []string // the interfaces whose override the domain's own keeps
 	for _, ch := range ovChanges {
 		i, ok := byMAC[ch.MAC]
 		if !ok {
@@ -212,10 +239,18 @@ func hookPin(ctx context.Context, uri string, cfg *hook.Config, ref string, dryR
 		it.Alias, it.AliasAdded, it.Override, it.OverrideKept = ch.Alias, ch.Added, ch.Props, ch.Kept
 		if ch.Kept == "" {
 			written++
+		} else {
+			kept = append(kept, ch.MAC)
 		}
 	}
 	var notes []string
+	if len(kept) > 0 {
+		notes = append(notes, fmt.Sprintf("interface %s does not hold the pool's plan: the domain's own <qemu:override> says otherwise (above), which netctl does not rewrite", strings.Join(kept, ", ")))
+	}
 	switch {
+	case len(changes) == 0 && written == 0 && len(kept) > 0:
+		notes = append(notes, "nothing to define")
+		return rep, notes, nil
 	case len(changes) == 0 && written == 0:
 		notes = append(notes, "domain "+dom.Name+" is pinned already: nothing to define")
 		return rep, notes, nil
@@ -257,9 +292,12 @@ func printPin(w io.Writer, rep *pinReport, notes []string) {
 				ps = append(ps, fmt.Sprintf("%s=%t", p, it.Override[p]))
 			}
 			fmt.Fprintf(w, "  + <qemu:override> on alias %s: %s\n", it.Alias, strings.Join(ps, " "))
-			if it.AliasAdded {
-				fmt.Fprintf(w, "  + <alias name='%s'/> (the override's handle on this interface)\n", it.Alias)
-			}
+		}
+		switch {
+		case it.AliasAdded && len(it.Override) > 0:
+			fmt.Fprintf(w, "  + <alias name='%s'/> (the override's handle on this interface)\n", it.Alias)
+		case it.AliasAdded && it.OverrideKept == "":
+			fmt.Fprintf(w, "  + <alias name='%s'/> (the domain's <qemu:override> on that alias, which named no device, now applies to this interface)\n", it.Alias)
 		}
 		if it.OverrideKept != "" {
 			fmt.Fprintf(w, "  <qemu:override> not written: %s\n", it.OverrideKept)

@@ -12,6 +12,7 @@ import (
 
 	"libvirt.org/go/libvirtxml"
 
+	"github.com/netctl/netctl/state"
 	"github.com/netctl/netctl/test/pool"
 )
 
@@ -24,7 +25,14 @@ import (
 // but its <driver>, the namespace and those two; the next start's QEMU
 // command line has queue_reset=false on that NIC (QEMU 7.2 here, which
 // offers RING_RESET by default) and not on the unmanaged one; a second
-// pin changes nothing. A --plan hotplug through the libvirt face onto
+// pin changes nothing. The first pin runs with no QEMU in PATH and still
+// writes no USO property (the plan leaves USO out, and libvirt's QEMU
+// 7.2 has no host_uso: it would refuse to start). The interface removed
+// and added again (virsh detach-interface/attach-device --config, which
+// keep the override naming no device) gets its alias back from the next
+// pin, so the start's QEMU has queue_reset=false on it. The user's own
+// queue_reset=true in that override is kept, and pin says the interface
+// does not hold the plan (not that the domain is pinned). A --plan hotplug through the libvirt face onto
 // the running domain (machine type 7.2, which keeps queue_reset on) is
 // refused, leaving no record and no tap.
 func TestHostLibvirtdHookPinPlan(t *testing.T) {
@@ -44,8 +52,12 @@ func TestHostLibvirtdHookPinPlan(t *testing.T) {
 	if err := os.WriteFile("/etc/netctl/hook.json", []byte(`{"timeout": "20s", "plan": "/etc/netctl/pool.json"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	var extraEnv []string
 	netctl := func(args ...string) (string, error) {
-		out, err := e.netctl(args...)
+		cmd := exec.CommandContext(ctx, e.bin, args...)
+		cmd.Env = append(append(os.Environ(), "NETCTL_RUN_DIR="+state.DefaultDir), extraEnv...)
+		b, err := cmd.CombinedOutput()
+		out := string(b)
 		t.Logf("netctl %s: %v\n%s", strings.Join(args, " "), err, out)
 		return out, err
 	}
@@ -69,7 +81,14 @@ func TestHostLibvirtdHookPinPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The first pin finds no QEMU in PATH (as on a host whose QEMU is
+	// /usr/libexec/qemu-kvm): the QEMU libvirt starts domains with (7.2
+	// here) has no host_uso or guest_uso4/6, which the plan leaves out
+	// (6.1 has no USO), so the pin must not write them: QEMU would refuse
+	// to start ("Property 'virtio-net-pci.host_uso' not found").
+	extraEnv = []string{"PATH=/usr/sbin:/sbin"}
 	out, err := netctl("hook", "pin", "pinplan")
+	extraEnv = nil
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,8 +113,8 @@ func TestHostLibvirtdHookPinPlan(t *testing.T) {
 	for _, p := range dom.QEMUOverride.Devices[0].Frontend.Properties {
 		props[p.Name] = p.Type + "/" + p.Value
 	}
-	if props["queue_reset"] != "bool/false" {
-		t.Errorf("override properties %v: want queue_reset bool/false", props)
+	if props["queue_reset"] != "bool/false" || len(props) != 1 {
+		t.Errorf("override properties %v: want queue_reset bool/false alone (QEMU 7.2 has no USO properties)", props)
 	}
 	for _, x := range dom.Devices.Interfaces {
 		a := ""
@@ -126,6 +145,24 @@ func TestHostLibvirtdHookPinPlan(t *testing.T) {
 	if again, _ := d.Virsh("dumpxml", "--inactive", "pinplan"); again != after {
 		t.Errorf("a second hook pin changed the definition")
 	}
+	// The interface removed and added again (virsh detach-interface
+	// --config keeps the <qemu:override>, which then names no device):
+	// pin gives the new interface the alias, so the override applies.
+	mustVirsh(t, d, "detach-interface", "pinplan", "ethernet", "--mac", "52:54:00:78:01:02", "--config")
+	if x := mustVirsh(t, d, "dumpxml", "--inactive", "pinplan"); !strings.Contains(x, "alias='ua-netctl-525400780102'") || strings.Contains(x, "<alias name='ua-netctl-525400780102'/>") {
+		t.Fatalf("after detach-interface --config, want the override kept and no interface with its alias:\n%s", x)
+	}
+	ifaceFile := filepath.Join(g.Dir, "iface.xml")
+	if err := os.WriteFile(ifaceFile, []byte(netctlIface(`<driver queues='2'/>`)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustVirsh(t, d, "attach-device", "pinplan", ifaceFile, "--config")
+	if out, err := netctl("hook", "pin", "pinplan"); err != nil || !strings.Contains(out, "+ <alias name='ua-netctl-525400780102'/>") {
+		t.Errorf("hook pin after the interface came back: want its alias added (%v)", err)
+	}
+	if x := mustVirsh(t, d, "dumpxml", "--inactive", "pinplan"); !strings.Contains(x, "<alias name='ua-netctl-525400780102'/>") || strings.Count(x, "<qemu:device ") != 1 {
+		t.Errorf("the definition after the second pin: want the interface's alias back and the one override:\n%s", x)
+	}
 
 	// The next start: QEMU gets queue_reset=false on the managed NIC.
 	if out, err := d.Virsh("start", "pinplan"); err != nil {
@@ -154,5 +191,63 @@ func TestHostLibvirtdHookPinPlan(t *testing.T) {
 	live, _ := d.Virsh("dumpxml", "pinplan")
 	if strings.Contains(live, "52:54:00:78:05:05") {
 		t.Errorf("the refused NIC is in the domain")
+	}
+
+	// The user sets queue_reset=true in the override: pin does not
+	// rewrite it, and does not say the domain is pinned.
+	def := mustVirsh(t, d, "dumpxml", "--inactive", "pinplan")
+	userDef := strings.Replace(def, "name='queue_reset' type='bool' value='false'", "name='queue_reset' type='bool' value='true'", 1)
+	if userDef == def {
+		t.Fatalf("no queue_reset override to change:\n%s", def)
+	}
+	if err := os.WriteFile(filepath.Join(g.Dir, "user.xml"), []byte(userDef), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustVirsh(t, d, "define", filepath.Join(g.Dir, "user.xml"))
+	out, err = netctl("hook", "pin", "pinplan")
+	if err != nil || !strings.Contains(out, "<qemu:override> not written") || strings.Contains(out, "pinned already") || !strings.Contains(out, "does not hold the pool's plan") {
+		t.Errorf("hook pin over the user's queue_reset=true: want the override kept, said, and no 'pinned already' (%v)", err)
+	}
+	if x := mustVirsh(t, d, "dumpxml", "--inactive", "pinplan"); !strings.Contains(x, "name='queue_reset' type='bool' value='true'") {
+		t.Errorf("hook pin rewrote the user's override:\n%s", x)
+	}
+}
+
+// TestHostLibvirtdHookPinPlanTransientDryRun: with a pool plan in the
+// hook config, netctl hook pin --dry-run on a transient domain (virsh
+// create: its only XML is the live one, with the aliases libvirt made,
+// net0) shows the pin to start it with, <qemu:override> properties
+// included, defines nothing and leaves the domain transient.
+func TestHostLibvirtdHookPinPlanTransientDryRun(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	e := newLvEnv(t, ctx)
+	d := e.d
+	plan, _ := pool.Of(t, "probe-6.1.json", "probe-6.12.json")
+	pj, err := json.Marshal(plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("/etc/netctl/pool.json", pj, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("/etc/netctl/hook.json", []byte(`{"timeout": "20s", "plan": "/etc/netctl/pool.json"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g, err := d.NewGuest(ctx, "trans", guestScript)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := d.Create(g, g.DomainXML(netctlMetadata, netctlIface(""))); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	defer d.Virsh("destroy", "trans")
+	out, err := e.netctl("hook", "pin", "--dry-run", "trans")
+	t.Logf("netctl hook pin --dry-run trans: %v\n%s", err, out)
+	if err != nil || !strings.Contains(string(out), "queue_reset=false") || !strings.Contains(string(out), "dry run") {
+		t.Errorf("hook pin --dry-run of a transient domain: want the pin shown, queue_reset=false included")
+	}
+	if info := mustVirsh(t, d, "dominfo", "trans"); !strings.Contains(info, "Persistent:     no") {
+		t.Errorf("the dry run made the domain persistent:\n%s", info)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -25,26 +26,84 @@ type Server struct {
 // dirs. It returns once Prometheus says it is ready.
 func Start(t testing.TB, h *HTTP, target string) *Server {
 	t.Helper()
-	if _, err := exec.LookPath("prometheus"); err != nil {
-		t.Fatalf("prometheus: %v: run test/host-deps.sh (Debian's prometheus package)", err)
+	return StartRules(t, h, target)
+}
+
+// StartRules is Start with rule files (absolute paths) that Prometheus
+// evaluates every 2 s; Rules reads how each evaluation went.
+func StartRules(t testing.TB, h *HTTP, target string, ruleFiles ...string) *Server {
+	t.Helper()
+	return start(t, h, target, "", ruleFiles)
+}
+
+// StartChroot is StartRules for a VM test: Prometheus is the host's
+// (root is where the VM sees the host's /, test/l2.Root, made a chroot by
+// l2.Chroot), run as chroot root /usr/bin/prometheus; its config, storage
+// and a copy of each rule file go in a directory under root's /run.
+func StartChroot(t testing.TB, h *HTTP, root, target string, ruleFiles ...string) *Server {
+	t.Helper()
+	return start(t, h, target, root, ruleFiles)
+}
+
+func start(t testing.TB, h *HTTP, target, root string, ruleFiles []string) *Server {
+	t.Helper()
+	bin, dir := "prometheus", ""
+	if root == "" {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Fatalf("prometheus: %v: run test/host-deps.sh (Debian's prometheus package)", err)
+		}
+		dir = t.TempDir()
+	} else {
+		bin = "/usr/bin/prometheus"
+		if _, err := os.Stat(root + bin); err != nil {
+			t.Fatalf("prometheus: %v: run test/host-deps.sh (Debian's prometheus package) on the host", err)
+		}
+		d, err := os.MkdirTemp(root+"/run", "prom")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(d) })
+		dir = d
 	}
-	dir := t.TempDir()
+	// inside is a path of dir as Prometheus sees it.
+	inside := func(p string) string { return strings.TrimPrefix(p, root) }
 	cfg := filepath.Join(dir, "prometheus.yml")
+	rules := ""
+	if len(ruleFiles) > 0 {
+		rules = "rule_files:\n"
+		for i, f := range ruleFiles {
+			if root != "" {
+				b, err := os.ReadFile(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				f = filepath.Join(dir, fmt.Sprintf("rules%d.yml", i))
+				if err := os.WriteFile(f, b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rules += fmt.Sprintf("  - %q\n", inside(f))
+		}
+	}
 	conf := fmt.Sprintf(`global:
   scrape_interval: 2s
   scrape_timeout: 2s
-scrape_configs:
+  evaluation_interval: 2s
+%sscrape_configs:
   - job_name: netctl
     static_configs:
       - targets: ['%s']
-`, target)
+`, rules, target)
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	s := &Server{Addr: "127.0.0.1:9090", h: h}
 	var out Buffer
-	cmd := exec.Command("prometheus", "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+s.Addr)
+	args := []string{bin, "--config.file=" + inside(cfg), "--storage.tsdb.path=" + inside(filepath.Join(dir, "data")), "--web.listen-address=" + s.Addr}
+	if root != "" {
+		args = append([]string{"chroot", root}, args...)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -135,4 +194,41 @@ func (s *Server) WaitSample(ctx context.Context, t testing.TB, query string, ok 
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// Rule is one rule of Prometheus's /api/v1/rules: its name (the alert's or
+// the recording rule's), whether its last evaluation went well ("ok",
+// "err", "unknown" before the first) and the error.
+type Rule struct {
+	Name, Health, LastError string
+	Evaluated               bool // lastEvaluation is set
+}
+
+// Rules are every loaded rule as /api/v1/rules has it.
+func (s *Server) Rules() ([]Rule, string, error) {
+	code, body := s.h.Get("http://" + s.Addr + "/api/v1/rules")
+	var r struct {
+		Status string `json:"status"`
+		Data   struct {
+			Groups []struct {
+				Rules []struct {
+					Name           string `json:"name"`
+					Health         string `json:"health"`
+					LastError      string `json:"lastError"`
+					LastEvaluation string `json:"lastEvaluation"`
+				} `json:"rules"`
+			} `json:"groups"`
+		} `json:"data"`
+	}
+	if code != 200 || json.Unmarshal([]byte(body), &r) != nil || r.Status != "success" {
+		return nil, body, fmt.Errorf("prometheus: rules: %d %s", code, body)
+	}
+	var out []Rule
+	for _, g := range r.Data.Groups {
+		for _, x := range g.Rules {
+			out = append(out, Rule{Name: x.Name, Health: x.Health, LastError: x.LastError,
+				Evaluated: x.LastEvaluation != "" && !strings.HasPrefix(x.LastEvaluation, "0001-")})
+		}
+	}
+	return out, body, nil
 }

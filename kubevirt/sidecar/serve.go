@@ -1,0 +1,82 @@
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/netctl/netctl/internal/errs"
+	"github.com/netctl/netctl/kubevirt"
+	"github.com/netctl/netctl/kubevirt/hooks/info"
+	"github.com/netctl/netctl/kubevirt/hooks/v1alpha3"
+	"github.com/netctl/netctl/libvirtdom"
+)
+
+// SocketDir is the directory virt-launcher scans for hook sockets
+// (pkg/hooks HookSocketsSharedDirectory); each sidecar container sees
+// its own subdirectory of it there.
+const SocketDir = "/var/run/kubevirt-hooks"
+
+// SocketName is the sidecar's one socket in SocketDir: virt-launcher
+// dials every file it finds there, so nothing else may be.
+const SocketName = "netctl.sock"
+
+// maxMessage bounds a request: a domain XML and a VMI at their bounds.
+const maxMessage = libvirtdom.MaxXML + kubevirt.MaxVMI + 64<<10
+
+// stopGrace bounds a graceful stop; then open calls are cut.
+const stopGrace = 10 * time.Second
+
+// Serve listens on dir/SocketName and answers virt-launcher until ctx
+// ends or virt-launcher calls Shutdown, then stops gracefully and removes
+// the socket. ready, when not nil, is called once the socket listens. A
+// socket left at that path by an earlier run of the sidecar is replaced;
+// any other file there is an error (netctl removes only its own).
+func Serve(ctx context.Context, dir string, s *Server, ready func(path string)) error {
+	path := filepath.Join(dir, SocketName)
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return fmt.Errorf("%s exists and is no socket: netctl does not remove it; the socket directory is the sidecar's own (virt-launcher dials every file in it): %w", path, errs.ErrInvalid)
+		}
+		if err := os.Remove(path); err != nil {
+			return fmt.Errorf("an earlier run's socket %s: %w", path, err)
+		}
+	}
+	l, err := (&net.ListenConfig{}).Listen(ctx, "unix", path)
+	if err != nil {
+		return fmt.Errorf("listen on %s (the hook socket directory virt-launcher scans: --socket-dir): %w", path, err)
+	}
+	defer os.Remove(path)
+	gs := grpc.NewServer(grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(libvirtdom.MaxXML+64<<10))
+	info.RegisterInfoServer(gs, s)
+	v1alpha3.RegisterCallbacksServer(gs, s)
+	served := make(chan error, 1)
+	go func() { served <- gs.Serve(l) }()
+	if ready != nil {
+		ready(path)
+	}
+	select {
+	case err := <-served:
+		if err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			return fmt.Errorf("serving %s: %w", path, err)
+		}
+		return nil
+	case <-ctx.Done():
+	case <-s.Done():
+	}
+	stopped := make(chan struct{})
+	go func() { gs.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(stopGrace):
+		gs.Stop()
+		<-stopped
+	}
+	return nil
+}

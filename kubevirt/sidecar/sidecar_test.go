@@ -1,0 +1,179 @@
+package sidecar
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"libvirt.org/go/libvirtxml"
+
+	"github.com/netctl/netctl/libvirtdom"
+	"github.com/netctl/netctl/test/launcher"
+)
+
+func testdata(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// startSidecar serves s in dir/hook-sidecar-0 (the subdirectory a
+// sidecar container sees as its socket directory) and returns the
+// hooks root and Serve's result.
+func startSidecar(t *testing.T, ctx context.Context, s *Server) (string, <-chan error) {
+	t.Helper()
+	root, err := os.MkdirTemp("", "kvhooks-") // short: a unix socket path has 107 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	dir := filepath.Join(root, "hook-sidecar-0")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan struct{})
+	served := make(chan error, 1)
+	go func() { served <- Serve(ctx, dir, s, func(string) { close(ready) }) }()
+	select {
+	case <-ready:
+	case err := <-served:
+		t.Fatalf("Serve: %v", err)
+	}
+	return root, served
+}
+
+// TestSidecarAsVirtLauncherSeesIt: a client generated from KubeVirt's
+// protos plays virt-launcher (test/launcher, after pkg/hooks/manager.go):
+// it finds the one socket in the sidecar's directory, Info answers within
+// its 1 s deadline with v1alpha3 and the three hook points, OnDefineDomain
+// with KubeVirt's fixture (tap attachment) and the VMI JSON returns the
+// domain with <driver name='vhost' queues='4'> on ua-default and the
+// <qemu:commandline> kept, PreCloudInitIso echoes, and Shutdown ends
+// Serve, which removes the socket.
+func TestSidecarAsVirtLauncherSeesIt(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var log bytes.Buffer
+	s := &Server{NetworkInfoPath: filepath.Join(t.TempDir(), "no-network-info"), Log: &log}
+	root, served := startSidecar(t, ctx, s)
+	hooks, err := launcher.Collect(ctx, root, 1, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := hooks[0]
+	if h.Info.GetName() != Name || len(h.Info.GetVersions()) != 1 || h.Info.GetVersions()[0] != "v1alpha3" ||
+		!h.Subscribed("OnDefineDomain") || !h.Subscribed("Shutdown") || !h.Subscribed("PreCloudInitIso") {
+		t.Errorf("Info: %v", h.Info)
+	}
+	if filepath.Base(h.Socket) != SocketName {
+		t.Errorf("socket %s", h.Socket)
+	}
+	out, err := h.OnDefineDomain(ctx, testdata(t, "domain-tap.xml"), testdata(t, "vmi.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d libvirtxml.Domain
+	if err := d.Unmarshal(string(out)); err != nil {
+		t.Fatalf("the answer does not parse: %v\n%s", err, out)
+	}
+	var x *libvirtxml.DomainInterface
+	for i := range d.Devices.Interfaces {
+		if libvirtdom.Alias(&d.Devices.Interfaces[i]) == "ua-default" {
+			x = &d.Devices.Interfaces[i]
+		}
+	}
+	if x == nil || x.Driver == nil || x.Driver.Name != "vhost" || x.Driver.Queues != 4 || x.Target == nil || x.Target.Dev != "tap37a8eec1ce1" {
+		t.Errorf("the answer's interface: %+v\n%s", x, out)
+	}
+	if d.QEMUCommandline == nil || len(d.QEMUCommandline.Args) != 2 {
+		t.Errorf("<qemu:commandline> lost")
+	}
+	ci := []byte(`{"userData":"#cloud-config\n"}`)
+	if got, err := h.PreCloudInitIso(ctx, ci, testdata(t, "vmi.json")); err != nil || !bytes.Equal(got, ci) {
+		t.Errorf("PreCloudInitIso: %q, %v", got, err)
+	}
+	if err := h.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Serve did not return after Shutdown")
+	}
+	if _, err := os.Lstat(h.Socket); !os.IsNotExist(err) {
+		t.Errorf("the socket is left: %v", err)
+	}
+	if !strings.Contains(log.String(), `"call":"OnDefineDomain"`) || !strings.Contains(log.String(), `"driver_after"`) {
+		t.Errorf("log:\n%s", log.String())
+	}
+}
+
+// TestSidecarRefusalReachesVirtLauncher: a VMI whose netctl interface
+// the domain lacks (no domainAttachmentType: tap) gets InvalidArgument
+// with what to do, which virt-launcher turns into the VM's failure; the
+// network-info file is read (vdpa) and an empty one is waited for only
+// NetworkInfoWait.
+func TestSidecarRefusalReachesVirtLauncher(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ni := filepath.Join(t.TempDir(), "network-info")
+	if err := os.WriteFile(ni, []byte(`{"interfaces":[{"network":"default","deviceInfo":{"type":"vdpa","version":"1.1.0","vdpa":{"path":"/dev/vhost-vdpa-3"}}}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{NetworkInfoPath: ni}
+	root, served := startSidecar(t, ctx, s)
+	hooks, err := launcher.Collect(ctx, root, 1, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dom := strings.Replace(string(testdata(t, "domain-tap.xml")), "ua-default", "ua-other", 1)
+	_, err = hooks[0].OnDefineDomain(ctx, []byte(dom), testdata(t, "vmi.json"))
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "domainAttachmentType: tap") {
+		t.Errorf("OnDefineDomain on a domain without ua-default: %v", err)
+	}
+	out, err := hooks[0].OnDefineDomain(ctx, testdata(t, "domain-tap.xml"), testdata(t, "vmi.json"))
+	if err != nil || !strings.Contains(string(out), `<source dev="/dev/vhost-vdpa-3">`) {
+		t.Errorf("vdpa from the network-info file: %v\n%s", err, out)
+	}
+	if err := os.WriteFile(ni, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.NetworkInfoWait = 300 * time.Millisecond
+	start := time.Now()
+	out, err = hooks[0].OnDefineDomain(ctx, testdata(t, "domain-tap.xml"), testdata(t, "vmi.json"))
+	if err != nil || !strings.Contains(string(out), `name="vhost"`) || time.Since(start) < 300*time.Millisecond {
+		t.Errorf("an empty network-info: %v after %s\n%s", err, time.Since(start), out)
+	}
+	cancel()
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestServeLeavesOthersFiles: a file at the socket's path that is no
+// socket is not removed; a stale socket of an earlier run is replaced.
+func TestServeLeavesOthersFiles(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, SocketName)
+	if err := os.WriteFile(p, []byte("not mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := Serve(context.Background(), dir, &Server{}, nil); err == nil || !strings.Contains(err.Error(), "no socket") {
+		t.Errorf("Serve over a regular file: %v", err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "not mine" {
+		t.Errorf("the file was touched")
+	}
+}
