@@ -92,9 +92,15 @@ func TestHostDebInstall(t *testing.T) {
 	}
 	// zsh's compinit finds _netctl on its own fpath.
 	if zsh, err := exec.LookPath("zsh"); err == nil {
-		out, err := exec.Command(zsh, "-fc", "autoload -Uz compinit; compinit -u -d /dev/null; print -r -- ${_comps[netctl]}").CombinedOutput()
+		// -D: no dump file. compinit -d FILE replaces FILE (rm, then
+		// write): -d /dev/null once made /dev/null a regular file on the
+		// machine, breaking every later test that read it.
+		out, err := exec.Command(zsh, "-fc", "autoload -Uz compinit; compinit -u -D; print -r -- ${_comps[netctl]}").CombinedOutput()
 		if err != nil || strings.TrimSpace(string(out)) != "_netctl" {
 			t.Errorf("zsh compinit: netctl completes with %q (%v), want _netctl", out, err)
+		}
+		if st, err := os.Stat("/dev/null"); err != nil || st.Mode()&os.ModeCharDevice == 0 {
+			t.Fatalf("/dev/null is no longer a character device (%v, %v): restore it with rm /dev/null; mknod -m 666 /dev/null c 1 3", st.Mode(), err)
 		}
 	}
 	if sa, err := exec.LookPath("systemd-analyze"); err == nil {
