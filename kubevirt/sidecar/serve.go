@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
@@ -37,12 +38,17 @@ const stopGrace = 10 * time.Second
 // ends or virt-launcher calls Shutdown, then stops gracefully and removes
 // the socket. ready, when not nil, is called once the socket listens. A
 // socket left at that path by an earlier run of the sidecar is replaced;
-// any other file there is an error (netctl removes only its own).
+// a socket something still listens on, or any other file there, is an
+// error (netctl removes only its own, and only when nothing listens).
 func Serve(ctx context.Context, dir string, s *Server, ready func(path string)) error {
 	path := filepath.Join(dir, SocketName)
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode()&os.ModeSocket == 0 {
 			return fmt.Errorf("%s exists and is no socket: netctl does not remove it; the socket directory is the sidecar's own (virt-launcher dials every file in it): %w", path, errs.ErrInvalid)
+		}
+		if live(path) {
+			return fmt.Errorf("something listens on %s: netctl does not take over a live socket; is another sidecar serving this directory? "+
+				"(each sidecar container has its own socket directory): %w", path, errs.ErrInvalid)
 		}
 		if err := os.Remove(path); err != nil {
 			return fmt.Errorf("an earlier run's socket %s: %w", path, err)
@@ -79,4 +85,16 @@ func Serve(ctx context.Context, dir string, s *Server, ready func(path string)) 
 		<-stopped
 	}
 	return nil
+}
+
+// live says whether the unix socket at path may still be someone's: only
+// a socket that refuses connections (ECONNREFUSED: nobody listens, an
+// earlier run's) is not.
+func live(path string) bool {
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err == nil {
+		c.Close()
+		return true
+	}
+	return !errors.Is(err, syscall.ECONNREFUSED)
 }

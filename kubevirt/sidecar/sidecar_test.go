@@ -3,6 +3,7 @@ package sidecar
 import (
 	"bytes"
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -175,5 +176,49 @@ func TestServeLeavesOthersFiles(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(p); string(b) != "not mine" {
 		t.Errorf("the file was touched")
+	}
+}
+
+// TestServeLeavesALiveSocket: a socket at the path that something still
+// listens on (another sidecar serving the same directory) is not
+// removed: Serve refuses and the other keeps its socket; a socket nobody
+// listens on (an earlier run's) is replaced.
+func TestServeLeavesALiveSocket(t *testing.T) {
+	root, err := os.MkdirTemp("", "kvlive-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(root)
+	p := filepath.Join(root, SocketName)
+	l, err := net.Listen("unix", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := Serve(ctx, root, &Server{}, nil); err == nil || !strings.Contains(err.Error(), "listens") {
+		t.Errorf("Serve over a live socket: %v, want a refusal saying something listens on it", err)
+	}
+	if c, err := net.Dial("unix", p); err != nil {
+		t.Errorf("the live socket was taken away: %v", err)
+	} else {
+		c.Close()
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	l.Close() // now stale: the file stays, nothing listens
+	if _, err := os.Lstat(p); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan struct{})
+	served := make(chan error, 1)
+	go func() { served <- Serve(ctx, root, &Server{}, func(string) { close(ready) }) }()
+	select {
+	case <-ready:
+	case err := <-served:
+		t.Fatalf("Serve over a stale socket: %v", err)
+	}
+	cancel()
+	if err := <-served; err != nil {
+		t.Fatal(err)
 	}
 }
