@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 	"libvirt.org/go/libvirtxml"
 
+	"github.com/netctl/netctl/kubevirt"
 	"github.com/netctl/netctl/libvirtdom"
 	"github.com/netctl/netctl/test/launcher"
 )
@@ -220,5 +221,55 @@ func TestServeLeavesALiveSocket(t *testing.T) {
 	cancel()
 	if err := <-served; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestTwoBindingsOneImage: two bindings registered with netctl's image
+// (netctl and fastnet, each its own sidecar container and socket
+// directory) in one virt-launcher pod are both collected: virt-launcher
+// counts sockets by file name (pkg/hooks/manager.go processedSockets), so
+// the two sockets must not share one.
+func TestTwoBindingsOneImage(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	root, served0 := startSidecar(t, ctx, &Server{})
+	dir1 := filepath.Join(root, "hook-sidecar-1")
+	if err := os.Mkdir(dir1, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan struct{})
+	served1 := make(chan error, 1)
+	go func() {
+		served1 <- Serve(ctx, dir1, &Server{Config: kubevirt.Config{BindingName: "fastnet"}}, func(string) { close(ready) })
+	}()
+	select {
+	case <-ready:
+	case err := <-served1:
+		t.Fatalf("Serve: %v", err)
+	}
+	hooks, err := launcher.Collect(ctx, root, 2, 3*time.Second)
+	if err != nil {
+		t.Errorf("virt-launcher's collection of two netctl sidecars: %v", err)
+	} else if filepath.Base(hooks[0].Socket) == filepath.Base(hooks[1].Socket) {
+		t.Errorf("sockets %s and %s", hooks[0].Socket, hooks[1].Socket)
+	}
+	cancel()
+	<-served0
+	<-served1
+}
+
+// TestSocketFor: a binding name becomes part of the socket name only when
+// it is a plain file name; "../x", "a/b" and the like are hashed.
+func TestSocketFor(t *testing.T) {
+	for in, want := range map[string]string{"": "netctl.sock", "netctl": "netctl.sock", "fastnet": "netctl-fastnet.sock"} {
+		if got := SocketFor(in); got != want {
+			t.Errorf("SocketFor(%q) = %q, want %q", in, got, want)
+		}
+	}
+	for _, in := range []string{"../x", "a/b", "..", ".hidden", strings.Repeat("x", 200), "a\x00b"} {
+		got := SocketFor(in)
+		if strings.ContainsAny(got, "/\x00") || len(got) > 80 || !strings.HasPrefix(got, "netctl-") || got == SocketFor("other") {
+			t.Errorf("SocketFor(%q) = %q", in, got)
+		}
 	}
 }
