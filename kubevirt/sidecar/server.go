@@ -150,7 +150,16 @@ func (s *Server) networkInfo(ctx context.Context) ([]byte, error) {
 // readBounded reads the regular file at path, at most max bytes (more is
 // an error wrapping errs.ErrInvalid).
 func readBounded(path string, max int64) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	// Stat before open: opening a device node or a FIFO has effects of
+	// its own (a device's open, a blocked writer let go), and the
+	// sidecar opens none. The downwardAPI file is a symlink into
+	// ..data, so the link is followed; the fstat below catches a swap.
+	if fi, err := os.Stat(path); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is no regular file: it is the pod's network-info (downwardAPI: device-info): %w", path, errs.ErrInvalid)
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC|syscall.O_NOCTTY, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -270,6 +271,40 @@ func TestSocketFor(t *testing.T) {
 		got := SocketFor(in)
 		if strings.ContainsAny(got, "/\x00") || len(got) > 80 || !strings.HasPrefix(got, "netctl-") || got == SocketFor("other") {
 			t.Errorf("SocketFor(%q) = %q", in, got)
+		}
+	}
+}
+
+// TestNetworkInfoNotRegularIsNotOpened: a network-info path that is no
+// regular file (here a FIFO; a device node alike) is refused without
+// being opened: the sidecar opens no device or pipe. A writer blocked
+// on the FIFO's other end stays blocked.
+func TestNetworkInfoNotRegularIsNotOpened(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "network-info")
+	if err := syscall.Mkfifo(p, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opened := make(chan struct{})
+	go func() {
+		f, err := os.OpenFile(p, os.O_WRONLY, 0) // blocks until a reader opens it
+		if err == nil {
+			f.Close()
+		}
+		close(opened)
+	}()
+	time.Sleep(100 * time.Millisecond)
+	s := &Server{NetworkInfoPath: p}
+	if _, err := s.networkInfo(context.Background()); err == nil || !strings.Contains(err.Error(), "no regular file") {
+		t.Errorf("a FIFO as network-info: %v", err)
+	}
+	select {
+	case <-opened:
+		t.Errorf("the sidecar opened the FIFO")
+	case <-time.After(300 * time.Millisecond):
+		// Release the writer.
+		if f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
+			<-opened
+			f.Close()
 		}
 	}
 }
