@@ -3,6 +3,7 @@ package sidecar
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -306,5 +307,53 @@ func TestNetworkInfoNotRegularIsNotOpened(t *testing.T) {
 			<-opened
 			f.Close()
 		}
+	}
+}
+
+// TestConcurrentCallsAndShutdown: eight OnDefineDomain calls at once,
+// with Shutdown racing them (twice), under the race detector: each call
+// either gets the rewritten domain or a gRPC error (never a torn answer),
+// both Shutdowns answer, and Serve returns and removes its socket.
+func TestConcurrentCallsAndShutdown(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var log bytes.Buffer
+	root, served := startSidecar(t, ctx, &Server{NetworkInfoPath: filepath.Join(t.TempDir(), "none"), Log: &log})
+	hooks, err := launcher.Collect(ctx, root, 1, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dom, vmi := testdata(t, "domain-tap.xml"), testdata(t, "vmi.json")
+	errc := make(chan error, 10)
+	for i := 0; i < 8; i++ {
+		go func() {
+			out, err := hooks[0].OnDefineDomain(ctx, dom, vmi)
+			switch {
+			case err == nil && !strings.Contains(string(out), `<driver name="vhost" queues="4">`):
+				err = errors.New("a torn answer: " + string(out))
+			case status.Code(err) == codes.Unavailable || err != nil && strings.HasPrefix(err.Error(), "dial "):
+				err = nil // the server stopped at Shutdown before this call
+			}
+			errc <- err
+		}()
+	}
+	for i := 0; i < 2; i++ {
+		go func() { errc <- hooks[0].Shutdown(ctx) }()
+	}
+	for i := 0; i < 10; i++ {
+		if err := <-errc; err != nil && status.Code(err) != codes.Unavailable && !strings.HasPrefix(err.Error(), "dial ") {
+			t.Error(err)
+		}
+	}
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Serve did not return")
+	}
+	if _, err := os.Lstat(hooks[0].Socket); !os.IsNotExist(err) {
+		t.Errorf("the socket is left: %v", err)
 	}
 }
