@@ -357,3 +357,29 @@ func TestConcurrentCallsAndShutdown(t *testing.T) {
 		t.Errorf("the socket is left: %v", err)
 	}
 }
+
+// TestOversizedRequests: a domain XML over libvirtdom.MaxXML that still
+// fits a gRPC message is InvalidArgument saying so; one over the
+// message bound is ResourceExhausted from gRPC; either way the sidecar
+// keeps serving the next call.
+func TestOversizedRequests(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	root, served := startSidecar(t, ctx, &Server{NetworkInfoPath: filepath.Join(t.TempDir(), "none")})
+	hooks, err := launcher.Collect(ctx, root, 1, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vmi := testdata(t, "vmi.json")
+	if _, err := hooks[0].OnDefineDomain(ctx, make([]byte, libvirtdom.MaxXML+1), vmi); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "over") {
+		t.Errorf("a domain over MaxXML: %v", err)
+	}
+	if _, err := hooks[0].OnDefineDomain(ctx, make([]byte, maxMessage+1), vmi); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("a message over the bound: %v", err)
+	}
+	if out, err := hooks[0].OnDefineDomain(ctx, testdata(t, "domain-tap.xml"), vmi); err != nil || !strings.Contains(string(out), `name="vhost"`) {
+		t.Errorf("the next call: %v", err)
+	}
+	cancel()
+	<-served
+}
