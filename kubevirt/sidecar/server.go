@@ -68,15 +68,17 @@ func (s *Server) Done() <-chan struct{} {
 	return s.done
 }
 
-// Info says what the sidecar serves: v1alpha3, at OnDefineDomain,
-// PreCloudInitIso (an echo) and Shutdown.
+// Info says what the sidecar serves: v1alpha3, at OnDefineDomain and
+// Shutdown (as KubeVirt's passt binding sidecar). Not PreCloudInitIso:
+// virt-launcher calls only the first sidecar subscribed to it and keeps
+// its answer (pkg/hooks/manager.go), so netctl's echo would hide another
+// sidecar's cloud-init rewrite.
 func (s *Server) Info(context.Context, *info.InfoParams) (*info.InfoResult, error) {
 	return &info.InfoResult{
 		Name:     Name,
 		Versions: []string{Version},
 		HookPoints: []*info.HookPoint{
 			{Name: OnDefineDomainHookPointName},
-			{Name: PreCloudInitIsoHookPointName},
 			{Name: ShutdownHookPointName},
 		},
 	}, nil
@@ -99,7 +101,8 @@ func (s *Server) OnDefineDomain(ctx context.Context, p *v1alpha3.OnDefineDomainP
 	return &v1alpha3.OnDefineDomainResult{DomainXML: res.DomainXML}, nil
 }
 
-// PreCloudInitIso gives the cloud-init data back as it came.
+// PreCloudInitIso gives the cloud-init data back as it came (Info does
+// not subscribe to it; this answers a caller that asks anyway).
 func (s *Server) PreCloudInitIso(_ context.Context, p *v1alpha3.PreCloudInitIsoParams) (*v1alpha3.PreCloudInitIsoResult, error) {
 	return &v1alpha3.PreCloudInitIsoResult{CloudInitData: p.GetCloudInitData(), CloudInitNoCloudSource: p.GetCloudInitNoCloudSource()}, nil
 }

@@ -12,11 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/netctl/netctl/kubevirt"
+	"github.com/netctl/netctl/kubevirt/hooks/info"
+	"github.com/netctl/netctl/kubevirt/hooks/v1alpha3"
 	"github.com/netctl/netctl/libvirtdom"
 	"github.com/netctl/netctl/test/launcher"
 )
@@ -58,10 +61,11 @@ func startSidecar(t *testing.T, ctx context.Context, s *Server) (string, <-chan 
 // TestSidecarAsVirtLauncherSeesIt: a client generated from KubeVirt's
 // protos plays virt-launcher (test/launcher, after pkg/hooks/manager.go):
 // it finds the one socket in the sidecar's directory, Info answers within
-// its 1 s deadline with v1alpha3 and the three hook points, OnDefineDomain
+// its 1 s deadline with v1alpha3, OnDefineDomain and Shutdown (not
+// PreCloudInitIso: TestNetctlDoesNotShadowCloudInitHooks), OnDefineDomain
 // with KubeVirt's fixture (tap attachment) and the VMI JSON returns the
 // domain with <driver name='vhost' queues='4'> on ua-default and the
-// <qemu:commandline> kept, PreCloudInitIso echoes, and Shutdown ends
+// <qemu:commandline> kept, PreCloudInitIso (asked anyway) echoes, and Shutdown ends
 // Serve, which removes the socket.
 func TestSidecarAsVirtLauncherSeesIt(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -75,7 +79,7 @@ func TestSidecarAsVirtLauncherSeesIt(t *testing.T) {
 	}
 	h := hooks[0]
 	if h.Info.GetName() != Name || len(h.Info.GetVersions()) != 1 || h.Info.GetVersions()[0] != "v1alpha3" ||
-		!h.Subscribed("OnDefineDomain") || !h.Subscribed("Shutdown") || !h.Subscribed("PreCloudInitIso") {
+		!h.Subscribed("OnDefineDomain") || !h.Subscribed("Shutdown") || h.Subscribed("PreCloudInitIso") {
 		t.Errorf("Info: %v", h.Info)
 	}
 	if filepath.Base(h.Socket) != SocketName {
@@ -379,6 +383,60 @@ func TestOversizedRequests(t *testing.T) {
 	}
 	if out, err := hooks[0].OnDefineDomain(ctx, testdata(t, "domain-tap.xml"), vmi); err != nil || !strings.Contains(string(out), `name="vhost"`) {
 		t.Errorf("the next call: %v", err)
+	}
+	cancel()
+	<-served
+}
+
+// cloudInitHook is another hook sidecar (a user's, e.g. KubeVirt's
+// sidecar-shim with a PreCloudInitIso script) that rewrites the
+// cloud-init data.
+type cloudInitHook struct {
+	info.UnimplementedInfoServer
+	v1alpha3.UnimplementedCallbacksServer
+}
+
+func (cloudInitHook) Info(context.Context, *info.InfoParams) (*info.InfoResult, error) {
+	return &info.InfoResult{Name: "user-cloudinit", Versions: []string{"v1alpha3"}, HookPoints: []*info.HookPoint{{Name: PreCloudInitIsoHookPointName}}}, nil
+}
+
+func (cloudInitHook) PreCloudInitIso(_ context.Context, p *v1alpha3.PreCloudInitIsoParams) (*v1alpha3.PreCloudInitIsoResult, error) {
+	return &v1alpha3.PreCloudInitIsoResult{CloudInitData: []byte(`{"userData":"#cloud-config\nhostname: rewritten\n"}`)}, nil
+}
+
+// TestNetctlDoesNotShadowCloudInitHooks: virt-launcher calls only the
+// first sidecar subscribed to PreCloudInitIso and takes its answer
+// (test/launcher.PreCloudInitIsoChain, after pkg/hooks/manager.go), so
+// netctl's sidecar, collected first (hook-sidecar-0), must not subscribe
+// to it: another sidecar's cloud-init rewrite (hook-sidecar-1) reaches
+// the VM.
+func TestNetctlDoesNotShadowCloudInitHooks(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	root, served := startSidecar(t, ctx, &Server{})
+	dir1 := filepath.Join(root, "hook-sidecar-1")
+	if err := os.Mkdir(dir1, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("unix", filepath.Join(dir1, "user.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	info.RegisterInfoServer(gs, cloudInitHook{})
+	v1alpha3.RegisterCallbacksServer(gs, cloudInitHook{})
+	go gs.Serve(l)
+	defer gs.Stop()
+	hooks, err := launcher.Collect(ctx, root, 2, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Base(filepath.Dir(hooks[0].Socket)) != "hook-sidecar-0" {
+		t.Fatalf("collected %s first", hooks[0].Socket)
+	}
+	got, err := launcher.PreCloudInitIsoChain(ctx, hooks, []byte(`{"userData":"#cloud-config\n"}`), testdata(t, "vmi.json"))
+	if err != nil || !strings.Contains(string(got), "hostname: rewritten") {
+		t.Errorf("the cloud-init data virt-launcher keeps: %q, %v: the other sidecar's rewrite is lost", got, err)
 	}
 	cancel()
 	<-served
