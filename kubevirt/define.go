@@ -4,7 +4,6 @@ import (
 	"encoding/xml"
 	"fmt"
 	"maps"
-	"slices"
 
 	"libvirt.org/go/libvirtxml"
 
@@ -119,9 +118,22 @@ func DefineDomain(in Input, cfg Config) (Result, error) {
 		if _, dup := byAlias[alias]; dup {
 			return Result{}, fmt.Errorf("VMI %s names interface %s twice: %w", clip(v.Metadata.Name), clip(it.Name), errs.ErrInvalid)
 		}
-		if dom.Devices == nil || !slices.ContainsFunc(dom.Devices.Interfaces, func(x libvirtxml.DomainInterface) bool { return libvirtdom.Alias(&x) == alias }) {
+		n := 0
+		if dom.Devices != nil {
+			for i := range dom.Devices.Interfaces {
+				if libvirtdom.Alias(&dom.Devices.Interfaces[i]) == alias {
+					n++
+				}
+			}
+		}
+		switch {
+		case n == 0:
 			return Result{}, fmt.Errorf("the domain has no interface with alias %s for VMI interface %s: register the binding %s with domainAttachmentType: tap "+
 				"(deploy/kubevirt-binding.yaml), which makes KubeVirt write it: %w", clip(alias), clip(it.Name), clip(name), errs.ErrInvalid)
+		case n > 1:
+			// libvirt refuses duplicate aliases; which one is ours is unknown.
+			return Result{}, fmt.Errorf("the domain has %d interfaces with alias %s (VMI interface %s), which libvirt refuses: "+
+				"netctl rewrites none of them: %w", n, clip(alias), clip(it.Name), errs.ErrInvalid)
 		}
 		rw := Rewritten{Name: it.Name, Alias: alias, Kind: "tap"}
 		if dev, ok := vdpa[it.Name]; ok {

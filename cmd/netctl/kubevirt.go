@@ -27,7 +27,7 @@ func kubevirtSidecarCommand() *cli.Command {
 		Name:  "sidecar",
 		Usage: "serve KubeVirt's hook sidecar API in a virt-launcher pod: rewrite netctl-bound interfaces of the domain",
 		Description: "Run as the binding's sidecarImage (KubeVirt CR spec.configuration.network.binding.netctl). It listens on\n" +
-			"SOCKET-DIR/" + sidecar.SocketName + ", answers virt-launcher's Info (v1alpha3: OnDefineDomain, PreCloudInitIso, Shutdown)\n" +
+			"SOCKET-DIR/" + sidecar.SocketName + " (netctl-BINDING.sock for another binding name), answers virt-launcher's Info (v1alpha3: OnDefineDomain, Shutdown)\n" +
 			"and rewrites, in OnDefineDomain, each VMI interface whose binding is $NETWORK_BINDING_PLUGIN_NAME (default\n" +
 			"netctl), found by its alias ua-NAME: <driver name='vhost' queues=N> on the tap netctl's CNI plugin made (N: one\n" +
 			"per vCPU with networkInterfaceMultiqueue), or type='vdpa' on the device " + kubevirt.NetworkInfoPath + " names\n" +

@@ -284,3 +284,38 @@ func TestManifestsAgree(t *testing.T) {
 		t.Errorf("the Containerfile's entrypoint is not netctl kubevirt sidecar")
 	}
 }
+
+// TestManifestsPodSecurity: the namespace of a DaemonSet with privileged
+// containers or hostPath volumes carries Pod Security admission's
+// enforce=privileged label: a cluster whose default level is baseline or
+// restricted (set in its AdmissionConfiguration, as hardened and some
+// managed distributions do) otherwise refuses the DaemonSet's pods, which
+// strict decoding cannot see.
+func TestManifestsPodSecurity(t *testing.T) {
+	d := decodeAll(t)
+	if t.Failed() {
+		return
+	}
+	for _, ds := range d.daemonSets {
+		spec := ds.Spec.Template.Spec
+		needs := spec.HostNetwork
+		for _, v := range spec.Volumes {
+			needs = needs || v.HostPath != nil
+		}
+		for _, c := range slices.Concat(spec.InitContainers, spec.Containers) {
+			needs = needs || c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged
+		}
+		if !needs {
+			continue
+		}
+		i := slices.IndexFunc(d.namespaces, func(n corev1.Namespace) bool { return n.Name == ds.Namespace })
+		if i < 0 {
+			t.Errorf("DaemonSet %s: its namespace %s is not in the manifests", ds.Name, ds.Namespace)
+			continue
+		}
+		if got := d.namespaces[i].Labels["pod-security.kubernetes.io/enforce"]; got != "privileged" {
+			t.Errorf("namespace %s holds DaemonSet %s (privileged, hostPath, hostNetwork) but its pod-security.kubernetes.io/enforce label is %q, want privileged",
+				ds.Namespace, ds.Name, got)
+		}
+	}
+}

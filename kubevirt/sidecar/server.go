@@ -68,15 +68,17 @@ func (s *Server) Done() <-chan struct{} {
 	return s.done
 }
 
-// Info says what the sidecar serves: v1alpha3, at OnDefineDomain,
-// PreCloudInitIso (an echo) and Shutdown.
+// Info says what the sidecar serves: v1alpha3, at OnDefineDomain and
+// Shutdown (as KubeVirt's passt binding sidecar). Not PreCloudInitIso:
+// virt-launcher calls only the first sidecar subscribed to it and keeps
+// its answer (pkg/hooks/manager.go), so netctl's echo would hide another
+// sidecar's cloud-init rewrite.
 func (s *Server) Info(context.Context, *info.InfoParams) (*info.InfoResult, error) {
 	return &info.InfoResult{
 		Name:     Name,
 		Versions: []string{Version},
 		HookPoints: []*info.HookPoint{
 			{Name: OnDefineDomainHookPointName},
-			{Name: PreCloudInitIsoHookPointName},
 			{Name: ShutdownHookPointName},
 		},
 	}, nil
@@ -99,7 +101,8 @@ func (s *Server) OnDefineDomain(ctx context.Context, p *v1alpha3.OnDefineDomainP
 	return &v1alpha3.OnDefineDomainResult{DomainXML: res.DomainXML}, nil
 }
 
-// PreCloudInitIso gives the cloud-init data back as it came.
+// PreCloudInitIso gives the cloud-init data back as it came (Info does
+// not subscribe to it; this answers a caller that asks anyway).
 func (s *Server) PreCloudInitIso(_ context.Context, p *v1alpha3.PreCloudInitIsoParams) (*v1alpha3.PreCloudInitIsoResult, error) {
 	return &v1alpha3.PreCloudInitIsoResult{CloudInitData: p.GetCloudInitData(), CloudInitNoCloudSource: p.GetCloudInitNoCloudSource()}, nil
 }
@@ -150,7 +153,16 @@ func (s *Server) networkInfo(ctx context.Context) ([]byte, error) {
 // readBounded reads the regular file at path, at most max bytes (more is
 // an error wrapping errs.ErrInvalid).
 func readBounded(path string, max int64) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	// Stat before open: opening a device node or a FIFO has effects of
+	// its own (a device's open, a blocked writer let go), and the
+	// sidecar opens none. The downwardAPI file is a symlink into
+	// ..data, so the link is followed; the fstat below catches a swap.
+	if fi, err := os.Stat(path); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is no regular file: it is the pod's network-info (downwardAPI: device-info): %w", path, errs.ErrInvalid)
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC|syscall.O_NOCTTY, 0)
 	if err != nil {
 		return nil, err
 	}

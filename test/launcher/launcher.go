@@ -158,3 +158,17 @@ func (h Hook) Shutdown(ctx context.Context) error {
 	_, err = cb.Shutdown(ctx, &v1alpha3.ShutdownParams{})
 	return err
 }
+
+// PreCloudInitIsoChain runs PreCloudInitIso as virt-launcher's hook
+// manager does (pkg/hooks/manager.go PreCloudInitIso): the hooks that
+// subscribed to it, in collection order, but the first one's answer is
+// returned at once, so only that one is ever called. Without a
+// subscriber the data comes back as it was.
+func PreCloudInitIsoChain(ctx context.Context, hooks []Hook, data, vmi []byte) ([]byte, error) {
+	for _, h := range hooks {
+		if h.Subscribed("PreCloudInitIso") {
+			return h.PreCloudInitIso(ctx, data, vmi)
+		}
+	}
+	return data, nil
+}
