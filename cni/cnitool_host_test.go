@@ -5,15 +5,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/types"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -712,5 +716,46 @@ func TestHostCNIToolKubeVirtName(t *testing.T) {
 	}
 	if got := strings.Join(linkNames(t, ns), " "); got != "lo peer0 pod37a8eec1ce1" {
 		t.Errorf("pod after DEL: %s, want the regular network's veth only", got)
+	}
+}
+
+// TestHostCNIMacvtapNetnsFIFO: a macvtap ADD whose CNI_NETNS is a FIFO
+// (no namespace; opening it to read would block until the runtime's
+// timeout kills the plugin, with the macvtap made in the runtime's
+// namespace and not yet marked) fails at once, code 2 (ErrInvalidNetNS),
+// and leaves the runtime's namespace as it was.
+func TestHostCNIMacvtapNetnsFIFO(t *testing.T) {
+	e := setup(t, tapConf)
+	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "lower0"}, PeerName: "lower1"}); err != nil {
+		t.Fatal(err)
+	}
+	before := strings.Join(linkNames(t, ""), " ")
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := &Plugin{Host: hostnic.Real{CacheDir: e.run}, Stdout: io.Discard}
+	args := &skel.CmdArgs{ContainerID: "fifo1", Netns: fifo, IfName: "eth0",
+		StdinData: []byte(`{"cniVersion":"1.1.0","name":"nctl","type":"netctl","master":"lower0"}`)}
+	// Add runs on this goroutine (its thread is in the test's namespace);
+	// a timer lets a blocked open go by opening the FIFO's other end.
+	var blocked atomic.Bool
+	timer := time.AfterFunc(10*time.Second, func() {
+		blocked.Store(true)
+		if fd, err := unix.Open(fifo, unix.O_WRONLY|unix.O_NONBLOCK, 0); err == nil {
+			unix.Close(fd)
+		}
+	})
+	err := p.Add(args)
+	timer.Stop()
+	if blocked.Load() {
+		t.Errorf("ADD blocked on the FIFO for 10s (then: %v)", err)
+	}
+	var te *types.Error
+	if !errors.As(err, &te) || te.Code != types.ErrInvalidNetNS {
+		t.Errorf("ADD: %v; want code %d", err, types.ErrInvalidNetNS)
+	}
+	if got := strings.Join(linkNames(t, ""), " "); got != before {
+		t.Errorf("runtime namespace after ADD: %s, had %s", got, before)
 	}
 }

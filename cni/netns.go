@@ -8,13 +8,15 @@ import (
 
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/netctl/netctl/hostnic"
 )
 
 // errNetNSGone: CNI_NETNS names no namespace (any more); errNotNetNS:
 // it names something else.
 var (
 	errNetNSGone = errors.New("the network namespace is gone")
-	errNotNetNS  = errors.New("not a network namespace")
+	errNotNetNS  = hostnic.ErrNotNetNS
 )
 
 // inNetNS runs fn on this goroutine's thread inside the network
@@ -30,13 +32,13 @@ func inNetNS(path string, fn func() error) error {
 		return fmt.Errorf("this thread's network namespace: %w", err)
 	}
 	defer orig.Close()
-	target, err := netns.GetFromPath(path)
+	target, err := hostnic.OpenNetNS(path)
 	if err != nil {
 		runtime.UnlockOSThread()
 		if errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("%s: %w", path, errNetNSGone)
 		}
-		return fmt.Errorf("network namespace %s: %w", path, err)
+		return fmt.Errorf("CNI_NETNS: %w", err)
 	}
 	defer target.Close()
 	if err := netns.Set(target); err != nil {

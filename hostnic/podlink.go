@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/netctl/netctl/internal/errs"
@@ -38,7 +37,7 @@ func MoveMarkedLink(name string, ifindex int, alias, nsPath, newName string) (in
 	if err != nil || l.Attrs().Name != name {
 		return 0, fmt.Errorf("link %s (ifindex %d): gone before it was moved: %w", name, ifindex, errs.ErrBusy)
 	}
-	target, err := netns.GetFromPath(nsPath)
+	target, err := OpenNetNS(nsPath)
 	if err != nil {
 		macvtap.DeleteLinkIfSame(name, ifindex)
 		return 0, fmt.Errorf("network namespace %s: %w", nsPath, err)
