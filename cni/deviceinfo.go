@@ -55,7 +55,7 @@ func writeDeviceInfo(path, dev, vhost string) error {
 
 // removeDeviceInfo removes the device-info file if it names dev.
 func removeDeviceInfo(path, dev string) {
-	b, err := readBounded(path, 64<<10)
+	b, err := readBounded(path, 64<<10, false)
 	if err != nil {
 		return
 	}

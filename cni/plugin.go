@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/version"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/netctl/netctl/hostnic"
 	"github.com/netctl/netctl/internal/errs"
@@ -115,7 +117,7 @@ func (p *Plugin) load(args *skel.CmdArgs) (*attachment, error) {
 	}
 	a := &attachment{cfg: cfg, args: args}
 	if cfg.Plan != "" {
-		b, err := readBounded(cfg.Plan, policy.MaxPlanFile)
+		b, err := readBounded(cfg.Plan, policy.MaxPlanFile, true)
 		if err != nil {
 			return nil, &ConfigError{Code: types.ErrInvalidNetworkConfig,
 				Msg:     fmt.Sprintf("netctl: plan %s: %v: write it on the node with netctl plan -j", cfg.Plan, err),
@@ -130,11 +132,38 @@ func (p *Plugin) load(args *skel.CmdArgs) (*attachment, error) {
 	return a, nil
 }
 
-func readBounded(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
+// readBounded reads at most limit bytes of the regular file at path
+// (symlinks followed). The path is opened O_PATH first: a FIFO (whose
+// open blocks until a writer comes) or a device is never opened for
+// reading. With trusted, the file must be writable by root (or this
+// user) alone: netctl decides on what it holds.
+func readBounded(path string, limit int64, trusted bool) ([]byte, error) {
+	pfd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
 	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(pfd)
+	var st unix.Stat_t
+	if err := unix.Fstat(pfd, &st); err != nil {
 		return nil, err
 	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, fmt.Errorf("not a regular file (mode %#o)", st.Mode&unix.S_IFMT)
+	}
+	if trusted {
+		euid := uint32(os.Geteuid())
+		switch {
+		case st.Uid != 0 && st.Uid != euid:
+			return nil, fmt.Errorf("owned by uid %d, not root: others can write it; chown root it", st.Uid)
+		case st.Mode&0o002 != 0, st.Mode&0o020 != 0 && st.Gid != 0:
+			return nil, fmt.Errorf("mode %#o: others can write it; chmod go-w it", st.Mode&0o777)
+		}
+	}
+	fd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(pfd), unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err == nil && int64(len(b)) > limit {
