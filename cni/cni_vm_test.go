@@ -111,7 +111,7 @@ func TestVMCNIVhostNet(t *testing.T) {
 		t.Fatalf("ADD result: %s", b)
 	}
 	l := link(t, pod, "eth0")
-	if tp, ok := l.(*netlink.Tuntap); !ok || tp.Flags&netlink.TUNTAP_MULTI_QUEUE == 0 || tp.Owner != 107 || tp.Alias != hostnic.TapAlias {
+	if tp, ok := l.(*netlink.Tuntap); !ok || tp.Flags&netlink.TUNTAP_MULTI_QUEUE == 0 || tp.Owner != 107 || tp.Alias != hostnic.CNITapAlias {
 		t.Fatalf("eth0 in the pod: %#v", l)
 	}
 

@@ -228,7 +228,7 @@ func TestHostCNIToolTap(t *testing.T) {
 		t.Fatalf("eth0 in the pod: %#v, want a tap", l)
 	}
 	if tap.Mode != netlink.TUNTAP_MODE_TAP || tap.Flags&netlink.TUNTAP_VNET_HDR == 0 || tap.Flags&netlink.TUNTAP_MULTI_QUEUE == 0 ||
-		tap.NonPersist || tap.Owner != 107 || tap.MTU != 1400 || tap.Alias != hostnic.TapAlias || tap.Flags&netlink.TUNTAP_NO_PI == 0 ||
+		tap.NonPersist || tap.Owner != 107 || tap.MTU != 1400 || tap.Alias != hostnic.CNITapAlias || tap.Flags&netlink.TUNTAP_NO_PI == 0 ||
 		tap.Attrs().RawFlags&unix.IFF_UP == 0 {
 		t.Errorf("tap: mode %v flags %v persist %v owner %d mtu %d alias %q rawflags %#x", tap.Mode, tap.Flags, !tap.NonPersist, tap.Owner, tap.MTU, tap.Alias, tap.Attrs().RawFlags)
 	}
@@ -329,7 +329,7 @@ func TestHostCNIToolParallel(t *testing.T) {
 	}
 	run("add")
 	for i, ns := range nss {
-		if l := link(t, ns, "eth0"); l == nil || l.Type() != "tuntap" || l.Attrs().Alias != hostnic.TapAlias {
+		if l := link(t, ns, "eth0"); l == nil || l.Type() != "tuntap" || l.Attrs().Alias != hostnic.CNITapAlias {
 			t.Errorf("pod %d: eth0 after ADD: %v", i, l)
 		}
 	}
@@ -705,7 +705,7 @@ func TestHostCNIToolKubeVirtName(t *testing.T) {
 	if !strings.Contains(out, `"name": "tap37a8eec1ce1"`) {
 		t.Errorf("ADD result: %s", out)
 	}
-	if l := link(t, ns, "tap37a8eec1ce1"); l == nil || l.Type() != "tuntap" || l.Attrs().Alias != hostnic.TapAlias {
+	if l := link(t, ns, "tap37a8eec1ce1"); l == nil || l.Type() != "tuntap" || l.Attrs().Alias != hostnic.CNITapAlias {
 		t.Fatalf("tap37a8eec1ce1 in the pod: %v", l)
 	}
 	if _, err := e.cnitool("check", ns, "CNI_IFNAME=pod37a8eec1ce1"); err != nil {
@@ -757,5 +757,49 @@ func TestHostCNIMacvtapNetnsFIFO(t *testing.T) {
 	}
 	if got := strings.Join(linkNames(t, ""), " "); got != before {
 		t.Errorf("runtime namespace after ADD: %s, had %s", got, before)
+	}
+}
+
+// TestHostCNIDelLeavesHookTap: a tap the libvirt hook made (alias "netctl
+// hook tap", a running VM's) under the name DEL is given (a runtime
+// that passes the node's namespace, or the hook in the pod) is not the
+// plugin's: DEL leaves it, ADD refuses it (code 101), and the plugin's own
+// tap carries a mark of its own (hostnic.CNITapAlias), which the hook's
+// Reconnect does not take for one of its taps.
+func TestHostCNIDelLeavesHookTap(t *testing.T) {
+	e := setup(t, tapConf)
+	ns := e.newNetns()
+	var hookIdx int
+	if err := inNetNS(ns, func() (err error) {
+		hookIdx, err = hostnic.Real{}.CreateTap(hostnic.PersistentTap{Name: "vnet7", Owner: hostnic.NoOwner})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	p := &Plugin{Host: hostnic.Real{CacheDir: e.run}, Stdout: io.Discard}
+	conf := []byte(`{"cniVersion":"1.1.0","name":"nctl","type":"netctl"}`)
+	hookArgs := &skel.CmdArgs{ContainerID: "c1", Netns: ns, IfName: "vnet7", StdinData: conf}
+	if err := p.Del(hookArgs); err != nil {
+		t.Fatal(err)
+	}
+	if l := link(t, ns, "vnet7"); l == nil || l.Attrs().Index != hookIdx || l.Attrs().Alias != hostnic.TapAlias {
+		t.Fatalf("the hook's tap after DEL: %v; want it left alone", l)
+	}
+	var te *types.Error
+	if err := p.Add(hookArgs); !errors.As(err, &te) || te.Code != CodeConflict {
+		t.Errorf("ADD over the hook's tap: %v; want code %d", err, CodeConflict)
+	}
+	args := &skel.CmdArgs{ContainerID: "c1", Netns: ns, IfName: "eth0", StdinData: conf}
+	if err := p.Add(args); err != nil {
+		t.Fatal(err)
+	}
+	if l := link(t, ns, "eth0"); l == nil || l.Attrs().Alias != hostnic.CNITapAlias {
+		t.Fatalf("the plugin's tap: %v; want alias %q", l, hostnic.CNITapAlias)
+	}
+	if err := p.Del(args); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(linkNames(t, ns), " "); got != "lo vnet7" {
+		t.Errorf("pod after DEL: %s; want lo vnet7", got)
 	}
 }

@@ -306,14 +306,15 @@ func (p *Plugin) addTap(a *attachment) (*types100.Interface, error) {
 	name := a.cfg.LinkName(a.args.IfName)
 	var iface *types100.Interface
 	err := inNetNS(a.args.Netns, func() error {
-		ifindex, err := p.Host.CreateTap(hostnic.PersistentTap{Name: name, Queues: a.cfg.Queues, MTU: a.cfg.MTU, Owner: a.cfg.Owner})
+		ifindex, err := p.Host.CreateTap(hostnic.PersistentTap{Name: name, Queues: a.cfg.Queues, MTU: a.cfg.MTU, Owner: a.cfg.Owner,
+			Alias: hostnic.CNITapAlias})
 		if err != nil {
 			return err
 		}
 		ok := false
 		defer func() {
 			if !ok {
-				p.Host.DeleteTap(name, ifindex)
+				p.Host.DeleteLink(name, ifindex)
 			}
 		}()
 		if a.cfg.MAC != nil {
@@ -457,12 +458,13 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 			p.logf("%s %s: deleted macvtap %s in %s", args.ContainerID, args.IfName, name, args.Netns)
 			return nil
 		}
-		if idx := p.Host.MarkedTapIndex(name); idx != 0 {
-			deleted, err := p.Host.DeleteTap(name, idx)
-			if deleted {
-				p.logf("%s %s: deleted tap %s in %s", args.ContainerID, args.IfName, name, args.Netns)
+		// Only the plugin's mark: a tap of the hook's (a VM's, TapAlias)
+		// under that name is not this attachment's.
+		if idx := hostnic.MarkedLinkIndex(name, "tuntap", hostnic.CNITapAlias); idx != 0 {
+			if err := p.Host.DeleteLink(name, idx); err != nil {
+				return err
 			}
-			return err
+			p.logf("%s %s: deleted tap %s in %s", args.ContainerID, args.IfName, name, args.Netns)
 		}
 		return nil
 	})
@@ -525,7 +527,7 @@ func checkLink(cfg *Config, name string, want *types100.Interface) error {
 	default:
 		t, ok := l.(*netlink.Tuntap)
 		switch {
-		case !ok || t.Mode != netlink.TUNTAP_MODE_TAP || t.Attrs().Alias != hostnic.TapAlias:
+		case !ok || t.Mode != netlink.TUNTAP_MODE_TAP || t.Attrs().Alias != hostnic.CNITapAlias:
 			bad = append(bad, fmt.Sprintf("it is a %s link with alias %q, not netctl's tap", l.Type(), l.Attrs().Alias))
 		default:
 			if t.Flags&netlink.TUNTAP_VNET_HDR == 0 {

@@ -90,3 +90,8 @@ func MoveMarkedLink(name string, ifindex int, alias, nsPath, newName string) (in
 	}
 	return moved.Attrs().Index, nil
 }
+
+// CNITapAlias is the mark of a tap the CNI plugin made in a pod's
+// namespace: not the hook's (TapAlias), so that neither takes the
+// other's tap for its own.
+const CNITapAlias = "netctl cni tap"
