@@ -19,6 +19,11 @@ import (
 // nfdDefaultExpiry is how long written labels last without a refresh.
 const nfdDefaultExpiry = time.Hour
 
+// nfdMaxEvery bounds --every: the expiry is raised to 3 times it, which
+// must not overflow (it would go negative and leave the hour's expiry,
+// the labels gone between refreshes).
+const nfdMaxEvery = 365 * 24 * time.Hour
+
 func nfdFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "dir", Value: nfd.DefaultDir, Usage: "NFD's local feature directory (nfd-worker's features.d; in a pod, where its hostPath is mounted)"},
@@ -45,8 +50,8 @@ func nfdCommand() *cli.Command {
 				),
 				Action: func(c *cli.Context) error {
 					every, expiry := c.Duration("every"), c.Duration("expiry")
-					if every < 0 || (every > 0 && every < time.Second) {
-						return usageErr("netctl nfd write", "--every %s: use 0 (once) or a second or more", every)
+					if every < 0 || (every > 0 && every < time.Second) || every > nfdMaxEvery {
+						return usageErr("netctl nfd write", "--every %s: use 0 (once), or a second to %s", every, nfdMaxEvery)
 					}
 					if expiry < 0 {
 						return usageErr("netctl nfd write", "--expiry %s: use 0 (never) or a positive duration", expiry)
