@@ -803,3 +803,85 @@ func TestHostCNIDelLeavesHookTap(t *testing.T) {
 		t.Errorf("pod after DEL: %s; want lo vnet7", got)
 	}
 }
+
+// TestHostCNIDelAfterKilledMacvtapAdd: what a macvtap ADD killed halfway
+// leaves (simulated: the macvtap it makes under the attachment's own
+// name, in the runtime's namespace before it is marked and moved; or in
+// the pod's, moved and marked but not yet renamed) is deleted by the
+// next DEL of that attachment, and another attachment's DEL leaves it.
+func TestHostCNIDelAfterKilledMacvtapAdd(t *testing.T) {
+	e := setup(t, tapConf)
+	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "lower0"}, PeerName: "lower1"}); err != nil {
+		t.Fatal(err)
+	}
+	lower, err := netlink.LinkByName("lower0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := e.newNetns()
+	conf := []byte(`{"cniVersion":"1.1.0","name":"nctl","type":"netctl","master":"lower0"}`)
+	p := &Plugin{Host: hostnic.Real{CacheDir: e.run}, Stdout: io.Discard}
+	args := &skel.CmdArgs{ContainerID: "killed1", Netns: ns, IfName: "eth0", StdinData: conf}
+	other := &skel.CmdArgs{ContainerID: "other1", Netns: ns, IfName: "eth0", StdinData: conf}
+	name := macvtapTempName(args.ContainerID, args.IfName)
+	mk := func(h *netlink.Handle, alias string) {
+		t.Helper()
+		mv := &netlink.Macvtap{Macvlan: netlink.Macvlan{LinkAttrs: netlink.LinkAttrs{Name: name, ParentIndex: lower.Attrs().Index}, Mode: netlink.MACVLAN_MODE_BRIDGE}}
+		if err := h.LinkAdd(mv); err != nil {
+			t.Fatal(err)
+		}
+		if alias != "" {
+			l, _ := h.LinkByName(name)
+			h.LinkSetAlias(l, alias)
+		}
+	}
+	// Killed before the mark: in the runtime's namespace, unmarked.
+	rt, _ := netlink.NewHandle(unix.NETLINK_ROUTE)
+	defer rt.Close()
+	mk(rt, "")
+	if err := p.Del(other); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := netlink.LinkByName(name); err != nil {
+		t.Fatalf("another attachment's DEL deleted %s: %v", name, err)
+	}
+	if err := p.Del(args); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := netlink.LinkByName(name); err == nil {
+		t.Errorf("%s in the runtime's namespace after DEL: still there", name)
+	}
+	// Killed after the move, before the rename: in the pod, marked. (A
+	// macvtap cannot be made in a namespace without its lower device:
+	// made here, then moved.)
+	mk(rt, hostnic.MacvtapAlias)
+	l, _ := netlink.LinkByName(name)
+	podNS, err := hostnic.OpenNetNS(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer podNS.Close()
+	if err := netlink.LinkSetNsFd(l, int(podNS)); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Del(args); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(linkNames(t, ns), " "); got != "lo" {
+		t.Errorf("pod after DEL: %s; want lo", got)
+	}
+	// ADD then works, and its DEL leaves nothing in either namespace.
+	before := strings.Join(linkNames(t, ""), " ")
+	if err := p.Add(args); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Del(args); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(linkNames(t, ns), " "); got != "lo" {
+		t.Errorf("pod after ADD and DEL: %s; want lo", got)
+	}
+	if got := strings.Join(linkNames(t, ""), " "); got != before {
+		t.Errorf("runtime namespace after ADD and DEL: %s, had %s", got, before)
+	}
+}

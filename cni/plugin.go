@@ -351,7 +351,10 @@ func (p *Plugin) addMacvtap(ctx context.Context, a *attachment) (*types100.Inter
 	if mac == nil {
 		mac = hostnic.RandomMAC()
 	}
-	l, err := p.Host.CreateMacvtap(hostnic.MacvtapSpec{Lower: a.cfg.Master, Mode: a.cfg.Mode, Queues: a.cfg.Queues, MTU: a.cfg.MTU, MAC: mac})
+	// Under the attachment's own name: an ADD killed before the move
+	// leaves it unmarked in this namespace, where DEL looks for it.
+	l, err := p.Host.CreateMacvtap(hostnic.MacvtapSpec{Name: macvtapTempName(a.args.ContainerID, a.args.IfName), Lower: a.cfg.Master,
+		Mode: a.cfg.Mode, Queues: a.cfg.Queues, MTU: a.cfg.MTU, MAC: mac})
 	if err != nil {
 		return nil, err
 	}
@@ -444,11 +447,27 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 		p.logf("%s %s: deleted vdpa %s", args.ContainerID, args.IfName, name)
 		return nil
 	}
+	// What an ADD killed halfway left in the runtime's namespace: the
+	// macvtap of this attachment's name, before its move.
+	tmp := macvtapTempName(args.ContainerID, args.IfName)
+	if l, err := netlink.LinkByName(tmp); err == nil && l.Type() == "macvtap" {
+		if err := p.Host.DeleteLink(tmp, l.Attrs().Index); err != nil {
+			return cniErr(err)
+		}
+		p.logf("%s %s: deleted macvtap %s, left by an ADD that did not finish", args.ContainerID, args.IfName, tmp)
+	}
 	if args.Netns == "" {
 		return nil // the namespace is gone, and its links with it
 	}
 	name := cfg.LinkName(args.IfName)
 	err = inNetNS(args.Netns, func() error {
+		// Moved and marked but not renamed (an ADD killed halfway).
+		if idx := hostnic.MarkedLinkIndex(tmp, "macvtap", hostnic.MacvtapAlias); idx != 0 {
+			if err := p.Host.DeleteLink(tmp, idx); err != nil {
+				return err
+			}
+			p.logf("%s %s: deleted macvtap %s in %s, left by an ADD that did not finish", args.ContainerID, args.IfName, tmp, args.Netns)
+		}
 		// Either kind, whatever the configuration says now: it may have
 		// changed since ADD.
 		if idx := hostnic.MarkedLinkIndex(name, "macvtap", hostnic.MacvtapAlias); idx != 0 {
@@ -564,4 +583,12 @@ func (p *Plugin) Status(args *skel.CmdArgs) error {
 		return types.NewError(50, fmt.Sprintf("netctl: /dev/net/tun: %v: load the tun module (modprobe tun)", err), "")
 	}
 	return nil
+}
+
+// macvtapTempName is the name a macvtap ADD makes in the runtime's
+// namespace, before it is marked, moved and renamed: derived from the
+// attachment, so that DEL finds what an ADD killed halfway left.
+func macvtapTempName(containerID, ifname string) string {
+	h := sha256.Sum256([]byte(containerID + "\x00" + ifname))
+	return "nctlc" + hex.EncodeToString(h[:])[:10]
 }
