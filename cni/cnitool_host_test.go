@@ -885,3 +885,37 @@ func TestHostCNIDelAfterKilledMacvtapAdd(t *testing.T) {
 		t.Errorf("runtime namespace after ADD and DEL: %s, had %s", got, before)
 	}
 }
+
+// TestHostCNIDelRefusedConfig: DEL with a configuration this netctl
+// refuses (a key a later runtime adds, a value an older netctl took: the
+// runtime passes the configuration ADD had) still deletes what ADD made,
+// by its name and mark, and succeeds, so that the pod can go; the
+// netctl binary answers the same (its early check lets DEL by).
+func TestHostCNIDelRefusedConfig(t *testing.T) {
+	e := setup(t, tapConf)
+	ns := e.newNetns()
+	if _, err := e.cnitool("add", ns); err != nil {
+		t.Fatal(err)
+	}
+	e.writeConf(`{"cniVersion":"1.1.0","name":"nctl","plugins":[{"type":"netctl","queues":4,"mtu":1400,"futureKey":1}]}`)
+	if out, err := e.cnitool("del", ns); err != nil {
+		t.Fatalf("DEL with a configuration netctl refuses: %v %s", err, out)
+	}
+	if got := strings.Join(linkNames(t, ns), " "); got != "lo" {
+		t.Errorf("pod after DEL: %s; want lo", got)
+	}
+	// In-process, KubeVirt's name: found through the lenient read of args.
+	p := &Plugin{Host: hostnic.Real{CacheDir: e.run}, Stdout: io.Discard}
+	good := `{"cniVersion":"1.1.0","name":"nctl","type":"netctl","args":{"cni":{"logicNetworkName":"default"}}}`
+	args := &skel.CmdArgs{ContainerID: "c2", Netns: ns, IfName: "eth1", StdinData: []byte(good)}
+	if err := p.Add(args); err != nil {
+		t.Fatal(err)
+	}
+	args.StdinData = []byte(`{"cniVersion":"1.1.0","name":"nctl","type":"netctl","queues":0,"args":{"cni":{"logicNetworkName":"default"}}}`)
+	if err := p.Del(args); err != nil {
+		t.Fatalf("DEL: %v", err)
+	}
+	if got := strings.Join(linkNames(t, ns), " "); got != "lo" {
+		t.Errorf("pod after DEL: %s; want lo", got)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -423,29 +424,37 @@ func (p *Plugin) addVDPA(ctx context.Context, a *attachment) (*types100.Interfac
 
 // Del deletes what ADD made, if it is still there and netctl's.
 func (p *Plugin) Del(args *skel.CmdArgs) error {
-	cfg, err := ParseConfig(args.StdinData)
-	if err != nil {
-		return cniErr(err)
-	}
 	if !ValidIfname(args.IfName) {
 		return nil // ADD refused it: nothing was made
 	}
-	switch cfg.Kind {
-	case KindVDPA:
+	cfg, err := ParseConfig(args.StdinData)
+	lenient := err != nil
+	if lenient {
+		// The configuration ADD had, which this netctl refuses (a key a
+		// later runtime adds, a value an older netctl took): a failing
+		// DEL would keep the pod for ever. What ADD made is found by the
+		// attachment's names and netctl's marks alone; every kind is
+		// looked for.
+		p.logf("%s %s: DEL with a configuration netctl refuses (%v): deleting what netctl made for the attachment by its names and marks",
+			args.ContainerID, args.IfName, err)
+		cfg = lenientConfig(args.StdinData)
+	}
+	if cfg.Kind == KindVDPA || lenient {
 		name := vdpaName(args.ContainerID, args.IfName)
-		if !p.Host.VDPAExists(name) {
+		if p.Host.VDPAExists(name) {
+			ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+			defer cancel()
+			if err := p.Host.DeleteVDPA(ctx, name); err != nil {
+				return cniErr(err)
+			}
+			if cfg.DeviceInfoFile != "" {
+				removeDeviceInfo(cfg.DeviceInfoFile, name)
+			}
+			p.logf("%s %s: deleted vdpa %s", args.ContainerID, args.IfName, name)
+		}
+		if !lenient {
 			return nil
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), Timeout)
-		defer cancel()
-		if err := p.Host.DeleteVDPA(ctx, name); err != nil {
-			return cniErr(err)
-		}
-		if cfg.DeviceInfoFile != "" {
-			removeDeviceInfo(cfg.DeviceInfoFile, name)
-		}
-		p.logf("%s %s: deleted vdpa %s", args.ContainerID, args.IfName, name)
-		return nil
 	}
 	// What an ADD killed halfway left in the runtime's namespace: the
 	// macvtap of this attachment's name, before its move.
@@ -583,6 +592,24 @@ func (p *Plugin) Status(args *skel.CmdArgs) error {
 		return types.NewError(50, fmt.Sprintf("netctl: /dev/net/tun: %v: load the tun module (modprobe tun)", err), "")
 	}
 	return nil
+}
+
+// lenientConfig is what DEL reads of a configuration ParseConfig
+// refuses: KubeVirt's network name, which names the link (no device-info
+// file: its path is not checked, so no file is removed).
+func lenientConfig(b []byte) *Config {
+	var raw struct {
+		Args struct {
+			CNI struct {
+				Logic string `json:"logicNetworkName"`
+			} `json:"cni"`
+		} `json:"args"`
+	}
+	c := &Config{}
+	if len(b) <= MaxConfig && json.Unmarshal(b, &raw) == nil && len(raw.Args.CNI.Logic) <= 253 {
+		c.LogicNetwork = raw.Args.CNI.Logic
+	}
+	return c
 }
 
 // macvtapTempName is the name a macvtap ADD makes in the runtime's
