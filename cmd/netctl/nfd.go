@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -59,6 +60,9 @@ func nfdCommand() *cli.Command {
 					if every > 0 && expiry > 0 && expiry < 3*every {
 						expiry = 3 * every
 					}
+					if err := nfdDir(c, "netctl nfd write"); err != nil {
+						return err // before the loop: it would fail the same at every refresh
+					}
 					opts := nfd.Options{QEMU: c.String("qemu")}
 					if every == 0 {
 						return nfdWrite(c.App.Writer, c.String("dir"), opts, expiry)
@@ -102,11 +106,23 @@ func nfdCommand() *cli.Command {
 				Usage: "delete the feature file (NFD drops netctl's labels at its next discovery)",
 				Flags: nfdFlags()[:1],
 				Action: func(c *cli.Context) error {
+					if err := nfdDir(c, "netctl nfd remove"); err != nil {
+						return err
+					}
 					return nfd.Remove(c.String("dir"))
 				},
 			},
 		},
 	}
+}
+
+// nfdDir checks --dir: an absolute path (a relative one would name a
+// directory of wherever netctl was started).
+func nfdDir(c *cli.Context, path string) error {
+	if d := c.String("dir"); !filepath.IsAbs(d) {
+		return usageErr(path, "--dir %q: give an absolute path (NFD's is %s)", d, nfd.DefaultDir)
+	}
+	return nil
 }
 
 func nfdLabels(o nfd.Options) ([]nfd.Label, []string, error) {
