@@ -919,3 +919,69 @@ func TestHostCNIDelRefusedConfig(t *testing.T) {
 		t.Errorf("pod after DEL: %s; want lo", got)
 	}
 }
+
+// TestHostCNIOwnNetns: CNI_NETNS naming the plugin's own namespace (the
+// node's, for a runtime's plugin) without CNI_NETNS_OVERRIDE is refused
+// before anything is made (skel v1.3.0 checks it only after ADD and DEL
+// ran): ADD answers code 8 alone (not a result and then an error) and
+// leaves no tap in that namespace; DEL deletes nothing there. With
+// CNI_NETNS_OVERRIDE=1 (the runtime really asks) ADD and DEL work there.
+func TestHostCNIOwnNetns(t *testing.T) {
+	e := setup(t, tapConf)
+	conf := `{"cniVersion":"1.1.0","name":"n","type":"netctl"}`
+	// This namespace, bound at a file as a runtime binds a pod's (not
+	// /proc/self/ns/net: the plugin's main thread may be left in its
+	// probe's scratch namespace, macvtap.ProbeOffloads).
+	own := filepath.Join(t.TempDir(), "own")
+	os.WriteFile(own, nil, 0o644)
+	if err := unix.Mount("/proc/thread-self/ns/net", own, "", unix.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Unmount(own, unix.MNT_DETACH)
+	run := func(cmdName string, extra ...string) (string, error) {
+		cmd := exec.Command(filepath.Join(e.bin, "netctl"))
+		cmd.Env = append([]string{"CNI_COMMAND=" + cmdName, "CNI_CONTAINERID=own1", "CNI_NETNS=" + own, "CNI_IFNAME=own0",
+			"CNI_PATH=" + e.bin, "NETCTL_RUN_DIR=" + e.run}, extra...)
+		cmd.Stdin = strings.NewReader(conf)
+		out, err := cmd.Output()
+		return string(out), err
+	}
+	before := strings.Join(linkNames(t, ""), " ")
+	out, err := run("ADD")
+	var got struct {
+		Code    uint   `json:"code"`
+		Msg     string `json:"msg"`
+		Details string `json:"details"`
+	}
+	d := json.NewDecoder(strings.NewReader(out))
+	d.DisallowUnknownFields()
+	if derr := d.Decode(&got); err == nil || derr != nil || got.Code != 8 || d.More() {
+		t.Errorf("ADD in the plugin's own namespace: %v; stdout %s; want exit 1 and CNI error code 8 alone", err, out)
+	}
+	if !strings.Contains(got.Msg, "CNI_NETNS_OVERRIDE") {
+		t.Errorf("ADD's message %q: want it to name CNI_NETNS_OVERRIDE", got.Msg)
+	}
+	if after := strings.Join(linkNames(t, ""), " "); after != before {
+		t.Errorf("the plugin's namespace after the refused ADD: %s, had %s", after, before)
+		netlink.LinkDel(&netlink.Tuntap{LinkAttrs: netlink.LinkAttrs{Name: "own0"}})
+	}
+	// A tap of the plugin's own there: a refused DEL leaves it.
+	if out, err := run("ADD", "CNI_NETNS_OVERRIDE=1"); err != nil {
+		t.Fatalf("ADD with CNI_NETNS_OVERRIDE=1: %v %s", err, out)
+	}
+	if l, err := netlink.LinkByName("own0"); err != nil || l.Attrs().Alias != hostnic.CNITapAlias {
+		t.Fatalf("own0 after ADD with the override: %v %v", l, err)
+	}
+	if out, err := run("DEL"); err == nil {
+		t.Errorf("DEL in the plugin's own namespace without the override: succeeded (%s)", out)
+	}
+	if _, err := netlink.LinkByName("own0"); err != nil {
+		t.Errorf("own0 after the refused DEL: %v; want it left", err)
+	}
+	if _, err := run("DEL", "CNI_NETNS_OVERRIDE=1"); err != nil {
+		t.Errorf("DEL with the override: %v", err)
+	}
+	if after := strings.Join(linkNames(t, ""), " "); after != before {
+		t.Errorf("after DEL with the override: %s, had %s", after, before)
+	}
+}

@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
+
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -54,4 +58,29 @@ func inNetNS(path string, fn func() error) error {
 	}
 	runtime.UnlockOSThread()
 	return ferr
+}
+
+// ownNetNS refuses a CNI_NETNS that is the plugin's own network
+// namespace (the node's, for a runtime's plugin) unless the runtime
+// really asks for it (CNI_NETNS_OVERRIDE=1 or true). skel checks the
+// same, but only after ADD and DEL ran: a tap would be made, or
+// deleted, in the node's namespace first.
+func ownNetNS(args *skel.CmdArgs) error {
+	if args.Netns == "" || args.NetnsOverride == "1" || strings.EqualFold(args.NetnsOverride, "true") {
+		return nil
+	}
+	var own, st unix.Stat_t
+	if err := unix.Stat("/proc/thread-self/ns/net", &own); err != nil {
+		return nil // no /proc: skel's check stands
+	}
+	h, err := hostnic.OpenNetNS(args.Netns)
+	if err != nil {
+		return nil // the command says what is wrong with it
+	}
+	defer h.Close()
+	if unix.Fstat(int(h), &st) != nil || st.Dev != own.Dev || st.Ino != own.Ino {
+		return nil
+	}
+	return types.NewError(types.ErrInvalidNetNS, fmt.Sprintf("netctl: CNI_NETNS %s is the plugin's own network namespace (the node's): "+
+		"give the pod's; a runtime that means the node's sets CNI_NETNS_OVERRIDE=1", args.Netns), "CNI_NETNS")
 }

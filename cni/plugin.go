@@ -203,6 +203,9 @@ func vdpaName(containerID, ifname string) string {
 
 // Add makes what the decision picks in the pod's namespace.
 func (p *Plugin) Add(args *skel.CmdArgs) error {
+	if err := ownNetNS(args); err != nil {
+		return err
+	}
 	a, err := p.load(args)
 	if err != nil {
 		return cniErr(err)
@@ -426,6 +429,9 @@ func (p *Plugin) addVDPA(ctx context.Context, a *attachment) (*types100.Interfac
 func (p *Plugin) Del(args *skel.CmdArgs) error {
 	if !ValidIfname(args.IfName) {
 		return nil // ADD refused it: nothing was made
+	}
+	if err := ownNetNS(args); err != nil {
+		return err
 	}
 	cfg, err := ParseConfig(args.StdinData)
 	lenient := err != nil
