@@ -111,7 +111,7 @@ func TestVMCNIVhostNet(t *testing.T) {
 		t.Fatalf("ADD result: %s", b)
 	}
 	l := link(t, pod, "eth0")
-	if tp, ok := l.(*netlink.Tuntap); !ok || tp.Flags&netlink.TUNTAP_MULTI_QUEUE == 0 || tp.Owner != 107 || tp.Alias != hostnic.TapAlias {
+	if tp, ok := l.(*netlink.Tuntap); !ok || tp.Flags&netlink.TUNTAP_MULTI_QUEUE == 0 || tp.Owner != 107 || tp.Alias != hostnic.CNITapAlias {
 		t.Fatalf("eth0 in the pod: %#v", l)
 	}
 
@@ -313,7 +313,10 @@ func TestVMCNIVDPA(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dev.Close()
-	info := filepath.Join(t.TempDir(), "devinfo", "netctl-vmtest3-net1.json")
+	// Where Multus names it: the only directory the plugin writes one in
+	// (DevInfoDirs); the plugin makes the directories.
+	info := "/run/k8s.cni.cncf.io/devinfo/cni/netctl-vmtest3-net1.json"
+	t.Cleanup(func() { os.RemoveAll("/run/k8s.cni.cncf.io") })
 	conf := `{"cniVersion":"1.1.0","name":"nctl","plugins":[{"type":"netctl","mgmtdev":"vduse","capabilities":{"CNIDeviceInfoFile":true}}]}`
 	rt := &libcni.RuntimeConf{ContainerID: "vmtest3", NetNS: pod, IfName: "net1", CapabilityArgs: map[string]any{"CNIDeviceInfoFile": info}}
 	addDel(t, conf, rt, func(res *types100.Result) {

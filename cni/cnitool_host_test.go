@@ -5,15 +5,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/types"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -224,7 +228,7 @@ func TestHostCNIToolTap(t *testing.T) {
 		t.Fatalf("eth0 in the pod: %#v, want a tap", l)
 	}
 	if tap.Mode != netlink.TUNTAP_MODE_TAP || tap.Flags&netlink.TUNTAP_VNET_HDR == 0 || tap.Flags&netlink.TUNTAP_MULTI_QUEUE == 0 ||
-		tap.NonPersist || tap.Owner != 107 || tap.MTU != 1400 || tap.Alias != hostnic.TapAlias || tap.Flags&netlink.TUNTAP_NO_PI == 0 ||
+		tap.NonPersist || tap.Owner != 107 || tap.MTU != 1400 || tap.Alias != hostnic.CNITapAlias || tap.Flags&netlink.TUNTAP_NO_PI == 0 ||
 		tap.Attrs().RawFlags&unix.IFF_UP == 0 {
 		t.Errorf("tap: mode %v flags %v persist %v owner %d mtu %d alias %q rawflags %#x", tap.Mode, tap.Flags, !tap.NonPersist, tap.Owner, tap.MTU, tap.Alias, tap.Attrs().RawFlags)
 	}
@@ -325,7 +329,7 @@ func TestHostCNIToolParallel(t *testing.T) {
 	}
 	run("add")
 	for i, ns := range nss {
-		if l := link(t, ns, "eth0"); l == nil || l.Type() != "tuntap" || l.Attrs().Alias != hostnic.TapAlias {
+		if l := link(t, ns, "eth0"); l == nil || l.Type() != "tuntap" || l.Attrs().Alias != hostnic.CNITapAlias {
 			t.Errorf("pod %d: eth0 after ADD: %v", i, l)
 		}
 	}
@@ -701,7 +705,7 @@ func TestHostCNIToolKubeVirtName(t *testing.T) {
 	if !strings.Contains(out, `"name": "tap37a8eec1ce1"`) {
 		t.Errorf("ADD result: %s", out)
 	}
-	if l := link(t, ns, "tap37a8eec1ce1"); l == nil || l.Type() != "tuntap" || l.Attrs().Alias != hostnic.TapAlias {
+	if l := link(t, ns, "tap37a8eec1ce1"); l == nil || l.Type() != "tuntap" || l.Attrs().Alias != hostnic.CNITapAlias {
 		t.Fatalf("tap37a8eec1ce1 in the pod: %v", l)
 	}
 	if _, err := e.cnitool("check", ns, "CNI_IFNAME=pod37a8eec1ce1"); err != nil {
@@ -712,5 +716,272 @@ func TestHostCNIToolKubeVirtName(t *testing.T) {
 	}
 	if got := strings.Join(linkNames(t, ns), " "); got != "lo peer0 pod37a8eec1ce1" {
 		t.Errorf("pod after DEL: %s, want the regular network's veth only", got)
+	}
+}
+
+// TestHostCNIMacvtapNetnsFIFO: a macvtap ADD whose CNI_NETNS is a FIFO
+// (no namespace; opening it to read would block until the runtime's
+// timeout kills the plugin, with the macvtap made in the runtime's
+// namespace and not yet marked) fails at once, code 2 (ErrInvalidNetNS),
+// and leaves the runtime's namespace as it was.
+func TestHostCNIMacvtapNetnsFIFO(t *testing.T) {
+	e := setup(t, tapConf)
+	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "lower0"}, PeerName: "lower1"}); err != nil {
+		t.Fatal(err)
+	}
+	before := strings.Join(linkNames(t, ""), " ")
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := &Plugin{Host: hostnic.Real{CacheDir: e.run}, Stdout: io.Discard}
+	args := &skel.CmdArgs{ContainerID: "fifo1", Netns: fifo, IfName: "eth0",
+		StdinData: []byte(`{"cniVersion":"1.1.0","name":"nctl","type":"netctl","master":"lower0"}`)}
+	// Add runs on this goroutine (its thread is in the test's namespace);
+	// a timer lets a blocked open go by opening the FIFO's other end.
+	var blocked atomic.Bool
+	timer := time.AfterFunc(10*time.Second, func() {
+		blocked.Store(true)
+		if fd, err := unix.Open(fifo, unix.O_WRONLY|unix.O_NONBLOCK, 0); err == nil {
+			unix.Close(fd)
+		}
+	})
+	err := p.Add(args)
+	timer.Stop()
+	if blocked.Load() {
+		t.Errorf("ADD blocked on the FIFO for 10s (then: %v)", err)
+	}
+	var te *types.Error
+	if !errors.As(err, &te) || te.Code != types.ErrInvalidNetNS {
+		t.Errorf("ADD: %v; want code %d", err, types.ErrInvalidNetNS)
+	}
+	if got := strings.Join(linkNames(t, ""), " "); got != before {
+		t.Errorf("runtime namespace after ADD: %s, had %s", got, before)
+	}
+}
+
+// TestHostCNIDelLeavesHookTap: a tap the libvirt hook made (alias "netctl
+// hook tap", a running VM's) under the name DEL is given (a runtime
+// that passes the node's namespace, or the hook in the pod) is not the
+// plugin's: DEL leaves it, ADD refuses it (code 101), and the plugin's own
+// tap carries a mark of its own (hostnic.CNITapAlias), which the hook's
+// Reconnect does not take for one of its taps.
+func TestHostCNIDelLeavesHookTap(t *testing.T) {
+	e := setup(t, tapConf)
+	ns := e.newNetns()
+	var hookIdx int
+	if err := inNetNS(ns, func() (err error) {
+		hookIdx, err = hostnic.Real{}.CreateTap(hostnic.PersistentTap{Name: "vnet7", Owner: hostnic.NoOwner})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	p := &Plugin{Host: hostnic.Real{CacheDir: e.run}, Stdout: io.Discard}
+	conf := []byte(`{"cniVersion":"1.1.0","name":"nctl","type":"netctl"}`)
+	hookArgs := &skel.CmdArgs{ContainerID: "c1", Netns: ns, IfName: "vnet7", StdinData: conf}
+	if err := p.Del(hookArgs); err != nil {
+		t.Fatal(err)
+	}
+	if l := link(t, ns, "vnet7"); l == nil || l.Attrs().Index != hookIdx || l.Attrs().Alias != hostnic.TapAlias {
+		t.Fatalf("the hook's tap after DEL: %v; want it left alone", l)
+	}
+	var te *types.Error
+	if err := p.Add(hookArgs); !errors.As(err, &te) || te.Code != CodeConflict {
+		t.Errorf("ADD over the hook's tap: %v; want code %d", err, CodeConflict)
+	}
+	args := &skel.CmdArgs{ContainerID: "c1", Netns: ns, IfName: "eth0", StdinData: conf}
+	if err := p.Add(args); err != nil {
+		t.Fatal(err)
+	}
+	if l := link(t, ns, "eth0"); l == nil || l.Attrs().Alias != hostnic.CNITapAlias {
+		t.Fatalf("the plugin's tap: %v; want alias %q", l, hostnic.CNITapAlias)
+	}
+	if err := p.Del(args); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(linkNames(t, ns), " "); got != "lo vnet7" {
+		t.Errorf("pod after DEL: %s; want lo vnet7", got)
+	}
+}
+
+// TestHostCNIDelAfterKilledMacvtapAdd: what a macvtap ADD killed halfway
+// leaves (simulated: the macvtap it makes under the attachment's own
+// name, in the runtime's namespace before it is marked and moved; or in
+// the pod's, moved and marked but not yet renamed) is deleted by the
+// next DEL of that attachment, and another attachment's DEL leaves it.
+func TestHostCNIDelAfterKilledMacvtapAdd(t *testing.T) {
+	e := setup(t, tapConf)
+	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "lower0"}, PeerName: "lower1"}); err != nil {
+		t.Fatal(err)
+	}
+	lower, err := netlink.LinkByName("lower0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := e.newNetns()
+	conf := []byte(`{"cniVersion":"1.1.0","name":"nctl","type":"netctl","master":"lower0"}`)
+	p := &Plugin{Host: hostnic.Real{CacheDir: e.run}, Stdout: io.Discard}
+	args := &skel.CmdArgs{ContainerID: "killed1", Netns: ns, IfName: "eth0", StdinData: conf}
+	other := &skel.CmdArgs{ContainerID: "other1", Netns: ns, IfName: "eth0", StdinData: conf}
+	name := macvtapTempName(args.ContainerID, args.IfName)
+	mk := func(h *netlink.Handle, alias string) {
+		t.Helper()
+		mv := &netlink.Macvtap{Macvlan: netlink.Macvlan{LinkAttrs: netlink.LinkAttrs{Name: name, ParentIndex: lower.Attrs().Index}, Mode: netlink.MACVLAN_MODE_BRIDGE}}
+		if err := h.LinkAdd(mv); err != nil {
+			t.Fatal(err)
+		}
+		if alias != "" {
+			l, _ := h.LinkByName(name)
+			h.LinkSetAlias(l, alias)
+		}
+	}
+	// Killed before the mark: in the runtime's namespace, unmarked.
+	rt, _ := netlink.NewHandle(unix.NETLINK_ROUTE)
+	defer rt.Close()
+	mk(rt, "")
+	if err := p.Del(other); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := netlink.LinkByName(name); err != nil {
+		t.Fatalf("another attachment's DEL deleted %s: %v", name, err)
+	}
+	if err := p.Del(args); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := netlink.LinkByName(name); err == nil {
+		t.Errorf("%s in the runtime's namespace after DEL: still there", name)
+	}
+	// Killed after the move, before the rename: in the pod, marked. (A
+	// macvtap cannot be made in a namespace without its lower device:
+	// made here, then moved.)
+	mk(rt, hostnic.MacvtapAlias)
+	l, _ := netlink.LinkByName(name)
+	podNS, err := hostnic.OpenNetNS(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer podNS.Close()
+	if err := netlink.LinkSetNsFd(l, int(podNS)); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Del(args); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(linkNames(t, ns), " "); got != "lo" {
+		t.Errorf("pod after DEL: %s; want lo", got)
+	}
+	// ADD then works, and its DEL leaves nothing in either namespace.
+	before := strings.Join(linkNames(t, ""), " ")
+	if err := p.Add(args); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Del(args); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(linkNames(t, ns), " "); got != "lo" {
+		t.Errorf("pod after ADD and DEL: %s; want lo", got)
+	}
+	if got := strings.Join(linkNames(t, ""), " "); got != before {
+		t.Errorf("runtime namespace after ADD and DEL: %s, had %s", got, before)
+	}
+}
+
+// TestHostCNIDelRefusedConfig: DEL with a configuration this netctl
+// refuses (a key a later runtime adds, a value an older netctl took: the
+// runtime passes the configuration ADD had) still deletes what ADD made,
+// by its name and mark, and succeeds, so that the pod can go; the
+// netctl binary answers the same (its early check lets DEL by).
+func TestHostCNIDelRefusedConfig(t *testing.T) {
+	e := setup(t, tapConf)
+	ns := e.newNetns()
+	if _, err := e.cnitool("add", ns); err != nil {
+		t.Fatal(err)
+	}
+	e.writeConf(`{"cniVersion":"1.1.0","name":"nctl","plugins":[{"type":"netctl","queues":4,"mtu":1400,"futureKey":1}]}`)
+	if out, err := e.cnitool("del", ns); err != nil {
+		t.Fatalf("DEL with a configuration netctl refuses: %v %s", err, out)
+	}
+	if got := strings.Join(linkNames(t, ns), " "); got != "lo" {
+		t.Errorf("pod after DEL: %s; want lo", got)
+	}
+	// In-process, KubeVirt's name: found through the lenient read of args.
+	p := &Plugin{Host: hostnic.Real{CacheDir: e.run}, Stdout: io.Discard}
+	good := `{"cniVersion":"1.1.0","name":"nctl","type":"netctl","args":{"cni":{"logicNetworkName":"default"}}}`
+	args := &skel.CmdArgs{ContainerID: "c2", Netns: ns, IfName: "eth1", StdinData: []byte(good)}
+	if err := p.Add(args); err != nil {
+		t.Fatal(err)
+	}
+	args.StdinData = []byte(`{"cniVersion":"1.1.0","name":"nctl","type":"netctl","queues":0,"args":{"cni":{"logicNetworkName":"default"}}}`)
+	if err := p.Del(args); err != nil {
+		t.Fatalf("DEL: %v", err)
+	}
+	if got := strings.Join(linkNames(t, ns), " "); got != "lo" {
+		t.Errorf("pod after DEL: %s; want lo", got)
+	}
+}
+
+// TestHostCNIOwnNetns: CNI_NETNS naming the plugin's own namespace (the
+// node's, for a runtime's plugin) without CNI_NETNS_OVERRIDE is refused
+// before anything is made (skel v1.3.0 checks it only after ADD and DEL
+// ran): ADD answers code 8 alone (not a result and then an error) and
+// leaves no tap in that namespace; DEL deletes nothing there. With
+// CNI_NETNS_OVERRIDE=1 (the runtime really asks) ADD and DEL work there.
+func TestHostCNIOwnNetns(t *testing.T) {
+	e := setup(t, tapConf)
+	conf := `{"cniVersion":"1.1.0","name":"n","type":"netctl"}`
+	// This namespace, bound at a file as a runtime binds a pod's (not
+	// /proc/self/ns/net: the plugin's main thread may be left in its
+	// probe's scratch namespace, macvtap.ProbeOffloads).
+	own := filepath.Join(t.TempDir(), "own")
+	os.WriteFile(own, nil, 0o644)
+	if err := unix.Mount("/proc/thread-self/ns/net", own, "", unix.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Unmount(own, unix.MNT_DETACH)
+	run := func(cmdName string, extra ...string) (string, error) {
+		cmd := exec.Command(filepath.Join(e.bin, "netctl"))
+		cmd.Env = append([]string{"CNI_COMMAND=" + cmdName, "CNI_CONTAINERID=own1", "CNI_NETNS=" + own, "CNI_IFNAME=own0",
+			"CNI_PATH=" + e.bin, "NETCTL_RUN_DIR=" + e.run}, extra...)
+		cmd.Stdin = strings.NewReader(conf)
+		out, err := cmd.Output()
+		return string(out), err
+	}
+	before := strings.Join(linkNames(t, ""), " ")
+	out, err := run("ADD")
+	var got struct {
+		Code    uint   `json:"code"`
+		Msg     string `json:"msg"`
+		Details string `json:"details"`
+	}
+	d := json.NewDecoder(strings.NewReader(out))
+	d.DisallowUnknownFields()
+	if derr := d.Decode(&got); err == nil || derr != nil || got.Code != 8 || d.More() {
+		t.Errorf("ADD in the plugin's own namespace: %v; stdout %s; want exit 1 and CNI error code 8 alone", err, out)
+	}
+	if !strings.Contains(got.Msg, "CNI_NETNS_OVERRIDE") {
+		t.Errorf("ADD's message %q: want it to name CNI_NETNS_OVERRIDE", got.Msg)
+	}
+	if after := strings.Join(linkNames(t, ""), " "); after != before {
+		t.Errorf("the plugin's namespace after the refused ADD: %s, had %s", after, before)
+		netlink.LinkDel(&netlink.Tuntap{LinkAttrs: netlink.LinkAttrs{Name: "own0"}})
+	}
+	// A tap of the plugin's own there: a refused DEL leaves it.
+	if out, err := run("ADD", "CNI_NETNS_OVERRIDE=1"); err != nil {
+		t.Fatalf("ADD with CNI_NETNS_OVERRIDE=1: %v %s", err, out)
+	}
+	if l, err := netlink.LinkByName("own0"); err != nil || l.Attrs().Alias != hostnic.CNITapAlias {
+		t.Fatalf("own0 after ADD with the override: %v %v", l, err)
+	}
+	if out, err := run("DEL"); err == nil {
+		t.Errorf("DEL in the plugin's own namespace without the override: succeeded (%s)", out)
+	}
+	if _, err := netlink.LinkByName("own0"); err != nil {
+		t.Errorf("own0 after the refused DEL: %v; want it left", err)
+	}
+	if _, err := run("DEL", "CNI_NETNS_OVERRIDE=1"); err != nil {
+		t.Errorf("DEL with the override: %v", err)
+	}
+	if after := strings.Join(linkNames(t, ""), " "); after != before {
+		t.Errorf("after DEL with the override: %s, had %s", after, before)
 	}
 }

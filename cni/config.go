@@ -259,8 +259,8 @@ func ParseConfig(b []byte) (*Config, error) {
 		if c.DeviceInfoFile, err = str(sub, "runtimeConfig.CNIDeviceInfoFile"); err != nil {
 			return nil, err
 		}
-		if f := c.DeviceInfoFile; f != "" && (!filepath.IsAbs(f) || len(f) > 4096 || strings.ContainsRune(f, 0)) {
-			return nil, badKey("runtimeConfig.CNIDeviceInfoFile", r.DeviceInfo, "the device-info file is an absolute path (Multus gives /var/run/k8s.cni.cncf.io/devinfo/cni/...)")
+		if f := c.DeviceInfoFile; f != "" && !devInfoPath(f) {
+			return nil, badKey("runtimeConfig.CNIDeviceInfoFile", r.DeviceInfo, "the device-info file is an absolute path under %s (the NPWG spec's; Multus gives %scni/...)", DevInfoDirs[0], DevInfoDirs[0])
 		}
 	}
 	switch {
@@ -280,6 +280,26 @@ func ParseConfig(b []byte) (*Config, error) {
 		return nil, badKey("backend", raw["backend"], "backend vdpa needs \"mgmtdev\" (the management device netctl makes the vdpa device from): add it")
 	}
 	return c, nil
+}
+
+// DevInfoDirs are where a device-info file may be written: the NPWG
+// device-info spec's directory (/var/run is /run on most nodes). The
+// path is configuration (a NetworkAttachmentDefinition may carry its own
+// "runtimeConfig"), so it is held there: ADD, as root, writes no file
+// and makes no directory elsewhere (/etc/sudoers.d/x, /etc/cron.d/x).
+var DevInfoDirs = []string{"/var/run/k8s.cni.cncf.io/devinfo/", "/run/k8s.cni.cncf.io/devinfo/"}
+
+// devInfoPath: f is a clean absolute path of a file under DevInfoDirs.
+func devInfoPath(f string) bool {
+	if len(f) > 4096 || strings.ContainsRune(f, 0) || filepath.Clean(f) != f {
+		return false
+	}
+	for _, d := range DevInfoDirs {
+		if strings.HasPrefix(f, d) && len(f) > len(d) {
+			return true
+		}
+	}
+	return false
 }
 
 // str reads a string key ("" when absent).

@@ -6,7 +6,8 @@
 //
 //   - a persistent multiqueue vnet_hdr tap named CNI_IFNAME, owned by
 //     the VM's uid (107, virt-launcher's qemu, unless "owner" says
-//     otherwise), carrying netctl's mark (hostnic.TapAlias);
+//     otherwise), carrying the plugin's mark (hostnic.CNITapAlias, not
+//     the hook's, so neither takes the other's tap for its own);
 //   - a macvtap on the lower device "master" (made in the runtime's
 //     namespace, moved into the pod's and renamed CNI_IFNAME);
 //   - a vdpa device from the management device "mgmtdev", bound to

@@ -5,16 +5,22 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
+
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/netctl/netctl/hostnic"
 )
 
 // errNetNSGone: CNI_NETNS names no namespace (any more); errNotNetNS:
 // it names something else.
 var (
 	errNetNSGone = errors.New("the network namespace is gone")
-	errNotNetNS  = errors.New("not a network namespace")
+	errNotNetNS  = hostnic.ErrNotNetNS
 )
 
 // inNetNS runs fn on this goroutine's thread inside the network
@@ -30,13 +36,13 @@ func inNetNS(path string, fn func() error) error {
 		return fmt.Errorf("this thread's network namespace: %w", err)
 	}
 	defer orig.Close()
-	target, err := netns.GetFromPath(path)
+	target, err := hostnic.OpenNetNS(path)
 	if err != nil {
 		runtime.UnlockOSThread()
 		if errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("%s: %w", path, errNetNSGone)
 		}
-		return fmt.Errorf("network namespace %s: %w", path, err)
+		return fmt.Errorf("CNI_NETNS: %w", err)
 	}
 	defer target.Close()
 	if err := netns.Set(target); err != nil {
@@ -52,4 +58,29 @@ func inNetNS(path string, fn func() error) error {
 	}
 	runtime.UnlockOSThread()
 	return ferr
+}
+
+// ownNetNS refuses a CNI_NETNS that is the plugin's own network
+// namespace (the node's, for a runtime's plugin) unless the runtime
+// really asks for it (CNI_NETNS_OVERRIDE=1 or true). skel checks the
+// same, but only after ADD and DEL ran: a tap would be made, or
+// deleted, in the node's namespace first.
+func ownNetNS(args *skel.CmdArgs) error {
+	if args.Netns == "" || args.NetnsOverride == "1" || strings.EqualFold(args.NetnsOverride, "true") {
+		return nil
+	}
+	var own, st unix.Stat_t
+	if err := unix.Stat("/proc/thread-self/ns/net", &own); err != nil {
+		return nil // no /proc: skel's check stands
+	}
+	h, err := hostnic.OpenNetNS(args.Netns)
+	if err != nil {
+		return nil // the command says what is wrong with it
+	}
+	defer h.Close()
+	if unix.Fstat(int(h), &st) != nil || st.Dev != own.Dev || st.Ino != own.Ino {
+		return nil
+	}
+	return types.NewError(types.ErrInvalidNetNS, fmt.Sprintf("netctl: CNI_NETNS %s is the plugin's own network namespace (the node's): "+
+		"give the pod's; a runtime that means the node's sets CNI_NETNS_OVERRIDE=1", args.Netns), "CNI_NETNS")
 }

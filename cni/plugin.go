@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/version"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/netctl/netctl/hostnic"
 	"github.com/netctl/netctl/internal/errs"
@@ -115,7 +118,7 @@ func (p *Plugin) load(args *skel.CmdArgs) (*attachment, error) {
 	}
 	a := &attachment{cfg: cfg, args: args}
 	if cfg.Plan != "" {
-		b, err := readBounded(cfg.Plan, policy.MaxPlanFile)
+		b, err := readBounded(cfg.Plan, policy.MaxPlanFile, true)
 		if err != nil {
 			return nil, &ConfigError{Code: types.ErrInvalidNetworkConfig,
 				Msg:     fmt.Sprintf("netctl: plan %s: %v: write it on the node with netctl plan -j", cfg.Plan, err),
@@ -130,11 +133,38 @@ func (p *Plugin) load(args *skel.CmdArgs) (*attachment, error) {
 	return a, nil
 }
 
-func readBounded(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
+// readBounded reads at most limit bytes of the regular file at path
+// (symlinks followed). The path is opened O_PATH first: a FIFO (whose
+// open blocks until a writer comes) or a device is never opened for
+// reading. With trusted, the file must be writable by root (or this
+// user) alone: netctl decides on what it holds.
+func readBounded(path string, limit int64, trusted bool) ([]byte, error) {
+	pfd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
 	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(pfd)
+	var st unix.Stat_t
+	if err := unix.Fstat(pfd, &st); err != nil {
 		return nil, err
 	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, fmt.Errorf("not a regular file (mode %#o)", st.Mode&unix.S_IFMT)
+	}
+	if trusted {
+		euid := uint32(os.Geteuid())
+		switch {
+		case st.Uid != 0 && st.Uid != euid:
+			return nil, fmt.Errorf("owned by uid %d, not root: others can write it; chown root it", st.Uid)
+		case st.Mode&0o002 != 0, st.Mode&0o020 != 0 && st.Gid != 0:
+			return nil, fmt.Errorf("mode %#o: others can write it; chmod go-w it", st.Mode&0o777)
+		}
+	}
+	fd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(pfd), unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err == nil && int64(len(b)) > limit {
@@ -173,6 +203,9 @@ func vdpaName(containerID, ifname string) string {
 
 // Add makes what the decision picks in the pod's namespace.
 func (p *Plugin) Add(args *skel.CmdArgs) error {
+	if err := ownNetNS(args); err != nil {
+		return err
+	}
 	a, err := p.load(args)
 	if err != nil {
 		return cniErr(err)
@@ -277,14 +310,15 @@ func (p *Plugin) addTap(a *attachment) (*types100.Interface, error) {
 	name := a.cfg.LinkName(a.args.IfName)
 	var iface *types100.Interface
 	err := inNetNS(a.args.Netns, func() error {
-		ifindex, err := p.Host.CreateTap(hostnic.PersistentTap{Name: name, Queues: a.cfg.Queues, MTU: a.cfg.MTU, Owner: a.cfg.Owner})
+		ifindex, err := p.Host.CreateTap(hostnic.PersistentTap{Name: name, Queues: a.cfg.Queues, MTU: a.cfg.MTU, Owner: a.cfg.Owner,
+			Alias: hostnic.CNITapAlias})
 		if err != nil {
 			return err
 		}
 		ok := false
 		defer func() {
 			if !ok {
-				p.Host.DeleteTap(name, ifindex)
+				p.Host.DeleteLink(name, ifindex)
 			}
 		}()
 		if a.cfg.MAC != nil {
@@ -321,7 +355,10 @@ func (p *Plugin) addMacvtap(ctx context.Context, a *attachment) (*types100.Inter
 	if mac == nil {
 		mac = hostnic.RandomMAC()
 	}
-	l, err := p.Host.CreateMacvtap(hostnic.MacvtapSpec{Lower: a.cfg.Master, Mode: a.cfg.Mode, Queues: a.cfg.Queues, MTU: a.cfg.MTU, MAC: mac})
+	// Under the attachment's own name: an ADD killed before the move
+	// leaves it unmarked in this namespace, where DEL looks for it.
+	l, err := p.Host.CreateMacvtap(hostnic.MacvtapSpec{Name: macvtapTempName(a.args.ContainerID, a.args.IfName), Lower: a.cfg.Master,
+		Mode: a.cfg.Mode, Queues: a.cfg.Queues, MTU: a.cfg.MTU, MAC: mac})
 	if err != nil {
 		return nil, err
 	}
@@ -390,35 +427,62 @@ func (p *Plugin) addVDPA(ctx context.Context, a *attachment) (*types100.Interfac
 
 // Del deletes what ADD made, if it is still there and netctl's.
 func (p *Plugin) Del(args *skel.CmdArgs) error {
-	cfg, err := ParseConfig(args.StdinData)
-	if err != nil {
-		return cniErr(err)
-	}
 	if !ValidIfname(args.IfName) {
 		return nil // ADD refused it: nothing was made
 	}
-	switch cfg.Kind {
-	case KindVDPA:
+	if err := ownNetNS(args); err != nil {
+		return err
+	}
+	cfg, err := ParseConfig(args.StdinData)
+	lenient := err != nil
+	if lenient {
+		// The configuration ADD had, which this netctl refuses (a key a
+		// later runtime adds, a value an older netctl took): a failing
+		// DEL would keep the pod for ever. What ADD made is found by the
+		// attachment's names and netctl's marks alone; every kind is
+		// looked for.
+		p.logf("%s %s: DEL with a configuration netctl refuses (%v): deleting what netctl made for the attachment by its names and marks",
+			args.ContainerID, args.IfName, err)
+		cfg = lenientConfig(args.StdinData)
+	}
+	if cfg.Kind == KindVDPA || lenient {
 		name := vdpaName(args.ContainerID, args.IfName)
-		if !p.Host.VDPAExists(name) {
+		if p.Host.VDPAExists(name) {
+			ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+			defer cancel()
+			if err := p.Host.DeleteVDPA(ctx, name); err != nil {
+				return cniErr(err)
+			}
+			if cfg.DeviceInfoFile != "" {
+				removeDeviceInfo(cfg.DeviceInfoFile, name)
+			}
+			p.logf("%s %s: deleted vdpa %s", args.ContainerID, args.IfName, name)
+		}
+		if !lenient {
 			return nil
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), Timeout)
-		defer cancel()
-		if err := p.Host.DeleteVDPA(ctx, name); err != nil {
+	}
+	// What an ADD killed halfway left in the runtime's namespace: the
+	// macvtap of this attachment's name, before its move.
+	tmp := macvtapTempName(args.ContainerID, args.IfName)
+	if l, err := netlink.LinkByName(tmp); err == nil && l.Type() == "macvtap" {
+		if err := p.Host.DeleteLink(tmp, l.Attrs().Index); err != nil {
 			return cniErr(err)
 		}
-		if cfg.DeviceInfoFile != "" {
-			removeDeviceInfo(cfg.DeviceInfoFile, name)
-		}
-		p.logf("%s %s: deleted vdpa %s", args.ContainerID, args.IfName, name)
-		return nil
+		p.logf("%s %s: deleted macvtap %s, left by an ADD that did not finish", args.ContainerID, args.IfName, tmp)
 	}
 	if args.Netns == "" {
 		return nil // the namespace is gone, and its links with it
 	}
 	name := cfg.LinkName(args.IfName)
 	err = inNetNS(args.Netns, func() error {
+		// Moved and marked but not renamed (an ADD killed halfway).
+		if idx := hostnic.MarkedLinkIndex(tmp, "macvtap", hostnic.MacvtapAlias); idx != 0 {
+			if err := p.Host.DeleteLink(tmp, idx); err != nil {
+				return err
+			}
+			p.logf("%s %s: deleted macvtap %s in %s, left by an ADD that did not finish", args.ContainerID, args.IfName, tmp, args.Netns)
+		}
 		// Either kind, whatever the configuration says now: it may have
 		// changed since ADD.
 		if idx := hostnic.MarkedLinkIndex(name, "macvtap", hostnic.MacvtapAlias); idx != 0 {
@@ -428,12 +492,13 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 			p.logf("%s %s: deleted macvtap %s in %s", args.ContainerID, args.IfName, name, args.Netns)
 			return nil
 		}
-		if idx := p.Host.MarkedTapIndex(name); idx != 0 {
-			deleted, err := p.Host.DeleteTap(name, idx)
-			if deleted {
-				p.logf("%s %s: deleted tap %s in %s", args.ContainerID, args.IfName, name, args.Netns)
+		// Only the plugin's mark: a tap of the hook's (a VM's, TapAlias)
+		// under that name is not this attachment's.
+		if idx := hostnic.MarkedLinkIndex(name, "tuntap", hostnic.CNITapAlias); idx != 0 {
+			if err := p.Host.DeleteLink(name, idx); err != nil {
+				return err
 			}
-			return err
+			p.logf("%s %s: deleted tap %s in %s", args.ContainerID, args.IfName, name, args.Netns)
 		}
 		return nil
 	})
@@ -496,7 +561,7 @@ func checkLink(cfg *Config, name string, want *types100.Interface) error {
 	default:
 		t, ok := l.(*netlink.Tuntap)
 		switch {
-		case !ok || t.Mode != netlink.TUNTAP_MODE_TAP || t.Attrs().Alias != hostnic.TapAlias:
+		case !ok || t.Mode != netlink.TUNTAP_MODE_TAP || t.Attrs().Alias != hostnic.CNITapAlias:
 			bad = append(bad, fmt.Sprintf("it is a %s link with alias %q, not netctl's tap", l.Type(), l.Attrs().Alias))
 		default:
 			if t.Flags&netlink.TUNTAP_VNET_HDR == 0 {
@@ -533,4 +598,30 @@ func (p *Plugin) Status(args *skel.CmdArgs) error {
 		return types.NewError(50, fmt.Sprintf("netctl: /dev/net/tun: %v: load the tun module (modprobe tun)", err), "")
 	}
 	return nil
+}
+
+// lenientConfig is what DEL reads of a configuration ParseConfig
+// refuses: KubeVirt's network name, which names the link (no device-info
+// file: its path is not checked, so no file is removed).
+func lenientConfig(b []byte) *Config {
+	var raw struct {
+		Args struct {
+			CNI struct {
+				Logic string `json:"logicNetworkName"`
+			} `json:"cni"`
+		} `json:"args"`
+	}
+	c := &Config{}
+	if len(b) <= MaxConfig && json.Unmarshal(b, &raw) == nil && len(raw.Args.CNI.Logic) <= 253 {
+		c.LogicNetwork = raw.Args.CNI.Logic
+	}
+	return c
+}
+
+// macvtapTempName is the name a macvtap ADD makes in the runtime's
+// namespace, before it is marked, moved and renamed: derived from the
+// attachment, so that DEL finds what an ADD killed halfway left.
+func macvtapTempName(containerID, ifname string) string {
+	h := sha256.Sum256([]byte(containerID + "\x00" + ifname))
+	return "nctlc" + hex.EncodeToString(h[:])[:10]
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/netctl/netctl/internal/errs"
@@ -38,7 +37,7 @@ func MoveMarkedLink(name string, ifindex int, alias, nsPath, newName string) (in
 	if err != nil || l.Attrs().Name != name {
 		return 0, fmt.Errorf("link %s (ifindex %d): gone before it was moved: %w", name, ifindex, errs.ErrBusy)
 	}
-	target, err := netns.GetFromPath(nsPath)
+	target, err := OpenNetNS(nsPath)
 	if err != nil {
 		macvtap.DeleteLinkIfSame(name, ifindex)
 		return 0, fmt.Errorf("network namespace %s: %w", nsPath, err)
@@ -91,3 +90,8 @@ func MoveMarkedLink(name string, ifindex int, alias, nsPath, newName string) (in
 	}
 	return moved.Attrs().Index, nil
 }
+
+// CNITapAlias is the mark of a tap the CNI plugin made in a pod's
+// namespace: not the hook's (TapAlias), so that neither takes the
+// other's tap for its own.
+const CNITapAlias = "netctl cni tap"

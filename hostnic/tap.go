@@ -1,6 +1,7 @@
 package hostnic
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 
@@ -109,6 +110,9 @@ type PersistentTap struct {
 	Queues int // < 1 is 1
 	MTU    int // 0: the kernel's default
 	Owner  int // a uid, or NoOwner
+	// Alias is the tap's mark: "" is TapAlias (the hook's; MarkedTapIndex
+	// and DeleteTap find only those), CNITapAlias the CNI plugin's.
+	Alias string
 }
 
 func (Real) CreateTap(spec PersistentTap) (int, error) {
@@ -128,7 +132,7 @@ func (Real) CreateTap(spec PersistentTap) (int, error) {
 	// killed at any moment leaves no persistent tap without it (which
 	// MarkedTapIndex would not find and DeleteTap would not delete).
 	t, err := macvtap.CreateTap(macvtap.TapConfig{Name: spec.Name, VnetHdr: true, Queues: max(spec.Queues, 1),
-		MTU: spec.MTU, Persistent: true, Owner: o, Exclusive: true, Alias: TapAlias})
+		MTU: spec.MTU, Persistent: true, Owner: o, Exclusive: true, Alias: cmp.Or(spec.Alias, TapAlias)})
 	if err != nil {
 		return 0, err
 	}

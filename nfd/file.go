@@ -2,12 +2,15 @@ package nfd
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -48,8 +51,9 @@ func Render(labels []Label, expiry time.Time, now time.Time) ([]byte, error) {
 }
 
 // Write puts content in dir/FileName atomically, as NFD asks: into a
-// dot-file of dir (nfd-worker skips dot-files), synced, then renamed
-// over the file, and the directory synced. dir is made (0755) when
+// dot-file of dir of this write's own random name (nfd-worker skips
+// dot-files), synced, then renamed over the file, and the directory
+// synced. Dot-files of killed writes go once stale (removeStaleTemps). dir is made (0755) when
 // missing. A FileName in dir that is not a regular file (a directory, a
 // symlink someone planted) is refused: netctl replaces only its own
 // file.
@@ -70,18 +74,21 @@ func Write(dir string, content []byte) error {
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("nfd: %w", err)
 	}
-	tmp := filepath.Join(dir, "."+FileName+".tmp-"+strconv.Itoa(os.Getpid()))
-	fd, err := unix.Open(tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
-	if errors.Is(err, unix.EEXIST) {
-		// A write of an earlier process with this pid that died between
-		// create and rename: netctl's own name, remove it and go on.
-		if rerr := os.Remove(tmp); rerr != nil {
-			return fmt.Errorf("nfd: %w", rerr)
-		}
+	removeStaleTemps(dir)
+	var tmp string
+	var err error
+	fd := -1
+	for i := 0; fd < 0; i++ {
+		// A name of this write alone: another writer (a second pod's
+		// PID 1 during a rolling update) never shares it, and what
+		// someone planted under a name is passed by, not removed.
+		var r [8]byte
+		rand.Read(r[:])
+		tmp = filepath.Join(dir, tempPrefix+strconv.Itoa(os.Getpid())+"-"+hex.EncodeToString(r[:]))
 		fd, err = unix.Open(tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
-	}
-	if err != nil {
-		return fmt.Errorf("nfd: create %s: %w", tmp, err)
+		if err != nil && (!errors.Is(err, unix.EEXIST) || i == 9) {
+			return fmt.Errorf("nfd: create %s: %w", tmp, err)
+		}
 	}
 	f := os.NewFile(uintptr(fd), tmp)
 	_, werr := f.Write(content)
@@ -103,6 +110,36 @@ func Write(dir string, content []byte) error {
 		d.Close()
 	}
 	return nil
+}
+
+// tempPrefix starts the dot-files Write renames over FileName.
+const tempPrefix = "." + FileName + ".tmp-"
+
+// staleAfter is how old a dot-file of Write's must be to be taken for
+// the leftover of a killed write.
+const staleAfter = 10 * time.Minute
+
+// removeStaleTemps removes what killed writes left: Write's dot-files
+// that are regular files of this user, unchanged for staleAfter (a live
+// write renames its own within a second). Anything else of that name is
+// someone else's and stays.
+func removeStaleTemps(dir string) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), tempPrefix) || !e.Type().IsRegular() {
+			continue
+		}
+		var st unix.Stat_t
+		p := filepath.Join(dir, e.Name())
+		if unix.Lstat(p, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != os.Geteuid() ||
+			time.Since(time.Unix(st.Mtim.Unix())) < staleAfter {
+			continue
+		}
+		os.Remove(p)
+	}
 }
 
 // Remove deletes netctl's feature file (the node's netctl labels go at

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -98,15 +99,24 @@ func TestWriteAtomic(t *testing.T) {
 			t.Errorf("the directory holds %v, want only %s", ents, FileName)
 		}
 	}
-	// A stale dot-file of this pid (a crash between create and rename).
-	stale := filepath.Join(dir, "."+FileName+".tmp-"+itoa(os.Getpid()))
+	// A stale dot-file (a crash between create and rename) goes; a fresh
+	// one (another writer's, live) stays.
+	stale := filepath.Join(dir, "."+FileName+".tmp-"+itoa(os.Getpid())+"-0011223344556677")
+	fresh := filepath.Join(dir, "."+FileName+".tmp-1-8899aabbccddeeff")
 	os.WriteFile(stale, []byte("stale"), 0o644)
+	os.WriteFile(fresh, []byte("fresh"), 0o644)
+	old := time.Now().Add(-time.Hour)
+	os.Chtimes(stale, old, old)
 	if err := Write(dir, []byte("three\n")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(stale); err == nil {
 		t.Errorf("the stale dot-file stayed")
 	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Errorf("a live writer's dot-file was removed: %v", err)
+	}
+	os.Remove(fresh)
 	if err := Remove(dir); err != nil {
 		t.Fatal(err)
 	}
@@ -134,3 +144,69 @@ func TestWriteAtomic(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// TestWritePlantedTemp: whatever another user planted under the name of
+// netctl's dot-file of this pid (a non-empty directory, which cannot be
+// removed; a symlink) neither stops the write nor is touched; a second
+// writer with the same pid (two DaemonSet pods' PID 1 during a rolling
+// update) cannot take the other's dot-file either: each write renames
+// its own, whole content.
+func TestWritePlantedTemp(t *testing.T) {
+	dir := t.TempDir()
+	planted := filepath.Join(dir, "."+FileName+".tmp-"+itoa(os.Getpid()))
+	if err := os.MkdirAll(filepath.Join(planted, "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := Write(dir, []byte("one\n")); err != nil {
+		t.Fatalf("Write beside a planted directory: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, FileName)); string(b) != "one\n" {
+		t.Errorf("read %q, want one", b)
+	}
+	if _, err := os.Stat(filepath.Join(planted, "x")); err != nil {
+		t.Errorf("the planted directory was touched: %v", err)
+	}
+	os.RemoveAll(planted)
+	victim := filepath.Join(t.TempDir(), "victim")
+	os.WriteFile(victim, []byte("keep"), 0o644)
+	if err := os.Symlink(victim, planted); err != nil {
+		t.Fatal(err)
+	}
+	if err := Write(dir, []byte("two\n")); err != nil {
+		t.Fatalf("Write beside a planted symlink: %v", err)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "keep" {
+		t.Errorf("the symlink's target changed: %q", b)
+	}
+	if l, err := os.Readlink(planted); err != nil || l != victim {
+		t.Errorf("the planted symlink was touched: %q, %v", l, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, FileName)); string(b) != "two\n" {
+		t.Errorf("read %q, want two", b)
+	}
+	os.Remove(planted)
+	// Concurrent writers: every read sees one writer's whole content.
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			c := strings.Repeat(string(rune('a'+i)), 4000) + "\n"
+			for j := 0; j < 50; j++ {
+				if err := Write(dir, []byte(c)); err != nil {
+					t.Errorf("writer %d: %v", i, err)
+					return
+				}
+			}
+		}(i)
+	}
+	wg.Wait()
+	b, _ := os.ReadFile(filepath.Join(dir, FileName))
+	if len(b) != 4001 || strings.Count(string(b), string(b[:1])) != 4000 {
+		t.Errorf("after concurrent writes the file is %d bytes, mixed: %.40q", len(b), b)
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 {
+		t.Errorf("left in the directory: %v", ents)
+	}
+}

@@ -76,7 +76,9 @@ func preparse() *types.Error {
 	if err != nil {
 		return types.NewError(types.ErrIOFailure, "netctl: reading the network configuration from stdin: "+err.Error(), "")
 	}
-	if _, err := cni.ParseConfig(b); err != nil {
+	// DEL goes on with a configuration netctl refuses: it deletes what
+	// ADD made by the attachment's names and marks (cni.Plugin.Del).
+	if _, err := cni.ParseConfig(b); err != nil && os.Getenv("CNI_COMMAND") != "DEL" {
 		var ce *cni.ConfigError
 		if errors.As(err, &ce) {
 			return ce.CNI()

@@ -98,6 +98,8 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"diagnose", "--tap", "vnet0"}, 2, "", "diagnose: --tap goes with --from"},
 		{[]string{"diagnose", "--timeout", "0s", "--qmp", "/x.sock"}, 2, "", "diagnose: --timeout 0s: use a positive duration"},
 		{[]string{"version", "extra"}, 2, "", "version: takes no arguments"},
+		{[]string{"nfd", "write", "--dir", "features.d"}, 2, "", `nfd write: --dir "features.d": give an absolute path`},
+		{[]string{"nfd", "remove", "--dir", "features.d"}, 2, "", `nfd remove: --dir "features.d": give an absolute path`},
 		{[]string{"plan"}, 2, "", "plan: takes at least 1 argument(s) (HOST.json...), got 0"},
 		{[]string{"plan", probe, "--json"}, 2, `"hint":"run 'netctl plan --help'"`, `"--json" after the arguments: put flags first`},
 		{[]string{"vdpa", "mgmtdev", "show", "x"}, 2, "", "vdpa mgmtdev show: takes no arguments"},

@@ -37,8 +37,8 @@ var badNumbers = map[string]struct {
 	"migrate finish --wait":          {[]string{"--vm", "nctl-no-such-vm"}, []string{"0s", "-1s"}},
 	"hook pin --timeout":             {[]string{"nctl-no-such-domain"}, []string{"0s", "-1s"}},
 	"vm list --timeout":              {nil, []string{"0s", "-1s"}},
-	"nfd write --every":              {[]string{"--dir", "/nonexistent/netctl-nfd"}, []string{"-1s", "500ms"}},
-	"nfd write --expiry":             {[]string{"--dir", "/nonexistent/netctl-nfd"}, []string{"-1s"}}, // 0 is "never", as its usage says
+	"nfd write --every":              {[]string{"--dir", "/nonexistent/netctl-nfd"}, []string{"-1s", "500ms", "1000000h"}}, // 3x would overflow: the labels would expire an hour in
+	"nfd write --expiry":             {[]string{"--dir", "/nonexistent/netctl-nfd"}, []string{"-1s"}},                      // 0 is "never", as its usage says
 	"selftest --queues":              {nil, []string{"0", "-1", "257"}},
 	"selftest --frames":              {nil, []string{"-5", "0", "100001"}},
 	"selftest --frame-size":          {nil, []string{"59", "2037", "0"}},

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -18,6 +19,11 @@ import (
 
 // nfdDefaultExpiry is how long written labels last without a refresh.
 const nfdDefaultExpiry = time.Hour
+
+// nfdMaxEvery bounds --every: the expiry is raised to 3 times it, which
+// must not overflow (it would go negative and leave the hour's expiry,
+// the labels gone between refreshes).
+const nfdMaxEvery = 365 * 24 * time.Hour
 
 func nfdFlags() []cli.Flag {
 	return []cli.Flag{
@@ -45,14 +51,17 @@ func nfdCommand() *cli.Command {
 				),
 				Action: func(c *cli.Context) error {
 					every, expiry := c.Duration("every"), c.Duration("expiry")
-					if every < 0 || (every > 0 && every < time.Second) {
-						return usageErr("netctl nfd write", "--every %s: use 0 (once) or a second or more", every)
+					if every < 0 || (every > 0 && every < time.Second) || every > nfdMaxEvery {
+						return usageErr("netctl nfd write", "--every %s: use 0 (once), or a second to %s", every, nfdMaxEvery)
 					}
 					if expiry < 0 {
 						return usageErr("netctl nfd write", "--expiry %s: use 0 (never) or a positive duration", expiry)
 					}
 					if every > 0 && expiry > 0 && expiry < 3*every {
 						expiry = 3 * every
+					}
+					if err := nfdDir(c, "netctl nfd write"); err != nil {
+						return err // before the loop: it would fail the same at every refresh
 					}
 					opts := nfd.Options{QEMU: c.String("qemu")}
 					if every == 0 {
@@ -97,11 +106,23 @@ func nfdCommand() *cli.Command {
 				Usage: "delete the feature file (NFD drops netctl's labels at its next discovery)",
 				Flags: nfdFlags()[:1],
 				Action: func(c *cli.Context) error {
+					if err := nfdDir(c, "netctl nfd remove"); err != nil {
+						return err
+					}
 					return nfd.Remove(c.String("dir"))
 				},
 			},
 		},
 	}
+}
+
+// nfdDir checks --dir: an absolute path (a relative one would name a
+// directory of wherever netctl was started).
+func nfdDir(c *cli.Context, path string) error {
+	if d := c.String("dir"); !filepath.IsAbs(d) {
+		return usageErr(path, "--dir %q: give an absolute path (NFD's is %s)", d, nfd.DefaultDir)
+	}
+	return nil
 }
 
 func nfdLabels(o nfd.Options) ([]nfd.Label, []string, error) {
