@@ -89,14 +89,22 @@ func Labels(h *host.Description, o Options) (labels []Label, notes []string, err
 			add(n, "true")
 		}
 	}
+	// A probe that could not look at taps (not root) knows neither
+	// their offloads nor the set: labelling them false would put the
+	// node in the wrong pool.
+	tapSeen := !strings.HasPrefix(h.Tap.Error, "not probed")
 	offl := h.Tap.Offloads
-	add("tap-uso", tf(h.Tap.Available && slices.Contains(offl, "uso4") && slices.Contains(offl, "uso6")))
+	if tapSeen {
+		add("tap-uso", tf(h.Tap.Available && slices.Contains(offl, "uso4") && slices.Contains(offl, "uso6")))
+	}
 	if h.Tap.Error != "" {
 		notes = append(notes, prefixed("tap", h.Tap.Error))
 	}
 	add("zerocopy", tf(h.ZeroCopy.Enabled))
 	id, err := FeatureSet(h, o)
-	if err != nil {
+	if !tapSeen {
+		notes = append(notes, "tap-uso and featureset: not labelled, the taps were not probed: run netctl nfd write as root")
+	} else if err != nil {
 		notes = append(notes, "featureset: "+err.Error()+": not labelled")
 	} else {
 		add("featureset", id)

@@ -203,3 +203,32 @@ func TestFeatureSetUnnamedNode(t *testing.T) {
 		}
 	}
 }
+
+// TestLabelsNotProbedLeftOut: a probe that could not look at taps (not
+// root: "not probed") gives no tap-uso and no featureset label, with a
+// note, rather than tap-uso=false and a featureset of a set the node may
+// well carry (nodes would land in the wrong pool); vhost-net, whose
+// absence the probe saw, is still labelled.
+func TestLabelsNotProbedLeftOut(t *testing.T) {
+	h := pool.Probe(t, "probe-host-nonroot.json")
+	ls, notes, err := Labels(h, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]string{}
+	for _, l := range ls {
+		m[l.Name] = l.Value
+	}
+	if _, ok := m["tap-uso"]; ok {
+		t.Errorf("tap-uso=%s from a probe that did not look at taps", m["tap-uso"])
+	}
+	if _, ok := m["featureset"]; ok {
+		t.Errorf("featureset=%s from a probe that did not look at taps", m["featureset"])
+	}
+	if m["vhost-net"] != "false" {
+		t.Errorf("vhost-net=%q, want false", m["vhost-net"])
+	}
+	if j := strings.Join(notes, "\n"); !strings.Contains(j, "run netctl nfd write as root") {
+		t.Errorf("notes do not say to run as root:\n%s", j)
+	}
+}
