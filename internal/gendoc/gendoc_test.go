@@ -103,7 +103,7 @@ func TestWriteRemovesStalePages(t *testing.T) {
 	}
 }
 
-// TestOddHelpText: help text with a line break followed by '.' or '\”
+// TestOddHelpText: help text with a line break followed by a dot or an apostrophe
 // (a roff request or control line) in any field stays text on the page:
 // no line of any page starts a request the generator did not write.
 func TestOddHelpText(t *testing.T) {
