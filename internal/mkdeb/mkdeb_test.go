@@ -13,23 +13,48 @@ import (
 const repoRoot = "../.."
 
 func TestDebVersion(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{"v1.2.3", "1.2.3"},
-		{"v1.2.3-dirty", "1.2.3+dirty"},
-		{"v1.2.3-4-gabc1234", "1.2.3+4.gabc1234"},
-		{"v1.2.3-4-gabc1234-dirty", "1.2.3+4.gabc1234.dirty"},
-		{"v1.2.3-rc1", "1.2.3~rc1"},
-		{"v1.2.3-rc1-2-gabc1234", "1.2.3~rc1+2.gabc1234"},
-		{"6087c36", "0~g6087c36"},
-		{"abc1234-dirty", "0~gabc1234+dirty"},
+	// Untagged builds upgrade in commit order (dpkg and apt take a
+	// lower version for a downgrade): the commit count orders them, not
+	// the hash.
+	if _, err := exec.LookPath("dpkg"); err == nil {
+		older, err1 := debVersion("fffffff", 946)
+		newer, err2 := debVersion("0000000-dirty", 947)
+		if err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		if err := exec.Command("dpkg", "--compare-versions", older, "lt", newer).Run(); err != nil {
+			t.Errorf("dpkg: %s is not older than %s (commit 946 before 947)", older, newer)
+		}
+		tagged, _ := debVersion("v0.1.0", 950)
+		if err := exec.Command("dpkg", "--compare-versions", newer, "lt", tagged).Run(); err != nil {
+			t.Errorf("dpkg: %s is not older than the first tag's %s", newer, tagged)
+		}
+	}
+	// git describe's output, and the commit count (git rev-list --count
+	// HEAD; 0 when unknown).
+	for _, tc := range []struct {
+		in      string
+		commits int
+		want    string
+	}{
+		{"v1.2.3", 0, "1.2.3"},
+		{"v1.2.3-dirty", 0, "1.2.3+dirty"},
+		{"v1.2.3-4-gabc1234", 90, "1.2.3+4.gabc1234"},
+		{"v1.2.3-4-gabc1234-dirty", 0, "1.2.3+4.gabc1234.dirty"},
+		{"v1.2.3-rc1", 0, "1.2.3~rc1"},
+		{"v1.2.3-rc1-2-gabc1234", 0, "1.2.3~rc1+2.gabc1234"},
+		{"6087c36", 0, "0~g6087c36"},
+		{"6087c36", 947, "0~947.g6087c36"},
+		{"abc1234-dirty", 0, "0~gabc1234+dirty"},
+		{"abc1234-dirty", 12, "0~12.gabc1234+dirty"},
 	} {
-		got, err := debVersion(tc.in)
+		got, err := debVersion(tc.in, tc.commits)
 		if err != nil || got != tc.want {
 			t.Errorf("debVersion(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
 		}
 	}
 	for _, bad := range []string{"", "dev", "release_1", "v1 2", strings.Repeat("1", 200)} {
-		if v, err := debVersion(bad); err == nil {
+		if v, err := debVersion(bad, 1); err == nil {
 			t.Errorf("debVersion(%q) = %q, want an error", bad, v)
 		}
 	}
@@ -75,7 +100,7 @@ func TestDebMatchesMakeInstall(t *testing.T) {
 		t.Errorf("installed netctl-exporter.service: %v\n%s", err, b)
 	}
 
-	path, err := build(repoRoot, filepath.Join(tmp, "bin", "netctl"), "v1.2.3-4-gabc1234-dirty", "amd64", filepath.Join(tmp, "out"), time.Unix(1700000000, 0))
+	path, err := build(repoRoot, filepath.Join(tmp, "bin", "netctl"), "v1.2.3-4-gabc1234-dirty", 0, "amd64", filepath.Join(tmp, "out"), time.Unix(1700000000, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
