@@ -4,6 +4,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -140,6 +142,50 @@ func TestDebMatchesMakeInstall(t *testing.T) {
 	for _, it := range its {
 		if !strings.Contains(string(out), " ."+it.Dst+"\n") {
 			t.Errorf("package lacks %s:\n%s", it.Dst, out)
+		}
+	}
+}
+
+// TestUnitsDocumentation: every unit's Documentation= man page is one
+// make docs writes, and a service names the page of the command it runs
+// (ExecStart=/usr/bin/netctl CMD: netctl-CMD(1)), so systemctl help UNIT
+// opens the right page.
+func TestUnitsDocumentation(t *testing.T) {
+	units, err := filepath.Glob(filepath.Join(repoRoot, "deploy/systemd/netctl-*"))
+	if err != nil || len(units) == 0 {
+		t.Fatalf("no units: %v", err)
+	}
+	manRef := regexp.MustCompile(`^man:([a-z0-9-]+)\(1\)$`)
+	for _, u := range units {
+		b, err := os.ReadFile(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var docs []string
+		cmd := ""
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "Documentation="); ok {
+				docs = append(docs, strings.Fields(v)...)
+			}
+			if v, ok := strings.CutPrefix(l, "ExecStart=/usr/bin/netctl "); ok {
+				cmd = strings.Fields(v)[0]
+			}
+		}
+		name := filepath.Base(u)
+		if len(docs) == 0 {
+			t.Errorf("%s: no Documentation=", name)
+		}
+		for _, d := range docs {
+			m := manRef.FindStringSubmatch(d)
+			if m == nil {
+				continue // a URL
+			}
+			if _, err := os.Stat(filepath.Join(repoRoot, "docs/man", m[1]+".1")); err != nil {
+				t.Errorf("%s: Documentation=%s: no such page in docs/man", name, d)
+			}
+		}
+		if cmd != "" && !slices.Contains(docs, "man:netctl-"+cmd+"(1)") {
+			t.Errorf("%s runs netctl %s but its Documentation= is %v, not man:netctl-%s(1)", name, cmd, docs, cmd)
 		}
 	}
 }
