@@ -189,3 +189,41 @@ func TestUnitsDocumentation(t *testing.T) {
 		}
 	}
 }
+
+// TestUnitsWritablePaths: a ReadWritePaths= directory that is not
+// optional ("-") is made by the unit itself (ExecStartPre=+.../mkdir -p
+// DIR, outside the sandbox) before its command's namespace is set up:
+// systemd fails the unit (226/NAMESPACE) when it is missing, and
+// tmpfiles.d makes /run/netctl only at boot (make install does not run
+// it), so a timer enabled right after make install would fail until the
+// next boot.
+func TestUnitsWritablePaths(t *testing.T) {
+	units, err := filepath.Glob(filepath.Join(repoRoot, "deploy/systemd/netctl-*.service"))
+	if err != nil || len(units) == 0 {
+		t.Fatalf("no units: %v", err)
+	}
+	for _, u := range units {
+		b, err := os.ReadFile(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var made []string
+		var paths []string
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "ExecStartPre=+"); ok {
+				if f := strings.Fields(v); len(f) >= 3 && filepath.Base(f[0]) == "mkdir" && slices.Contains(f, "-p") {
+					made = append(made, f[len(f)-1])
+				}
+			}
+			if v, ok := strings.CutPrefix(l, "ReadWritePaths="); ok {
+				paths = append(paths, strings.Fields(v)...)
+			}
+		}
+		for _, p := range paths {
+			if !slices.Contains(made, strings.TrimPrefix(p, "-")) {
+				t.Errorf("%s: ReadWritePaths=%s is not made by the unit (ExecStartPre=+/bin/mkdir -p %s)",
+					filepath.Base(u), p, strings.TrimPrefix(p, "-"))
+			}
+		}
+	}
+}
