@@ -227,3 +227,21 @@ func TestUnitsWritablePaths(t *testing.T) {
 		}
 	}
 }
+
+// TestMakeDebArch: make deb labels the package with the architecture its
+// netctl is built for (GOARCH), not always amd64: an arm64 build was an
+// "amd64" package dpkg would install on the wrong machine.
+func TestMakeDebArch(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Fatal("make missing: apt-get install make")
+	}
+	cmd := exec.Command("make", "-n", "-C", repoRoot, "deb", "VERSION=v1.0.0", "COMMITS=1")
+	cmd.Env = append(os.Environ(), "GOARCH=arm64", "PATH=/usr/local/go/bin:"+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make -n deb: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "-arch arm64") {
+		t.Errorf("make -n deb with GOARCH=arm64 packages for another architecture:\n%s", out)
+	}
+}
