@@ -75,12 +75,16 @@ uninstall:
 		$(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(wildcard docs/man/*.1))) \
 		$(addprefix $(DESTDIR)$(SYSTEMDUNITDIR)/,$(notdir $(UNITS)))
 
-## deb: bin/netctl_VERSION_amd64.deb (nfpm as a library: no root, no dpkg-deb);
+## deb: bin/netctl_VERSION_ARCH.deb (nfpm as a library: no root, no dpkg-deb);
 ## the binary is make build's, the contents make install's with PREFIX=/usr.
+## An untagged build's version carries the commit count (0~N.gHASH), so builds upgrade in order.
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
+COMMITS ?= $(shell git rev-list --count HEAD 2>/dev/null || echo 0)
+## The package's architecture is the binary's (GOARCH), in Debian's names.
+DEB_ARCH ?= $(patsubst arm,armhf,$(patsubst 386,i386,$(patsubst ppc64le,ppc64el,$(shell $(GO) env GOARCH))))
 deb: build-netctl
 	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run ./internal/mkdeb -root $(CURDIR) -bin $(BIN)/netctl \
-		-version '$(VERSION)' -arch amd64 -out $(BIN)
+		-version '$(VERSION)' -commits '$(COMMITS)' -arch $(DEB_ARCH) -out $(BIN)
 
 docs:
 	$(GO) run ./cmd/netctl gendoc --dir $(CURDIR)

@@ -20,8 +20,19 @@ type versionInfo struct {
 }
 
 func buildVersion() versionInfo {
-	v := versionInfo{Version: version, Go: runtime.Version()}
-	if bi, ok := debug.ReadBuildInfo(); ok {
+	bi, ok := debug.ReadBuildInfo()
+	return versionFrom(version, bi, ok)
+}
+
+// versionFrom is the version of a netctl linked with -X main.version=ver
+// ("dev" without) and built as bi says: a "go install ...@v1.2.3" has no
+// -X but its module's version, v1.2.3.
+func versionFrom(ver string, bi *debug.BuildInfo, ok bool) versionInfo {
+	v := versionInfo{Version: ver, Go: runtime.Version()}
+	if ok && bi != nil {
+		if ver == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			v.Version = bi.Main.Version
+		}
 		for _, s := range bi.Settings {
 			switch s.Key {
 			case "vcs.revision":

@@ -102,3 +102,38 @@ func TestWriteRemovesStalePages(t *testing.T) {
 		t.Errorf("Stale after Write: %v, %v", stale, err)
 	}
 }
+
+// TestOddHelpText: help text with a line break followed by a dot or an apostrophe
+// (a roff request or control line) in any field stays text on the page:
+// no line of any page starts a request the generator did not write.
+func TestOddHelpText(t *testing.T) {
+	odd := "first line\n.SH EVIL\n'bp evil\nlast"
+	app := &cli.App{
+		Name:  "tool",
+		Usage: odd,
+		Commands: []*cli.Command{
+			{
+				Name: "run", Usage: odd, Description: odd, UsageText: "tool run\n.SH EVIL",
+				Flags: []cli.Flag{&cli.StringFlag{Name: "mode", Usage: odd}},
+			},
+			{Name: "group", Usage: odd, Subcommands: []*cli.Command{{Name: "leaf", Usage: odd, Description: odd,
+				Flags: []cli.Flag{&cli.BoolFlag{Name: "x", Usage: odd}}}}},
+		},
+	}
+	app.Setup()
+	f, err := Generate(app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"docs/man/tool.1", "docs/man/tool-run.1", "docs/man/tool-group.1"} {
+		for i, l := range strings.Split(string(f[name]), "\n") {
+			if strings.HasPrefix(l, ".SH EVIL") || strings.HasPrefix(l, "'bp") {
+				t.Errorf("%s:%d: help text became a roff request: %q", name, i+1, l)
+			}
+		}
+	}
+	// NAME is one line (whatis and lexgrog read that line alone).
+	if w := ".SH NAME\ntool\\-run \\- first line .SH EVIL 'bp evil last\n"; !strings.Contains(string(f["docs/man/tool-run.1"]), w) {
+		t.Errorf("tool-run.1 lacks %q:\n%s", w, f["docs/man/tool-run.1"])
+	}
+}

@@ -19,7 +19,7 @@ func rootPage(app *cli.App) string {
 	var b strings.Builder
 	header(&b, app.Name)
 	section(&b, "NAME")
-	fmt.Fprintf(&b, "%s \\- %s\n", esc(app.Name), esc(app.Usage))
+	fmt.Fprintf(&b, "%s \\- %s\n", esc(app.Name), esc(oneLine(app.Usage)))
 	section(&b, "SYNOPSIS")
 	fmt.Fprintf(&b, ".B %s\n[\\fIglobal options\\fR] \\fIcommand\\fR [\\fIoptions\\fR] [\\fIarguments\\fR]\n", esc(app.Name))
 	if app.Description != "" {
@@ -45,7 +45,7 @@ func commandPage(app *cli.App, c *cli.Command) string {
 	path := app.Name + " " + c.Name
 	header(&b, app.Name+"-"+c.Name)
 	section(&b, "NAME")
-	fmt.Fprintf(&b, "%s\\-%s \\- %s\n", esc(app.Name), esc(c.Name), esc(c.Usage))
+	fmt.Fprintf(&b, "%s\\-%s \\- %s\n", esc(app.Name), esc(c.Name), esc(oneLine(c.Usage)))
 	section(&b, "SYNOPSIS")
 	subs := visible(c.Subcommands)
 	if len(subs) == 0 {
@@ -219,12 +219,20 @@ func text(b *strings.Builder, s string) {
 
 // line escapes one line of text: a leading '.' or '\” would be a
 // request.
+// So would one after a line break in s.
 func line(s string) string {
-	s = esc(s)
-	if strings.HasPrefix(s, ".") || strings.HasPrefix(s, "'") {
-		s = "\\&" + s
+	ls := strings.Split(esc(s), "\n")
+	for i, l := range ls {
+		if strings.HasPrefix(l, ".") || strings.HasPrefix(l, "'") {
+			ls[i] = "\\&" + l
+		}
 	}
-	return s
+	return strings.Join(ls, "\n")
+}
+
+// oneLine is s on one line (a page's NAME line is one: whatis reads it).
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
 }
 
 // esc escapes roff's escape character and makes '-' a minus (options

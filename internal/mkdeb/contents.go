@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -96,8 +97,11 @@ func contents(its []item, stage string, mtime time.Time) (files.Contents, error)
 
 // debVersion turns git describe's output into a Debian version: a tag
 // v1.2.3 is 1.2.3, v1.2.3-4-gabc1234 is 1.2.3+4.gabc1234, a bare commit
-// abc1234 (no tag yet) is 0~gabc1234; -dirty becomes +dirty (or .dirty).
-func debVersion(describe string) (string, error) {
+// abc1234 (no tag yet) is 0~N.gabc1234 with N the commit count (commits;
+// hashes alone do not order builds, so dpkg and apt would take a newer
+// build for a downgrade), 0~gabc1234 when it is unknown (0); -dirty
+// becomes +dirty (or .dirty).
+func debVersion(describe string, commits int) (string, error) {
 	d := strings.TrimSpace(describe)
 	dirty := strings.HasSuffix(d, "-dirty")
 	d = strings.TrimSuffix(d, "-dirty")
@@ -107,6 +111,8 @@ func debVersion(describe string) (string, error) {
 	var v string
 	parts := strings.Split(d, "-")
 	switch {
+	case isHex(d) && len(d) >= 4 && commits > 0:
+		v = "0~" + strconv.Itoa(commits) + ".g" + d
 	case isHex(d) && len(d) >= 4:
 		v = "0~g" + d
 	case len(parts) >= 3 && strings.HasPrefix(parts[len(parts)-1], "g") && isHex(parts[len(parts)-1][1:]):

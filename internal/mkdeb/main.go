@@ -3,7 +3,8 @@
 // runs it with the binary "make build" made (same -ldflags and
 // -buildvcs as a plain build, so netctl --version says the same):
 //
-//	go run ./internal/mkdeb -bin bin/netctl -version "$(git describe --tags --always --dirty)" -out bin/
+//	go run ./internal/mkdeb -bin bin/netctl -version "$(git describe --tags --always --dirty)" \
+//		-commits "$(git rev-list --count HEAD)" -out bin/
 package main
 
 import (
@@ -22,10 +23,11 @@ func main() {
 	root := flag.String("root", ".", "the repository's root")
 	bin := flag.String("bin", "bin/netctl", "the netctl binary to package")
 	version := flag.String("version", "", "git describe's output (the Makefile's VERSION)")
+	commits := flag.Int("commits", 0, "the commit count (git rev-list --count HEAD): orders untagged builds")
 	arch := flag.String("arch", "amd64", "the Debian architecture")
 	out := flag.String("out", "bin", "the directory to write NAME_VERSION_ARCH.deb to")
 	flag.Parse()
-	path, err := build(*root, *bin, *version, *arch, *out, mtime())
+	path, err := build(*root, *bin, *version, *commits, *arch, *out, mtime())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -45,8 +47,8 @@ func mtime() time.Time {
 }
 
 // build writes the package into outDir and returns its path.
-func build(root, bin, describe, arch, outDir string, mt time.Time) (string, error) {
-	v, err := debVersion(describe)
+func build(root, bin, describe string, commits int, arch, outDir string, mt time.Time) (string, error) {
+	v, err := debVersion(describe, commits)
 	if err != nil {
 		return "", err
 	}
