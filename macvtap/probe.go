@@ -32,8 +32,19 @@ func ProbeOffloads(kind Kind) (Offloads, error) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread and its namespaces end with this goroutine
+		// Never unlocked: the thread ends with this goroutine. But the
+		// main thread never ends (the runtime parks it), and when this
+		// goroutine ran there it stayed in the scratch namespaces, which
+		// /proc/PID/ns/* then showed: the thread goes back into the
+		// namespaces it came from first.
+		runtime.LockOSThread()
+		// Without /proc (a chroot) the thread cannot be put back: it
+		// ends locked in the scratch namespaces, as it always could.
+		back, _ := namespacesNow()
 		o, err := probeScratch(kind)
+		if back != nil {
+			back()
+		}
 		done <- result{o, err}
 	}()
 	r := <-done
@@ -116,4 +127,25 @@ func offloadError(o Offloads, err error) error {
 		return fmt.Errorf("offloads %v: this kernel refuses uso4/uso6, which came in Linux 6.2 (UDP segmentation offload): %w: %w", o, ErrNotSupported, err)
 	}
 	return fmt.Errorf("offloads %v: refused by this kernel: %w: %w", o, ErrNotSupported, err)
+}
+
+// namespacesNow holds the calling thread's network and mount namespaces
+// and returns what puts the thread back into them (best effort: a thread
+// that cannot go back ends locked, as before); nil without /proc.
+func namespacesNow() (back func(), err error) {
+	net, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("hold this thread's network namespace: %w", err)
+	}
+	mnt, err := unix.Open("/proc/thread-self/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		unix.Close(net)
+		return nil, fmt.Errorf("hold this thread's mount namespace: %w", err)
+	}
+	return func() {
+		unix.Setns(net, unix.CLONE_NEWNET)
+		unix.Setns(mnt, unix.CLONE_NEWNS)
+		unix.Close(net)
+		unix.Close(mnt)
+	}, nil
 }

@@ -46,3 +46,31 @@ func TestHostProbeMountErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestHostProbeLeavesNoThreadInScratch: after ProbeOffloads the
+// process's main thread is in the namespaces it started in. The probe's
+// scratch goroutine locks its thread and lets it end with it, but when it
+// runs on the main thread (which never ends; GOMAXPROCS=1 makes it the
+// one that runs it), that thread stayed in the scratch network and mount
+// namespaces, and /proc/PID/ns/net of netctl showed the scratch namespace
+// (found by a review: a CNI_NETNS of /proc/self/ns/net went there).
+func TestHostProbeLeavesNoThreadInScratch(t *testing.T) {
+	testenv.Host(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "NETCTL_HELPER_PROBE_NS=1", "GOMAXPROCS=1")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("probe child: %v\n%s", err, out)
+	}
+	var want []string
+	for _, ns := range []string{"net", "mnt"} {
+		l, err := os.Readlink("/proc/thread-self/ns/" + ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, l)
+	}
+	if got := strings.Fields(string(out)); len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("the child's main thread after probing is in %v, want %v (where it started)", got, want)
+	}
+}
