@@ -113,13 +113,13 @@ $(TESTCHECK): $(wildcard test/cmd/testcheck/*.go)
 
 ## test-unit: pure and fake-backed tests (and the fuzz targets' seed corpora), no root, no VM; -race.
 test-unit: $(TESTCHECK)
-	set -o pipefail; $(GO) test -race -count=1 -json -skip '$(UNIT_SKIP)' ./... | $(TESTCHECK) -skip '$(UNIT_SKIP)'
+	set -o pipefail; $(GO) test -race -count=1 -timeout 20m -json -skip '$(UNIT_SKIP)' ./... | $(TESTCHECK) -skip '$(UNIT_SKIP)'
 
 ## test-host: root tests on this machine's kernel, each in its own network namespace
 ## (two talk to a real QEMU, one booting the 6.12 kernel, so the VM tools and images come first); -race.
 ## A host test that skips fails the run.
 test-host: vm-prepare $(TESTCHECK)
-	set -o pipefail; NETCTL_TEST_HOST=1 $(GO) test -race -count=1 -json -run '^TestHost' $(HOST_PKGS) | \
+	set -o pipefail; NETCTL_TEST_HOST=1 $(GO) test -race -count=1 -timeout 30m -json -run '^TestHost' $(HOST_PKGS) | \
 		$(TESTCHECK) -run '^TestHost' -no-skip '^TestHost'
 
 ## fuzz: every FuzzXxx target in the module, one at a time, FUZZTIME each (default 30s).
