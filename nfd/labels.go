@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/netctl/netctl/internal/errs"
 	"github.com/netctl/netctl/policy"
@@ -37,17 +38,19 @@ type Options struct {
 
 // nameRE and valueRE are Kubernetes' label name part and value
 // (k8s.io/apimachinery IsQualifiedName's name, IsValidLabelValue).
+// They are compiled at first use, not at package init: every netctl
+// command (a hook call, a CNI call) would pay for them.
 var (
-	nameRE  = regexp.MustCompile(`^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$`)
-	valueRE = regexp.MustCompile(`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`)
+	nameRE  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$`) })
+	valueRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`) })
 )
 
 // ValidName and ValidValue say whether a label's name part (without
 // Prefix) and value are what Kubernetes takes; a value starting with @
 // is never produced (NFD reads it as a reference), and the value regexp
 // cannot match one.
-func ValidName(s string) bool  { return len(s) <= 63 && nameRE.MatchString(s) }
-func ValidValue(s string) bool { return len(s) <= 63 && valueRE.MatchString(s) }
+func ValidName(s string) bool  { return len(s) <= 63 && nameRE().MatchString(s) }
+func ValidValue(s string) bool { return len(s) <= 63 && valueRE().MatchString(s) }
 
 // Labels are the node labels for probe h, sorted by name:
 //
