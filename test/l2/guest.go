@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -280,8 +281,18 @@ func Start(ctx context.Context, cfg Config) (*Guest, error) {
 		g.waitErr = g.cmd.Wait()
 		close(g.done)
 	}()
-	// QMP is up once the socket exists.
-	if err := g.poll(ctx, 30*time.Second, func() bool { _, err := os.Stat(g.QMP); return err == nil }); err != nil {
+	// QMP is up once a client can connect: the socket file exists from
+	// QEMU's bind, before its listen, and a connect in between is refused
+	// (a loaded CI run's migrate test hit that on both kernels).
+	up := func() bool {
+		c, err := net.DialTimeout("unix", g.QMP, time.Second)
+		if err != nil {
+			return false
+		}
+		c.Close()
+		return true
+	}
+	if err := g.poll(ctx, 30*time.Second, up); err != nil {
 		g.Close()
 		return nil, fmt.Errorf("L2 QEMU's QMP socket: %w", err)
 	}
