@@ -38,20 +38,8 @@ import (
 func TestHostLibvirtdHookPinPlan(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	e := newLvEnv(t, ctx)
+	e := newPlanEnv(t, ctx)
 	d := e.d
-	plan, _ := pool.Of(t, "probe-6.1.json", "probe-6.12.json")
-	pj, err := json.Marshal(plan)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile("/etc/netctl/pool.json", pj, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// The hook reads its config at each call: the plan from now on.
-	if err := os.WriteFile("/etc/netctl/hook.json", []byte(`{"timeout": "20s", "plan": "/etc/netctl/pool.json"}`), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	var extraEnv []string
 	netctl := func(args ...string) (string, error) {
 		cmd := exec.CommandContext(ctx, e.bin, args...)
@@ -221,19 +209,8 @@ func TestHostLibvirtdHookPinPlan(t *testing.T) {
 func TestHostLibvirtdHookPinPlanTransientDryRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	e := newLvEnv(t, ctx)
+	e := newPlanEnv(t, ctx)
 	d := e.d
-	plan, _ := pool.Of(t, "probe-6.1.json", "probe-6.12.json")
-	pj, err := json.Marshal(plan)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile("/etc/netctl/pool.json", pj, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile("/etc/netctl/hook.json", []byte(`{"timeout": "20s", "plan": "/etc/netctl/pool.json"}`), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	g, err := d.NewGuest(ctx, "trans", guestScript)
 	if err != nil {
 		t.Fatal(err)
@@ -250,4 +227,24 @@ func TestHostLibvirtdHookPinPlanTransientDryRun(t *testing.T) {
 	if info := mustVirsh(t, d, "dominfo", "trans"); !strings.Contains(info, "Persistent:     no") {
 		t.Errorf("the dry run made the domain persistent:\n%s", info)
 	}
+}
+
+// newPlanEnv is newLvEnv with the plan of the 6.1 and 6.12 test VMs in
+// the hook's config (/etc/netctl/pool.json; the hook reads its config at
+// each call).
+func newPlanEnv(t *testing.T, ctx context.Context) *lvEnv {
+	t.Helper()
+	e := newLvEnv(t, ctx)
+	plan, _ := pool.Of(t, "probe-6.1.json", "probe-6.12.json")
+	pj, err := json.Marshal(plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("/etc/netctl/pool.json", pj, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("/etc/netctl/hook.json", []byte(`{"timeout": "20s", "plan": "/etc/netctl/pool.json"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return e
 }
