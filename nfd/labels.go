@@ -104,10 +104,9 @@ func Labels(h *host.Description, o Options) (labels []Label, notes []string, err
 		notes = append(notes, prefixed("tap", h.Tap.Error))
 	}
 	add("zerocopy", tf(h.ZeroCopy.Enabled))
-	id, err := FeatureSet(h, o)
 	if !tapSeen {
 		notes = append(notes, "tap-uso and featureset: not labelled, the taps were not probed: run netctl nfd write as root")
-	} else if err != nil {
+	} else if id, err := FeatureSet(h, o); err != nil {
 		notes = append(notes, "featureset: "+err.Error()+": not labelled")
 	} else {
 		add("featureset", id)
