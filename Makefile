@@ -27,9 +27,15 @@ build: build-netctl
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/netctl-vm ./test/cmd/netctl-vm
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/netctl-demo ./test/cmd/netctl-demo
 
-# netctl itself, as make install and make deb ship it.
+# netctl itself, as make install and make deb ship it: bin/netctl without the
+# commands that need large libraries (netctl_split: the exporter's Prometheus
+# client, the KubeVirt sidecar's gRPC), whose package initialisation every
+# hook, CNI and attach call would pay, and bin/netctl-full, every command,
+# which netctl runs for those (cmd/netctl/full.go). Neither links urfave/cli's
+# markdown and man generators (urfave_cli_no_docs: netctl has its own).
 build-netctl:
-	CGO_ENABLED=0 $(GO) build -buildvcs=auto -ldflags '$(GO_LDFLAGS)' -o $(BIN)/netctl ./cmd/netctl
+	CGO_ENABLED=0 $(GO) build -buildvcs=auto -tags netctl_split,urfave_cli_no_docs -ldflags '$(GO_LDFLAGS)' -o $(BIN)/netctl ./cmd/netctl
+	CGO_ENABLED=0 $(GO) build -buildvcs=auto -tags urfave_cli_no_docs -ldflags '$(GO_LDFLAGS)' -o $(BIN)/netctl-full ./cmd/netctl
 
 # install: the binary, man pages, bash and zsh completion, the systemd units
 # (their ExecStart names BINDIR's netctl), tmpfiles.d for /run/netctl and the
@@ -37,6 +43,8 @@ build-netctl:
 # /etc/default/netctl-exporter is installed only where there is none.
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
+# netctl finds netctl-full in BINDIR/../libexec/netctl (cmd/netctl/full.go).
+LIBEXECDIR ?= $(BINDIR)/../libexec
 DATADIR ?= $(PREFIX)/share
 MANDIR ?= $(DATADIR)/man
 SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
@@ -55,6 +63,8 @@ install: build-netctl
 		$(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(TMPFILESDIR) \
 		$(DESTDIR)$(SYSCONFDIR)/netctl $(DESTDIR)$(SYSCONFDIR)/default
 	install -m 0755 $(BIN)/netctl $(DESTDIR)$(BINDIR)/netctl
+	install -d $(DESTDIR)$(LIBEXECDIR)/netctl
+	install -m 0755 $(BIN)/netctl-full $(DESTDIR)$(LIBEXECDIR)/netctl/netctl-full
 	install -m 0644 docs/man/*.1 $(DESTDIR)$(MANDIR)/man1/
 	install -m 0644 completion/netctl.bash $(DESTDIR)$(DATADIR)/bash-completion/completions/netctl
 	install -m 0644 completion/_netctl $(DESTDIR)$(ZSHCOMPDIR)/_netctl
@@ -69,11 +79,12 @@ install: build-netctl
 ## uninstall: remove what make install put there (same PREFIX and DESTDIR), nothing else;
 ## /etc/default/netctl-exporter (perhaps edited) is left.
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/netctl $(DESTDIR)$(DATADIR)/bash-completion/completions/netctl \
+	rm -f $(DESTDIR)$(BINDIR)/netctl $(DESTDIR)$(LIBEXECDIR)/netctl/netctl-full $(DESTDIR)$(DATADIR)/bash-completion/completions/netctl \
 		$(DESTDIR)$(ZSHCOMPDIR)/_netctl $(DESTDIR)$(TMPFILESDIR)/netctl.conf \
 		$(DESTDIR)$(SYSCONFDIR)/netctl/hook.json.example \
 		$(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(wildcard docs/man/*.1))) \
 		$(addprefix $(DESTDIR)$(SYSTEMDUNITDIR)/,$(notdir $(UNITS)))
+	-rmdir $(DESTDIR)$(LIBEXECDIR)/netctl 2>/dev/null
 
 ## deb: bin/netctl_VERSION_ARCH.deb (nfpm as a library: no root, no dpkg-deb);
 ## the binary is make build's, the contents make install's with PREFIX=/usr.
@@ -166,10 +177,12 @@ demo: vm-prepare
 ## the data path of a nested guest in the VM), stats' (exporter scrape cost, stats --watch CPU, on this
 ## host) and the vhost-user bridge's (data path against direct vhost-net, QEMU's first packet through it,
 ## in the VM); JSON lines appended to bench/results.jsonl.
-## BENCH=vhostnet, BENCH=attach, BENCH=stats, BENCH=vhostuser, BENCH=libvirt or BENCH=migrate runs one of the sets.
+## BENCH=startup, BENCH=vhostnet, BENCH=attach, BENCH=stats, BENCH=vhostuser, BENCH=libvirt or BENCH=migrate runs one of the sets.
 BENCH ?= all
 bench: KERNEL := 6.12
-bench: vm-prepare
+bench: vm-prepare build-netctl
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/startup-bench ./test/bench/startup
+	gcc -O2 -static -o $(BIN)/noop-c test/bench/cnoop/noop.c
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/vhostnet-bench ./test/bench/vhostnet
 	gcc -O2 -static -o $(BIN)/setup-c test/bench/csetup/setup.c
 	gcc -O2 -static -o $(BIN)/vdpa-setup-c test/bench/csetup/vdpa_setup.c

@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/netctl/netctl/internal/errs"
+	"github.com/netctl/netctl/internal/lazyre"
 	"github.com/netctl/netctl/macvtap"
 	"github.com/netctl/netctl/policy"
 	"github.com/netctl/netctl/policy/host"
@@ -224,9 +224,9 @@ func (r Request) check() (*parsed, error) {
 	return p, nil
 }
 
-var addrPattern = regexp.MustCompile(`^0x(1[0-9a-f]|[0-9a-f])(\.[0-7])?$`)
+var addrPattern = lazyre.New(`^0x(1[0-9a-f]|[0-9a-f])(\.[0-7])?$`)
 
-var busPattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.-]{0,63}$`)
+var busPattern = lazyre.New(`^[A-Za-z][A-Za-z0-9_.-]{0,63}$`)
 
 // NetdevID is the netdev id attach gives a NIC with device id id.
 func NetdevID(id string) string { return "netctl-" + id }

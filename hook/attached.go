@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/netctl/netctl/hostnic"
+	"github.com/netctl/netctl/internal/lazyre"
 	"github.com/netctl/netctl/state"
 )
 
@@ -21,7 +21,7 @@ import (
 // attach then fails on the stopped domain and undoes itself.
 const attachedLockWait = 3 * time.Second
 
-var uuidPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+var uuidPattern = lazyre.New(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 
 // domainUUID is the <uuid> of the root <domain> in the XML r holds
 // (read up to MaxXML bytes, stopping at the uuid), canonical lower case;

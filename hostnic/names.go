@@ -4,9 +4,9 @@ import (
 	"crypto/rand"
 	"fmt"
 	"net"
-	"regexp"
 	"strings"
 
+	"github.com/netctl/netctl/internal/lazyre"
 	"github.com/netctl/netctl/state"
 )
 
@@ -19,8 +19,8 @@ const (
 )
 
 var (
-	createdTapName     = regexp.MustCompile(`^nctl[0-9]+$`)
-	createdMacvtapName = regexp.MustCompile(`^nctlmv[0-9]+$`)
+	createdTapName     = lazyre.New(`^nctl[0-9]+$`)
+	createdMacvtapName = lazyre.New(`^nctlmv[0-9]+$`)
 )
 
 // VDPAName is the name of the vdpa device netctl creates for NIC id

@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"regexp"
 
 	"github.com/netctl/netctl/internal/errs"
+	"github.com/netctl/netctl/internal/lazyre"
 )
 
 // NetworkInfoPath is where a binding sidecar registered with
@@ -35,7 +35,7 @@ type networkInfo struct {
 }
 
 // vdpaPath is a vhost-vdpa character device as the kernel names it.
-var vdpaPath = regexp.MustCompile(`^/dev/vhost-vdpa-[0-9]{1,9}$`)
+var vdpaPath = lazyre.New(`^/dev/vhost-vdpa-[0-9]{1,9}$`)
 
 // parseNetworkInfo returns, per VMI network name, the vhost-vdpa device
 // the network-info file names for it. Empty input is no file (a binding

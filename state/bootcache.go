@@ -7,8 +7,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
+
+	"github.com/netctl/netctl/internal/lazyre"
 )
 
 // MaxBootCache bounds a boot cache file read back.
@@ -18,7 +19,7 @@ const MaxBootCache = 64 << 10
 // every boot); tests point it elsewhere.
 var bootIDFile = "/proc/sys/kernel/random/boot_id"
 
-var uuidRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+var uuidRE = lazyre.New(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 
 // BootID is this boot's id (/proc/sys/kernel/random/boot_id).
 func BootID() (string, error) {

@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"regexp"
 	"time"
 
 	"github.com/netctl/netctl/internal/errs"
+	"github.com/netctl/netctl/internal/lazyre"
 )
 
 // Schema names the record format; Parse refuses any other value.
@@ -133,7 +133,7 @@ type Libvirt struct {
 	Persistent bool `json:"persistent,omitempty"`
 }
 
-var uuidPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+var uuidPattern = lazyre.New(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 
 // LibvirtKey is the record key of a libvirt domain's NICs: its UUID,
 // after a prefix no VM name's key (VMKey) can have ('=' is not in a
@@ -167,8 +167,8 @@ func (n *NIC) legacyKey() string {
 // idPattern is what QEMU accepts as an id (id_wellformed: a letter, then
 // letters, digits, '-', '.', '_'), kept short for fd names and file names.
 var (
-	idPattern     = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.-]{0,31}$`)
-	netdevPattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.-]{0,63}$`)
+	idPattern     = lazyre.New(`^[A-Za-z][A-Za-z0-9_.-]{0,31}$`)
+	netdevPattern = lazyre.New(`^[A-Za-z][A-Za-z0-9_.-]{0,63}$`)
 )
 
 // CheckID says whether id can be a NIC id.
@@ -196,7 +196,7 @@ func CheckVMName(name string) error {
 	return nil
 }
 
-var ifnamePattern = regexp.MustCompile(`^[^/\s:]{1,15}$`)
+var ifnamePattern = lazyre.New(`^[^/\s:]{1,15}$`)
 
 func checkLink(what string, l *Link) error {
 	if l == nil {

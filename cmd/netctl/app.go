@@ -2,11 +2,12 @@ package main
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 	"sync"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/netctl/netctl/internal/lazyre"
 )
 
 func init() {
@@ -233,7 +234,7 @@ var defaultFlagStringer = cli.FlagStringer
 
 // defaultText matches the "(default: X)" urfave/cli appends to a flag's
 // usage.
-var defaultText = regexp.MustCompile(` \(default: ([^)]*)\)$`)
+var defaultText = lazyre.New(` \(default: ([^)]*)\)$`)
 
 // flagString is urfave/cli's flag line with the default shown once: not
 // when the usage already names it, and not for false, 0, "" or 0s (which

@@ -88,8 +88,11 @@ func startFakeQEMU(t *testing.T, name string) (int, string) {
 		cmd.Process.Kill()
 		cmd.Wait()
 	})
+	// Up when it accepts a connection: the socket file appears at bind,
+	// before listen (a loaded machine once ran the test in between).
 	for end := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
-		if _, err := os.Stat(sock); err == nil {
+		if c, err := net.Dial("unix", sock); err == nil {
+			c.Close()
 			return cmd.Process.Pid, sock
 		}
 		if time.Now().After(end) {

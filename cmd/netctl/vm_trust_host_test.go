@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,7 +58,8 @@ func startFakeQEMUAs(t *testing.T, exe, sockDir, name string, uid uint32) int {
 		cmd.Wait()
 	})
 	for end := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
-		if _, err := os.Stat(sock); err == nil {
+		if c, err := net.Dial("unix", sock); err == nil { // listening, not only bound
+			c.Close()
 			return cmd.Process.Pid
 		}
 		if time.Now().After(end) {

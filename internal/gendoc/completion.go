@@ -2,11 +2,12 @@ package gendoc
 
 import (
 	"fmt"
-	"regexp"
 	"sort"
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/netctl/netctl/internal/lazyre"
 )
 
 // node is one command path's completion: its subcommands, its flags, the
@@ -92,9 +93,9 @@ var kindByFlag = map[string]string{
 
 // enumUsage matches a usage that is only a list of words: "auto, vdpa,
 // vhost-net or userspace".
-var enumUsage = regexp.MustCompile(`^[a-z][a-z0-9-]*(, [a-z][a-z0-9-]*)*,? or [a-z][a-z0-9-]*$`)
+var enumUsage = lazyre.New(`^[a-z][a-z0-9-]*(, [a-z][a-z0-9-]*)*,? or [a-z][a-z0-9-]*$`)
 
-var parens = regexp.MustCompile(`\s*\([^)]*\)`)
+var parens = lazyre.New(`\s*\([^)]*\)`)
 
 func valueKind(f flagInfo) string {
 	if k, ok := kindByFlag[f.Name]; ok {

@@ -27,7 +27,11 @@ type item struct {
 // items lists the package's files: make install's with PREFIX=/usr,
 // units under /usr/lib/systemd/system, tmpfiles under /usr/lib/tmpfiles.d.
 func items(root, bin string) ([]item, error) {
-	out := []item{{Src: bin, Dst: "/usr/bin/netctl", Mode: 0o755}}
+	out := []item{
+		{Src: bin, Dst: "/usr/bin/netctl", Mode: 0o755},
+		// The commands the split netctl runs it for (cmd/netctl/full.go).
+		{Src: filepath.Join(filepath.Dir(bin), "netctl-full"), Dst: "/usr/libexec/netctl/netctl-full", Mode: 0o755},
+	}
 	pages, err := filepath.Glob(filepath.Join(root, "docs/man/*.1"))
 	if err != nil || len(pages) == 0 {
 		return nil, fmt.Errorf("mkdeb: no man pages under %s/docs/man: run make docs (%v)", root, err)

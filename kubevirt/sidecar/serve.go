@@ -9,31 +9,28 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"regexp"
 	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
 
 	"github.com/netctl/netctl/internal/errs"
+	"github.com/netctl/netctl/internal/lazyre"
 	"github.com/netctl/netctl/kubevirt"
 	"github.com/netctl/netctl/kubevirt/hooks/info"
 	"github.com/netctl/netctl/kubevirt/hooks/v1alpha3"
 	"github.com/netctl/netctl/libvirtdom"
 )
 
-// SocketDir is the directory virt-launcher scans for hook sockets
-// (pkg/hooks HookSocketsSharedDirectory); each sidecar container sees
-// its own subdirectory of it there.
-const SocketDir = "/var/run/kubevirt-hooks"
-
-// SocketName is the sidecar's one socket in SocketDir for the default
-// binding (netctl): virt-launcher dials every file it finds there, so
-// nothing else may be. A binding of another name gets SocketFor's.
-const SocketName = "netctl.sock"
+// SocketDir and SocketName are kubevirt's (the command line names them
+// without importing gRPC).
+const (
+	SocketDir  = kubevirt.SocketDir
+	SocketName = kubevirt.SocketName
+)
 
 // bindingSocketName is a binding name that may be part of a socket name.
-var bindingSocketName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
+var bindingSocketName = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
 
 // SocketFor is the socket name of the sidecar of binding (SocketName for
 // "" and kubevirt.DefaultBindingName, else netctl-BINDING.sock, or a hash

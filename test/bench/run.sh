@@ -1,8 +1,12 @@
 #!/bin/bash
 # make bench: runs the benchmarks and appends their JSON lines to
 # bench/results.jsonl (one line per benchmark, with the commit), so runs
-# can be compared across commits. BENCH selects: all (default), vhostnet,
-# attach, stats or vhostuser.
+# can be compared across commits. BENCH selects: all (default), startup,
+# vhostnet, attach, stats, vhostuser, libvirt or migrate.
+#   startup: startup-bench (test/bench/startup) on this host: package
+#     initialisation (GODEBUG=inittrace=1) of netctl version and of a hook
+#     call with nothing to do, split netctl against netctl-full, and that
+#     hook call's wall and CPU time against a static C no-op.
 #   vhostnet: vhostnet-bench in one 6.12 VM with 2 vCPUs (the vhost worker
 #     and the driver each get one); every figure the median of 5
 #     interleaved rounds, with min and max (schema 2, see
@@ -46,7 +50,11 @@ run() {
   "$VMEXEC" run -kernel 6.12 -timeout 15m "$@" | tee -a "$out"
 }
 BENCH=${BENCH:-all}
-case "$BENCH" in all|vhostnet|attach|stats|vhostuser|libvirt|migrate) ;; *) echo "bench: BENCH=$BENCH: use all, vhostnet, attach, stats, vhostuser, libvirt or migrate" >&2; exit 2;; esac
+case "$BENCH" in all|startup|vhostnet|attach|stats|vhostuser|libvirt|migrate) ;; *) echo "bench: BENCH=$BENCH: use all, startup, vhostnet, attach, stats, vhostuser, libvirt or migrate" >&2; exit 2;; esac
+if [ "$BENCH" = all ] || [ "$BENCH" = startup ]; then
+  "$BIN/startup-bench" -netctl "$BIN/netctl" -full "$BIN/netctl-full" -noop "$BIN/noop-c" -commit "$commit" \
+    -host-load "$(cat /proc/loadavg)" | tee -a "$out"
+fi
 if [ "$BENCH" = all ] || [ "$BENCH" = vhostnet ]; then
 run -smp 2 -mem 2048 -- "/host$BIN/vhostnet-bench" -commit "$commit" -c "/host$BIN/setup-c" -vdpa-c "/host$BIN/vdpa-setup-c" -rounds 5 \
   -host-load "$(cat /proc/loadavg)" \

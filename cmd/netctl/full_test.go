@@ -1,0 +1,120 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// splitTags are make build's tags for bin/netctl (Makefile build-netctl).
+const splitTags = "netctl_split,urfave_cli_no_docs"
+
+// TestSplitBuildLeavesLargeLibrariesOut: the netctl every hook, CNI and
+// attach call runs links none of the libraries only the exporter and the
+// KubeVirt sidecar need, so it does not initialise them.
+func TestSplitBuildLeavesLargeLibrariesOut(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-tags", splitTags, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 50 {
+		t.Fatalf("go list -deps listed only %d packages", len(deps))
+	}
+	for _, d := range deps {
+		for _, bad := range []string{
+			"github.com/prometheus/", "google.golang.org/grpc", "google.golang.org/protobuf",
+			"github.com/russross/blackfriday", "github.com/cpuguy83/go-md2man",
+			"github.com/netctl/netctl/exporter", "github.com/netctl/netctl/kubevirt/sidecar", "net/http",
+		} {
+			if strings.HasPrefix(d, bad) {
+				t.Errorf("the split netctl links %s", d)
+			}
+		}
+	}
+	// The full build has them (this test would pass on a tree without them).
+	out, err = exec.Command("go", "list", "-deps", "-tags", "urfave_cli_no_docs", ".").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "github.com/prometheus/client_golang/prometheus\n") ||
+		!strings.Contains(string(out), "google.golang.org/grpc\n") {
+		t.Fatalf("the full build lacks the exporter's or the sidecar's libraries: %v", err)
+	}
+}
+
+func TestFindFull(t *testing.T) {
+	root := t.TempDir()
+	bin := filepath.Join(root, "usr", "bin")
+	libexec := filepath.Join(root, "usr", "libexec", "netctl")
+	for _, d := range []string{bin, libexec} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exe := filepath.Join(bin, "netctl")
+	_, err := findFull(exe)
+	if err == nil || !strings.Contains(err.Error(), "make install") || !strings.Contains(err.Error(), libexec) {
+		t.Fatalf("no netctl-full: %v", err)
+	}
+	// Beside it (make build's bin/).
+	if err := os.WriteFile(filepath.Join(bin, fullName), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := findFull(exe); err != nil || got != filepath.Join(bin, fullName) {
+		t.Fatalf("findFull = %q, %v", got, err)
+	}
+	// PREFIX/libexec/netctl first (make install, the package).
+	if err := os.WriteFile(filepath.Join(libexec, fullName), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := findFull(exe); err != nil || got != filepath.Join(libexec, fullName) {
+		t.Fatalf("findFull = %q, %v", got, err)
+	}
+	// Not executable, or a directory: not it.
+	os.Chmod(filepath.Join(libexec, fullName), 0o644)
+	if got, err := findFull(exe); err != nil || got != filepath.Join(bin, fullName) {
+		t.Fatalf("findFull with a non-executable one = %q, %v", got, err)
+	}
+	os.Remove(filepath.Join(bin, fullName))
+	os.Mkdir(filepath.Join(bin, fullName), 0o755)
+	if got, err := findFull(exe); err == nil {
+		t.Fatalf("findFull took %q", got)
+	}
+}
+
+// TestSplitRunsFull: the split netctl runs netctl-full for the exporter
+// and the KubeVirt sidecar, with the same arguments (the full build's own
+// flag checks answer), from the install layout; without netctl-full it
+// says what to do and fails.
+func TestSplitRunsFull(t *testing.T) {
+	root := t.TempDir()
+	bin := filepath.Join(root, "bin")
+	libexec := filepath.Join(root, "libexec", "netctl")
+	split := filepath.Join(bin, "netctl")
+	for _, b := range []struct{ tags, out string }{{splitTags, split}, {"urfave_cli_no_docs", filepath.Join(libexec, fullName)}} {
+		if out, err := exec.Command("go", "build", "-tags", b.tags, "-o", b.out, ".").CombinedOutput(); err != nil {
+			t.Fatalf("go build: %v\n%s", err, out)
+		}
+	}
+	// Only the exporter's action checks --scrape-timeout's range.
+	r := execNetctl(t, split, "exporter", "--scrape-timeout", "1ms")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "--scrape-timeout 1ms: out of range") {
+		t.Errorf("split netctl exporter --scrape-timeout 1ms: %+v", r)
+	}
+	// The sidecar refuses a plan that is not there: its action ran.
+	r = execNetctl(t, split, "kubevirt", "sidecar", "--plan", filepath.Join(root, "nothing.json"), "--socket-dir", root)
+	if r.code != exitFailure || !strings.Contains(r.stderr, "nothing.json") {
+		t.Errorf("split netctl kubevirt sidecar --plan missing: %+v", r)
+	}
+	// What the split netctl runs itself works without netctl-full.
+	if err := os.Remove(filepath.Join(libexec, fullName)); err != nil {
+		t.Fatal(err)
+	}
+	if r := execNetctl(t, split, "version"); r.code != exitOK || !strings.HasPrefix(r.stdout, "netctl ") {
+		t.Errorf("split netctl version: %+v", r)
+	}
+	r = execNetctl(t, split, "exporter")
+	if r.code != exitFailure || !strings.Contains(r.stderr, "netctl-full") || !strings.Contains(r.stderr, "make install") {
+		t.Errorf("split netctl exporter without netctl-full: %+v", r)
+	}
+}
