@@ -23,11 +23,12 @@ import (
 // type=tap,id=netctl-ID,fds=netctl-ID-tap0,vhost=off; device_add
 // virtio-net-pci,netdev=netctl-ID,id=ID,mac=MAC.
 func Attach(ctx context.Context, r Request) (*state.NIC, error) {
+	r.Times.begin()
 	p, err := r.check()
 	if err != nil {
 		return nil, err
 	}
-	a := &attacher{p: p, h: p.Host}
+	a := &attacher{p: p, h: p.Host, times: r.Times}
 	store, err := state.Open(p.StateDir)
 	if err != nil {
 		return nil, step("state", err)
@@ -44,6 +45,7 @@ func Attach(ctx context.Context, r Request) (*state.NIC, error) {
 	}
 	defer lock.Unlock()
 	a.store = store
+	a.times.mark("check the request, open the state, lock the VM")
 	nic, err := a.run(ctx)
 	// QEMU has its own copies of what it got; netctl's vhost fds go, on
 	// success and on failure, and on failure before the undos: deleting a
@@ -68,6 +70,7 @@ func Attach(ctx context.Context, r Request) (*state.NIC, error) {
 	if err != nil {
 		return nil, err
 	}
+	a.times.mark("close")
 	return nic, nil
 }
 
@@ -85,27 +88,51 @@ type attacher struct {
 	// is created, so that it always names what may exist.
 	nic   *state.NIC
 	store *state.Store
+	times *StepTimes
 }
 
 // beforeIntent, set only by tests, runs just before the intent record is
 // written.
 var beforeIntent func()
 
-// record saves the record as it is now (the caller holds the VM's lock).
+// record saves the record as it is now, unsynced (state.Store.Stage: the
+// NIC's last record, before device_add, is synced); the caller holds the
+// VM's lock.
 func (a *attacher) record(what string) error {
-	if err := a.store.Save(a.nic); err != nil {
+	if err := a.store.Stage(a.nic); err != nil {
 		return step("record "+what, err)
 	}
 	return nil
 }
 
-// pickBus decides where the NIC goes: --bus; else on q35 a free
+// pickBus decides where the NIC goes: --bus; else on q35 the first free
 // pcie-root-port (q35's pcie.0 takes no hotplug); else QEMU's choice.
-func (a *attacher) pickBus(q *qemuState) error {
+func (a *attacher) pickBus(ctx context.Context, key string, q *qemuState) error {
 	switch {
 	case a.p.Bus != "":
 		a.bus = a.p.Bus
+		return nil
 	case a.p.ExtraProps["bus"] != nil, !strings.Contains(q.Machine, "q35"):
+		return nil
+	}
+	// The ports of NICs netctl attached to this QEMU process are read
+	// last: one qom-list a port (freePorts), and a VM with many NICs
+	// would otherwise read them all before it reached a free one. Which
+	// port is free is always read from QEMU: a record only orders.
+	var first, last []string
+	taken := a.recordedPorts(key, q)
+	for _, p := range rootPorts(q.Types) {
+		if taken[p] {
+			last = append(last, p)
+		} else {
+			first = append(first, p)
+		}
+	}
+	var err error
+	if q.FreePorts, err = freePorts(ctx, a.c, slices.Concat(first, last), true); err != nil {
+		return err
+	}
+	switch {
 	case len(q.FreePorts) == 0:
 		return fmt.Errorf("a q35 VM hotplugs into a pcie-root-port, and this QEMU has no free one: start QEMU with "+
 			"-device pcie-root-port,id=rp1,bus=pcie.0,chassis=1 (one per NIC to hotplug; chassis unique), or name a bus with --bus: %w", ErrNotAvailable)
@@ -113,6 +140,22 @@ func (a *attacher) pickBus(q *qemuState) error {
 		a.bus = q.FreePorts[0]
 	}
 	return nil
+}
+
+// recordedPorts are the buses of the NICs this QEMU process has (by
+// device id) that netctl's records of the VM (key) say netctl put there.
+func (a *attacher) recordedPorts(key string, q *qemuState) map[string]bool {
+	recs, _, err := a.store.List(key)
+	if err != nil {
+		return nil // only an order: read every port in turn
+	}
+	ports := map[string]bool{}
+	for _, r := range recs {
+		if r.QEMUPID == a.pid && r.QEMUStart == a.start && r.Status == state.StatusAttached && q.Devices[r.ID] && r.Properties["bus"] != "" {
+			ports[r.Properties["bus"]] = true
+		}
+	}
+	return ports
 }
 
 // passFD is an fd to pass with getfd under name.
@@ -131,10 +174,12 @@ func (a *attacher) run(ctx context.Context) (*state.NIC, error) {
 		return nil, step("connect to QEMU", err)
 	}
 	a.c = c // closed by Attach, after the undos
+	a.times.mark("connect to QEMU")
 	q, err := readQEMU(ctx, c)
 	if err != nil {
 		return nil, step("read QEMU", err)
 	}
+	a.times.mark("read QEMU")
 	vm := p.VMName
 	if vm == "" {
 		vm = q.Name
@@ -156,12 +201,14 @@ func (a *attacher) run(ctx context.Context) (*state.NIC, error) {
 	if err := checkPeer(p, pid, start); err != nil {
 		return nil, step("check QEMU", err)
 	}
+	a.times.mark("check QEMU's process")
 	if q, err = a.checkID(ctx, store, key, q); err != nil {
 		return nil, step("check the id", err)
 	}
-	if err := a.pickBus(q); err != nil {
+	if err := a.pickBus(ctx, key, q); err != nil {
 		return nil, step("choose the PCI bus", err)
 	}
+	a.times.mark("check the id, choose the bus")
 	fdPrefix := "netctl-" + p.ID + "-"
 
 	// The intent record goes in before anything is created, and each
@@ -186,11 +233,13 @@ func (a *attacher) run(ctx context.Context) (*state.NIC, error) {
 		return nil, step("record the intent to attach", err)
 	}
 	a.undo.pushRecord("remove the record", func(context.Context) error { return store.Remove(key, p.ID) })
+	a.times.mark("record the intent")
 
 	dec, err := a.decide(ctx, q.Version)
 	if err != nil {
 		return nil, err
 	}
+	a.times.mark("decide (probe the host)")
 	nic.Backend, nic.Features, nic.BusyPollUS = dec.Backend, dec.OfferNames, dec.BusyPollUS
 	nic.Pool = p.Pool.String()
 	for _, s := range dec.Steps {
@@ -201,6 +250,7 @@ func (a *attacher) run(ctx context.Context) (*state.NIC, error) {
 	if err != nil {
 		return nil, err
 	}
+	a.times.mark("open the backend")
 	netdevArgs["id"] = netdev
 	// Every getfd name before the first getfd: the names a kill leaves
 	// parked in QEMU are then in the record.
@@ -210,14 +260,17 @@ func (a *attacher) run(ctx context.Context) (*state.NIC, error) {
 	if err := a.record("the backend"); err != nil {
 		return nil, err
 	}
+	a.times.mark("record the backend")
 
 	if err := a.addNetdev(ctx, slices.Concat(taps, vhosts), netdevArgs, nic); err != nil {
 		return nil, err
 	}
+	a.times.mark("getfd, netdev_add")
 
 	if err := a.addDevice(ctx, dec, nic, store); err != nil {
 		return nil, err
 	}
+	a.times.mark("device_add, record")
 	a.undo.drop()
 	return nic, nil
 }

@@ -93,6 +93,16 @@ func Preflight(ctx context.Context, rs []Request) error {
 	if err == nil {
 		used, err = rootSlots(ctx, c)
 	}
+	if err == nil {
+		// The root ports the NICs name: whether each is free.
+		var ports []string
+		for _, p := range ps {
+			if rootPortTypes[q.Types[p.Bus]] && !slices.Contains(ports, p.Bus) {
+				ports = append(ports, p.Bus)
+			}
+		}
+		q.FreePorts, err = freePorts(ctx, c, ports, false)
+	}
 	c.Close()
 	if err != nil {
 		return step("read QEMU", err)

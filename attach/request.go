@@ -79,6 +79,8 @@ type Request struct {
 	// ExtraProps are added to device_add last (tests: a value QEMU
 	// refuses).
 	ExtraProps map[string]any
+	// Times, when set, receives how long each step took.
+	Times *StepTimes
 }
 
 // DetachRequest is what to detach.

@@ -75,3 +75,74 @@ func TestHostRealQEMU(t *testing.T) {
 		t.Error("QEMU did not quit")
 	}
 }
+
+// TestHostRealQEMUBatch: a real QEMU answers a pipelined batch in order,
+// an error in the middle fails that command alone, and a batch larger
+// than one write (maxBatchBytes) goes out in parts.
+func TestHostRealQEMUBatch(t *testing.T) {
+	testenv.Host(t)
+	qemu, err := exec.LookPath("qemu-system-x86_64")
+	if err != nil {
+		t.Fatalf("qemu-system-x86_64: %v (make vm-deps installs it)", err)
+	}
+	sock := filepath.Join(t.TempDir(), "qmp.sock")
+	cmd := exec.Command(qemu, "-M", "none", "-nodefaults", "-display", "none", "-name", "netctl-batch",
+		"-qmp", "unix:"+sock+",server=on,wait=off")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var c *Client
+	for {
+		if c, err = Dial(ctx, sock); err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("QEMU's QMP socket never answered: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	defer c.Close()
+	var v struct {
+		QEMU struct{ Major int } `json:"qemu"`
+	}
+	var name struct{ Name string }
+	var machine string
+	errs := c.Batch(ctx, []Cmd{
+		{Name: "query-version", Out: &v},
+		{Name: "no-such-command"},
+		{Name: "qom-get", Args: map[string]string{"path": "/machine", "property": "type"}, Out: &machine},
+		{Name: "query-name", Out: &name},
+	})
+	var qe *Error
+	if errs[0] != nil || !errors.As(errs[1], &qe) || qe.Class != "CommandNotFound" || errs[2] != nil || errs[3] != nil {
+		t.Fatalf("errs %v", errs)
+	}
+	if v.QEMU.Major < 7 || name.Name != "netctl-batch" || machine == "" {
+		t.Errorf("answers: version %+v, name %q, machine %q", v, name.Name, machine)
+	}
+	// About 3 x maxBatchBytes of commands: several writes.
+	n := 3 * maxBatchBytes / len(`{"execute":"query-name","id":1000}`+"\n")
+	cmds := make([]Cmd, n)
+	names := make([]struct{ Name string }, n)
+	for i := range cmds {
+		cmds[i] = Cmd{Name: "query-name", Out: &names[i]}
+	}
+	cmds[n/2] = Cmd{Name: "qom-get", Args: map[string]string{"path": "/nowhere", "property": "type"}}
+	errs = c.Batch(ctx, cmds)
+	for i, err := range errs {
+		switch {
+		case i == n/2:
+			if err == nil {
+				t.Errorf("qom-get /nowhere: no error")
+			}
+		case err != nil || names[i].Name != "netctl-batch":
+			t.Fatalf("command %d of %d: %v, %q", i, n, err, names[i].Name)
+		}
+	}
+	if err := c.Run(ctx, "query-name", nil, &name); err != nil {
+		t.Errorf("after the batches: %v", err)
+	}
+}

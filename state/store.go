@@ -250,7 +250,19 @@ func (s *Store) RemoveLock(key string, dryRun bool) (bool, error) {
 // Save writes the record atomically (temporary file, fsync, rename, fsync
 // of the directory), replacing an earlier one with the same VM and id.
 // The caller holds the VM's lock.
-func (s *Store) Save(n *NIC) error {
+func (s *Store) Save(n *NIC) error { return s.save(n, true) }
+
+// Stage is Save without the two fsyncs, for the records an attach writes
+// before each thing it creates: the rename makes each visible to every
+// other process at once, whatever happens to this one, which is what
+// they are for (a killed attach leaves a record naming all that may
+// exist). Only a crash of the machine could lose one, and that takes the
+// taps, devices and QEMUs it names with it (the default state directory,
+// /run/netctl, does not outlive a boot either). The attach's last record
+// is written with Save.
+func (s *Store) Stage(n *NIC) error { return s.save(n, false) }
+
+func (s *Store) save(n *NIC, durable bool) error {
 	if err := n.Validate(); err != nil {
 		return fmt.Errorf("state: not saving an invalid record: %w", err)
 	}
@@ -259,7 +271,7 @@ func (s *Store) Save(n *NIC) error {
 		return fmt.Errorf("state: encode: %w", err)
 	}
 	key := n.Key()
-	if err := writeAtomic(filepath.Join(s.Dir, "nics"), s.recordPath(key, n.ID), append(b, '\n'), true); err != nil {
+	if err := writeAtomic(filepath.Join(s.Dir, "nics"), s.recordPath(key, n.ID), append(b, '\n'), durable); err != nil {
 		return err
 	}
 	// The record is now under its own name: an older netctl's file of the
@@ -267,10 +279,11 @@ func (s *Store) Save(n *NIC) error {
 	return s.removeLegacy(s.legacyPath(n.legacyKey(), n.ID), key, n.ID)
 }
 
-// Create writes a new record like Save, but only if the VM has no
-// record of that id yet: ErrExists otherwise, and the file is left as it
-// was. Two writers that both found no record (an attach through each of
-// two QMP sockets of one VM: their locks differ) thus get one winner.
+// Create writes a new record like Stage (not synced: it is an attach's
+// intent record, see Stage), but only if the VM has no record of that id
+// yet: ErrExists otherwise, and the file is left as it was. Two writers
+// that both found no record (an attach through each of two QMP sockets of
+// one VM: their locks differ) thus get one winner.
 func (s *Store) Create(n *NIC) error {
 	if err := n.Validate(); err != nil {
 		return fmt.Errorf("state: not saving an invalid record: %w", err)
@@ -289,10 +302,6 @@ func (s *Store) Create(n *NIC) error {
 		tmp.Close()
 		return fmt.Errorf("state: write %s: %w", tmp.Name(), err)
 	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("state: fsync %s: %w", tmp.Name(), err)
-	}
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("state: close %s: %w", tmp.Name(), err)
 	}
@@ -303,7 +312,6 @@ func (s *Store) Create(n *NIC) error {
 		}
 		return fmt.Errorf("state: link to %s: %w", final, err)
 	}
-	syncDir(dir)
 	return nil
 }
 
@@ -347,7 +355,7 @@ func writeAtomic(dir, final string, b []byte, durable bool) error {
 		return fmt.Errorf("state: write %s: %w", tmp.Name(), err)
 	}
 	if durable {
-		if err := tmp.Sync(); err != nil {
+		if err := syncFile(tmp); err != nil {
 			return fmt.Errorf("state: fsync %s: %w", tmp.Name(), err)
 		}
 	}
@@ -364,9 +372,12 @@ func writeAtomic(dir, final string, b []byte, durable bool) error {
 	return nil
 }
 
+// syncFile is f.Sync (tests count the calls).
+var syncFile = (*os.File).Sync
+
 func syncDir(dir string) {
 	if d, err := os.Open(dir); err == nil {
-		d.Sync()
+		syncFile(d)
 		d.Close()
 	}
 }

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -93,11 +95,21 @@ func attachCommand() *cli.Command {
 			if err != nil {
 				return interruptedErr("attach", interrupted, err)
 			}
+			var times *attach.StepTimes
+			if os.Getenv("NETCTL_STEP_TIMES") != "" {
+				times = &attach.StepTimes{}
+			}
 			nic, err := attach.Attach(ctx, attach.Request{QMP: tg.Sock, VMName: tg.Name, QEMUPID: tg.PID, QEMUStart: tg.Start, ID: c.String("id"), Backend: c.String("backend"),
 				Tap: c.String("tap"), SharedTap: c.Bool("shared-tap"), Macvtap: c.String("macvtap"), VDPA: c.String("vdpa"), Mgmtdev: c.String("mgmtdev"),
-				Queues: c.Int("queues"), MAC: c.String("mac"), MTU: c.Int("mtu"), Profile: c.String("profile"), Bus: c.String("bus"), Pool: pool, StateDir: runDir()})
+				Queues: c.Int("queues"), MAC: c.String("mac"), MTU: c.Int("mtu"), Profile: c.String("profile"), Bus: c.String("bus"), Pool: pool, StateDir: runDir(),
+				Times: times})
 			if err != nil {
 				return interruptedErr("attach", interrupted, err)
+			}
+			if times != nil {
+				// make bench's per-step breakdown (NETCTL_STEP_TIMES=1).
+				b, _ := json.Marshal(times)
+				fmt.Fprintf(c.App.ErrWriter, "netctl attach: step times: %s\n", b)
 			}
 			if c.Bool("json") {
 				return printJSON(c.App.Writer, nic)
