@@ -125,6 +125,10 @@ func main() {
 		fatal("-rounds %d, -setup-rounds %d: every figure is the median of at least 5 rounds (5 to 1000)", *rounds, *setupRounds)
 	}
 	rxBuf = *rxBufF
+	if *vdpaChild != "" {
+		vdpaBringUpChild(*vdpaChild, *vdpaChildIters)
+		return
+	}
 	if want("tx") {
 		benchTX()
 	}
