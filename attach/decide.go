@@ -10,6 +10,7 @@ import (
 	"github.com/netctl/netctl/hostnic"
 	"github.com/netctl/netctl/policy"
 	"github.com/netctl/netctl/policy/host"
+	"github.com/netctl/netctl/policy/probe"
 	"github.com/netctl/netctl/state"
 )
 
@@ -57,7 +58,7 @@ func (a *attacher) decide(ctx context.Context, version string) (policy.Decision,
 	}
 	probeFn := p.Probe
 	if probeFn == nil {
-		probeFn = func(ctx context.Context) (*host.Description, error) { return a.h.Probe(ctx, probeSpec) }
+		probeFn = func(ctx context.Context) (*host.Description, error) { return a.h.Probe(ctx, probeSpecFor(p)) }
 	}
 	desc, err := probeFn(ctx)
 	if err != nil {
@@ -95,7 +96,7 @@ func (a *attacher) decide(ctx context.Context, version string) (policy.Decision,
 // may be another VM's).
 func restrictVDPA(h *host.Description, p *parsed) {
 	if p.VDPA == "" {
-		if h.VDPA.Available {
+		if h.VDPA.Available || h.VDPA.Error == probe.VDPANotAsked {
 			h.VDPA.Available = false
 			h.VDPA.Error = "no --vdpa DEV or --mgmtdev MGMTDEV given (a device bound to vhost_vdpa may be another VM's): " +
 				"netctl vdpa dev show lists the devices, netctl vdpa mgmtdev show the management devices"

@@ -36,6 +36,8 @@ type fakeHost struct {
 	vdpaVA  bool // the vdpa parent maps virtual addresses (VDUSE)
 	// macvtaps: the lower device and MAC each macvtap was created with
 	macvtaps map[string]string
+	// specs are the probe specs attach asked for, in order.
+	specs []hostnic.ProbeSpec
 	// onCreateVDPA, when set, runs as CreateVDPA is called (before it
 	// acts): what a kill at that moment would leave.
 	onCreateVDPA func()
@@ -71,9 +73,10 @@ func (h *fakeHost) fd(what string) int {
 	return fd
 }
 
-func (h *fakeHost) Probe(ctx context.Context, _ hostnic.ProbeSpec) (*host.Description, error) {
+func (h *fakeHost) Probe(ctx context.Context, spec hostnic.ProbeSpec) (*host.Description, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.specs = append(h.specs, spec)
 	if err := h.failing("Probe"); err != nil {
 		return nil, err
 	}

@@ -1,6 +1,9 @@
 package attach
 
-import "github.com/netctl/netctl/hostnic"
+import (
+	"github.com/netctl/netctl/hostnic"
+	"github.com/netctl/netctl/policy"
+)
 
 // Host is everything attach does to this host: hostnic's one interface
 // of the host side of a NIC (unit tests pass fakes). The real one is
@@ -26,3 +29,14 @@ type (
 // counts on the tap's offloads). Together they were 70 of the 93 ms an
 // attach took on this host (make bench).
 var probeSpec = hostnic.ProbeSpec{}
+
+// probeSpecFor is probeSpec less what p's decision does not use: the
+// vdpa family when p names no vdpa device (restrictVDPA refuses vdpa
+// then whatever the probe says), and busy-polling's measure (an owner,
+// so a vhost worker made and torn down) unless p's profile is latency.
+func probeSpecFor(p *parsed) hostnic.ProbeSpec {
+	s := probeSpec
+	s.NoVDPA = p.VDPA == "" && p.Mgmtdev == ""
+	s.VhostNetFeaturesOnly = p.Profile != policy.Latency
+	return s
+}

@@ -20,6 +20,9 @@ type ProbeSpec struct {
 	// Macvtap probes a scratch macvtap's offloads, in a throwaway
 	// network namespace.
 	Macvtap bool
+	// NoVDPA and VhostNetFeaturesOnly leave out what the caller's
+	// decision does not use (probe.Parts).
+	NoVDPA, VhostNetFeaturesOnly bool
 }
 
 // Probe runs probe.ProbeFor. The tap's offloads depend only on the
@@ -30,7 +33,7 @@ type ProbeSpec struct {
 // by 10 s), so it runs on its own goroutine and Probe stops waiting when
 // ctx ends; the goroutine finishes by itself.
 func (r Real) Probe(ctx context.Context, spec ProbeSpec) (*host.Description, error) {
-	parts := probe.Parts{QEMU: spec.QEMU, Macvtap: spec.Macvtap}
+	parts := probe.Parts{QEMU: spec.QEMU, Macvtap: spec.Macvtap, NoVDPA: spec.NoVDPA, VhostNetFeaturesOnly: spec.VhostNetFeaturesOnly}
 	var store *state.Store
 	if r.CacheDir != "" {
 		if s, err := state.Open(r.CacheDir); err == nil {

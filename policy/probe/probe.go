@@ -37,13 +37,15 @@ const MaxDevs = 64
 // sources are where the sections come from: the host's kernel in Probe,
 // stand-ins in unit tests.
 type sources struct {
-	uname       func() (hostname, release string)
-	vhostNet    func(*host.VhostNet)
-	scratch     func(r *Result, tap, macvtap bool) // the scratch devices asked for
-	vdpa        func(*host.VDPA)
-	zeroCopy    func() (zerocopy.Status, error)
-	qemu        func(*host.QEMU)
-	devFeatures func(name string) (map[string]bool, error)
+	uname    func() (hostname, release string)
+	vhostNet func(*host.VhostNet)
+	// vhostNetFeatures is vhostNet's availability and features alone.
+	vhostNetFeatures func(*host.VhostNet)
+	scratch          func(r *Result, tap, macvtap bool) // the scratch devices asked for
+	vdpa             func(*host.VDPA)
+	zeroCopy         func() (zerocopy.Status, error)
+	qemu             func(*host.QEMU)
+	devFeatures      func(name string) (map[string]bool, error)
 	// vdpaFacts reads what QEMU's shadow virtqueues need from a device's
 	// vhost-vdpa node; nil and why ("unknown: ...") when it was not read.
 	vdpaFacts func(host.VDPADevice) (*host.VDPAFacts, string)
@@ -57,11 +59,12 @@ var kernel = sources{
 		}
 		return unix.ByteSliceToString(uts.Nodename[:]), unix.ByteSliceToString(uts.Release[:])
 	},
-	vhostNet: probeVhostNet,
-	scratch:  probeScratch,
-	vdpa:     probeVDPA,
-	zeroCopy: zerocopy.Read,
-	qemu:     probeQEMU,
+	vhostNet:         probeVhostNet,
+	vhostNetFeatures: probeVhostNetFeatures,
+	scratch:          probeScratch,
+	vdpa:             probeVDPA,
+	zeroCopy:         zerocopy.Read,
+	qemu:             probeQEMU,
 	devFeatures: func(name string) (map[string]bool, error) {
 		f, err := macvtap.ReadFeatures(name)
 		if err != nil {
@@ -103,7 +106,20 @@ type Parts struct {
 	// process holds it; see probeVDPAFacts). Needs QEMU. Only netctl
 	// probe asks for it (Full).
 	VDPAMigration bool
+	// NoVDPA leaves the vdpa family out (its Error is VDPANotAsked): a
+	// caller with no vdpa device or management device to use decides
+	// nothing by it (a netlink dial and two dumps an attach).
+	NoVDPA bool
+	// VhostNetFeaturesOnly reads of vhost-net only whether
+	// /dev/vhost-net opens and its features, which is all a decision
+	// uses but busy-polling's (the latency profile): no owner, so no
+	// worker thread made and torn down, no fork-from-owner or
+	// max_mem_regions (diagnose and plan report those).
+	VhostNetFeaturesOnly bool
 }
+
+// VDPANotAsked is the vdpa section's Error when Parts.NoVDPA left it out.
+const VDPANotAsked = "not probed: no vdpa device or management device was given"
 
 // All is what Probe reads: every part but VDPAMigration, which opens
 // devices (netctl diagnose probes with it while a VM runs).
@@ -141,7 +157,11 @@ func probe(devs []string, src sources, parts Parts) (*Result, error) {
 	r := &Result{Schema: host.Schema, Tap: host.Tap{Offloads: []string{}},
 		VDPA: host.VDPA{MgmtDevs: []string{}, Devices: []host.VDPADevice{}}}
 	r.Hostname, r.Kernel = src.uname()
-	src.vhostNet(&r.VhostNet)
+	if parts.VhostNetFeaturesOnly {
+		src.vhostNetFeatures(&r.VhostNet)
+	} else {
+		src.vhostNet(&r.VhostNet)
+	}
 	if parts.Tap != nil {
 		r.Tap = *parts.Tap
 		r.Tap.Offloads = slices.Clone(parts.Tap.Offloads)
@@ -153,7 +173,11 @@ func probe(devs []string, src sources, parts Parts) (*Result, error) {
 	if !parts.Macvtap {
 		r.Macvtap.Error = notNeeded
 	}
-	src.vdpa(&r.VDPA)
+	if parts.NoVDPA {
+		r.VDPA.Error = VDPANotAsked
+	} else {
+		src.vdpa(&r.VDPA)
+	}
 	zc, err := src.zeroCopy()
 	r.ZeroCopy = host.ZeroCopy{Loaded: zc.Loaded, Enabled: zc.Enabled, Threshold: zc.Threshold, Advice: zc.Advice}
 	if err != nil {
@@ -182,6 +206,27 @@ func probe(devs []string, src sources, parts Parts) (*Result, error) {
 		r.Devices = append(r.Devices, dev)
 	}
 	return r, nil
+}
+
+// probeVhostNetFeatures is probeVhostNet's first part: whether
+// /dev/vhost-net opens, and its features.
+func probeVhostNetFeatures(v *host.VhostNet) {
+	d, err := vhostnet.Open()
+	if err != nil {
+		v.Error = err.Error()
+		v.BusyPollError = "no /dev/vhost-net to measure it on"
+		return
+	}
+	defer d.Close()
+	v.Available = true
+	f, err := d.Features()
+	if err != nil {
+		v.Error = err.Error()
+		v.BusyPollError = "GET_FEATURES failed"
+		return
+	}
+	v.Features, v.FeaturesHex = f.Names(), fmt.Sprintf("%#x", uint64(f))
+	v.BusyPollError = notNeeded
 }
 
 func probeVhostNet(v *host.VhostNet) {

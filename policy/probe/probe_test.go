@@ -155,3 +155,26 @@ func TestProbeForSkipsParts(t *testing.T) {
 		t.Errorf("the result shares the caller's offload slice")
 	}
 }
+
+// TestProbeLeavesOutWhatIsNotAsked: with NoVDPA the vdpa family is not
+// read and says why; with VhostNetFeaturesOnly only vhost-net's
+// availability and features are (no owner, no busy-poll measure).
+func TestProbeLeavesOutWhatIsNotAsked(t *testing.T) {
+	src := fake()
+	src.vdpa = func(*host.VDPA) { t.Error("the vdpa family was read") }
+	src.vhostNet = func(*host.VhostNet) { t.Error("vhost-net was probed whole") }
+	src.vhostNetFeatures = func(v *host.VhostNet) { v.Available, v.Features = true, []string{"VERSION_1"} }
+	r, err := probe(nil, src, Parts{NoVDPA: true, VhostNetFeaturesOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.VDPA.Available || r.VDPA.Error != VDPANotAsked || !r.VhostNet.Available || r.VhostNet.BusyPoll != nil {
+		t.Fatalf("vdpa %+v, vhost-net %+v", r.VDPA, r.VhostNet)
+	}
+	// The default reads both whole.
+	src = fake()
+	src.vhostNetFeatures = func(*host.VhostNet) { t.Error("All read vhost-net's features only") }
+	if r, err := probe(nil, src, All); err != nil || r.VhostNet.BusyPoll == nil || r.VDPA.Error != "no vdpa" {
+		t.Fatalf("All: %+v, %v", r, err)
+	}
+}
