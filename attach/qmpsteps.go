@@ -43,16 +43,21 @@ func (a *attacher) addNetdev(ctx context.Context, fds []passFD, netdevArgs map[s
 		}
 		return a.qmpUndo(ctx, "netdev_del", map[string]any{"id": netdev}, "DeviceNotFound")
 	})
-	if err := a.c.Run(ctx, "netdev_add", netdevArgs, nil); err != nil {
+	// A netdev whose vhost setup failed can be deleted with only a
+	// warning: check it is really there, with info network sent behind
+	// netdev_add (QEMU runs them in order: one round trip).
+	var out string
+	errs := a.c.Batch(ctx, []qmp.Cmd{
+		{Name: "netdev_add", Args: netdevArgs},
+		{Name: "human-monitor-command", Args: map[string]string{"command-line": "info network"}, Out: &out},
+	})
+	if err := errs[0]; err != nil {
 		netdevRefused = isQEMUError(err)
 		return step("netdev_add "+netdev, netdevHint(err))
 	}
 	consumed = true
-	// A netdev whose vhost setup failed can be deleted with only a
-	// warning: check it is really there.
-	out, err := infoNetwork(ctx, a.c)
-	if err != nil {
-		return step("check the netdev", err)
+	if err := errs[1]; err != nil {
+		return step("check the netdev", fmt.Errorf("info network: %w", err))
 	}
 	if _, err := diagnose.ParseInfoNetwork(out, netdev); err != nil {
 		return step("check the netdev", fmt.Errorf("netdev_add %s answered but QEMU has no such netdev (a vhost failure QEMU only warned about?): %w", netdev, err))

@@ -102,3 +102,26 @@ func TestBatchUnencodable(t *testing.T) {
 		t.Errorf("after the batch QEMU got %v, want d alone", r)
 	}
 }
+
+// TestHandshakeOneRoundTrip: qmp_capabilities is sent before the
+// greeting is read (a peer that waits for it before greeting gets it).
+func TestHandshakeOneRoundTrip(t *testing.T) {
+	server, client := pair(t)
+	go func() {
+		defer server.Close()
+		buf := make([]byte, 512)
+		n, err := server.Read(buf)
+		if err != nil || !strings.Contains(string(buf[:n]), `"qmp_capabilities"`) {
+			return // the client waited for the greeting: it times out below
+		}
+		server.Write([]byte(greeting72 + "\n" + `{"return": {}, "id": 1}` + "\n"))
+		time.Sleep(time.Second)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	c, err := New(ctx, client)
+	if err != nil {
+		t.Fatalf("handshake with a peer that greets only after qmp_capabilities: %v", err)
+	}
+	c.Close()
+}

@@ -19,6 +19,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 
@@ -99,6 +100,14 @@ func New(ctx context.Context, conn *net.UnixConn) (*Client, error) {
 	defer c.mu.Unlock()
 	stop := c.deadline(ctx)
 	defer stop()
+	// qmp_capabilities goes out with the greeting still on its way: QEMU
+	// reads it after it has sent the greeting, and the handshake costs
+	// one round trip, not two.
+	c.nextID++
+	id := c.nextID
+	if _, err := c.conn.Write([]byte(`{"execute":"qmp_capabilities","id":` + strconv.FormatInt(id, 10) + "}\n")); err != nil {
+		return nil, c.ioErr(ctx, "qmp_capabilities", err)
+	}
 	line, err := c.r.readLine()
 	if err != nil {
 		return nil, c.ioErr(ctx, "waiting for the greeting", err)
@@ -106,8 +115,16 @@ func New(ctx context.Context, conn *net.UnixConn) (*Client, error) {
 	if c.Greeting, err = parseGreeting(line); err != nil {
 		return nil, err
 	}
-	if _, err := c.execute(ctx, "qmp_capabilities", nil, nil); err != nil {
-		return nil, err
+	if _, err := c.awaitReply(id); err != nil {
+		var qe *Error
+		if errors.As(err, &qe) {
+			qe.Command = "qmp_capabilities"
+			return nil, qe
+		}
+		if errors.Is(err, ErrProtocol) {
+			return nil, fmt.Errorf("qmp: qmp_capabilities: %w", err)
+		}
+		return nil, c.ioErr(ctx, "qmp_capabilities", err)
 	}
 	return c, nil
 }
@@ -254,7 +271,8 @@ func (c *Client) ioErr(ctx context.Context, cmd string, err error) error {
 	if errors.Is(err, net.ErrClosed) {
 		return fmt.Errorf("qmp: %s: connection closed: %w", cmd, err)
 	}
-	if errors.Is(err, io.EOF) {
+	// A peer that closes with our request unread resets the connection.
+	if errors.Is(err, io.EOF) || errors.Is(err, unix.ECONNRESET) {
 		return fmt.Errorf("qmp: %s: QEMU closed the connection: %w", cmd, err)
 	}
 	return fmt.Errorf("qmp: %s: %w", cmd, err)
