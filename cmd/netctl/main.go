@@ -3,8 +3,16 @@
 // failure, 2 usage error (see exitcode.go).
 package main
 
-import "os"
+import (
+	"os"
+	"time"
+)
+
+// mainStart is when main began (make bench's attach breakdown:
+// NETCTL_STEP_TIMES).
+var mainStart time.Time
 
 func main() {
+	mainStart = time.Now()
 	os.Exit(runMain(os.Args, os.Stdout, os.Stderr))
 }
