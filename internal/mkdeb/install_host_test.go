@@ -78,6 +78,12 @@ func TestHostDebInstall(t *testing.T) {
 	if err != nil || !bytes.Equal(got, built) || !strings.HasPrefix(string(got), "netctl ") {
 		t.Errorf("/usr/bin/netctl --version: %q, %v; the built netctl version: %q", got, err, built)
 	}
+	// The installed netctl runs the installed netctl-full for the
+	// exporter: only the full build's exporter checks --scrape-timeout.
+	out, err = exec.Command("/usr/bin/netctl", "exporter", "--scrape-timeout", "1ms").CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "--scrape-timeout 1ms: out of range") {
+		t.Errorf("/usr/bin/netctl exporter --scrape-timeout 1ms (through /usr/libexec/netctl/netctl-full): %v\n%s", err, out)
+	}
 	for _, page := range []string{"netctl", "netctl-attach", "netctl-hook", "netctl-exporter"} {
 		out, err := exec.Command("man", "-w", page).CombinedOutput()
 		want := "/usr/share/man/man1/" + page + ".1.gz"
