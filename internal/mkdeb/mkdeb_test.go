@@ -99,6 +99,28 @@ func TestDebMatchesMakeInstall(t *testing.T) {
 	if strings.Join(installed, "\n") != strings.Join(packaged, "\n") {
 		t.Errorf("make install PREFIX=/usr installed:\n%s\nthe package holds:\n%s", strings.Join(installed, "\n"), strings.Join(packaged, "\n"))
 	}
+	// make uninstall removes every file make install put there but the
+	// (perhaps edited) /etc/default/netctl-exporter.
+	un := exec.Command(mk, "-C", repoRoot, "uninstall", "DESTDIR="+dest, "PREFIX=/usr", "BIN="+filepath.Join(tmp, "bin"))
+	if out, err := un.CombinedOutput(); err != nil {
+		t.Fatalf("make uninstall: %v\n%s", err, out)
+	}
+	var left []string
+	filepath.Walk(dest, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			left = append(left, strings.TrimPrefix(p, dest))
+		}
+		return nil
+	})
+	if strings.Join(left, " ") != "/etc/default/netctl-exporter" {
+		t.Errorf("after make uninstall: %v", left)
+	}
+	if _, err := os.Stat(filepath.Join(dest, "usr/libexec/netctl")); !os.IsNotExist(err) {
+		t.Errorf("make uninstall left usr/libexec/netctl: %v", err)
+	}
+	if out, err := exec.Command(mk, "-C", repoRoot, "install", "DESTDIR="+dest, "PREFIX=/usr", "BIN="+filepath.Join(tmp, "bin")).CombinedOutput(); err != nil {
+		t.Fatalf("make install again: %v\n%s", err, out)
+	}
 	// make install's units name BINDIR's netctl.
 	b, err := os.ReadFile(filepath.Join(dest, "usr/lib/systemd/system/netctl-exporter.service"))
 	if err != nil || !strings.Contains(string(b), "ExecStart=/usr/bin/netctl exporter") {
