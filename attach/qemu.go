@@ -30,9 +30,9 @@ type qemuState struct {
 	Types   map[string]string // device id -> its type (qom-list /machine/peripheral)
 	FDSets  []fdset
 	// FreePorts are root ports with nothing plugged in, among those
-	// checked (freePorts: QEMU reads one port's bus a command, so only
-	// the ports a decision needs are read), sorted: where a hotplugged
-	// NIC can go.
+	// checked and in the order checked (freePorts: QEMU reads one port's
+	// bus a command, so only the ports a decision needs are read): where
+	// a hotplugged NIC can go.
 	FreePorts []string
 }
 
