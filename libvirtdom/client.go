@@ -110,8 +110,7 @@ func (e Error) Unwrap() error { return e.Err }
 // ErrNotLinked is Dial's error in a program that links no Client
 // (import _ "github.com/netctl/netctl/libvirtdom/rpc" links one), after
 // Unlinked, if set, did not take over.
-var ErrNotLinked = fmt.Errorf("this program is built without libvirt's RPC client (link it with import _ %q): %w",
-	"github.com/netctl/netctl/libvirtdom/rpc", errs.ErrNotSupported)
+var ErrNotLinked = fmt.Errorf("this program is built without libvirt's RPC client (link it: import _ \"github.com/netctl/netctl/libvirtdom/rpc\"): %w", errs.ErrNotSupported)
 
 // Unlinked, if set, is called by Dial when no Client is registered,
 // before anything is dialled: a program that leaves the client out runs
