@@ -9,9 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/digitalocean/go-libvirt"
-	"github.com/digitalocean/go-libvirt/socket/dialers"
-
 	"github.com/netctl/netctl/internal/errs"
 )
 
@@ -26,7 +23,7 @@ type Conn struct {
 	Socket string // the socket dialled
 	Driver string // the URI opened over it: qemu:///system or qemu:///session
 
-	l  *libvirt.Libvirt
+	l  Client
 	nc net.Conn
 
 	closeOnce sync.Once
@@ -46,6 +43,10 @@ func Dial(ctx context.Context, uri string) (*Conn, error) {
 	if uri == "" {
 		uri = DefaultURI
 	}
+	newc := registeredClient()
+	if newc == nil {
+		return nil, notLinked(uri)
+	}
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "unix", t.Socket)
 	if err != nil {
@@ -57,8 +58,8 @@ func Dial(ctx context.Context, uri string) (*Conn, error) {
 		}
 		return nil, fmt.Errorf("libvirt %s: is libvirtd running? socket %s: %w: %w", uri, t.Socket, err, ErrUnreachable)
 	}
-	c := &Conn{URI: uri, Socket: t.Socket, Driver: t.Open, nc: nc, l: libvirt.NewWithDialer(dialers.NewAlreadyConnected(nc))}
-	if err := c.do(ctx, "connect", func() error { return c.l.ConnectToURI(libvirt.ConnectURI(t.Open)) }); err != nil {
+	c := &Conn{URI: uri, Socket: t.Socket, Driver: t.Open, nc: nc, l: newc(nc)}
+	if err := c.do(ctx, "connect", func() error { return c.l.ConnectToURI(t.Open) }); err != nil {
 		c.nc.Close()
 		return nil, fmt.Errorf("%w: %w", err, ErrUnreachable)
 	}
@@ -104,18 +105,18 @@ func (c *Conn) do(ctx context.Context, what string, f func() error) error {
 }
 
 // wrapLibvirt maps libvirt's error codes onto netctl's sentinels where
-// one fits, keeping libvirt's message (and the libvirt.Error, for As).
+// one fits, keeping libvirt's message (and the Error, for As).
 func wrapLibvirt(err error) error {
-	var le libvirt.Error
+	var le Error
 	if !errors.As(err, &le) {
 		return err
 	}
-	switch libvirt.ErrorNumber(le.Code) {
-	case libvirt.ErrNoDomain:
+	switch le.Code {
+	case ErrCodeNoDomain:
 		return fmt.Errorf("%w: %w", err, os.ErrNotExist)
-	case libvirt.ErrNoSupport:
+	case ErrCodeNoSupport:
 		return fmt.Errorf("%w: %w", err, errs.ErrNotSupported)
-	case libvirt.ErrOperationInvalid:
+	case ErrCodeOperationInvalid:
 		return fmt.Errorf("%w: %w", err, errs.ErrInvalid)
 	}
 	return err
@@ -126,6 +127,6 @@ func wrapLibvirt(err error) error {
 // answer in time, the connection lost) leaves the outcome unknown: the
 // daemon may have done, or still do, what was asked.
 func Answered(err error) bool {
-	var le libvirt.Error
+	var le Error
 	return errors.As(err, &le)
 }

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/digitalocean/go-libvirt"
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/netctl/netctl/internal/errs"
@@ -25,8 +24,8 @@ var ErrPending = errors.New("device removal still pending: the guest has not rel
 type Modify uint32
 
 const (
-	Live   = Modify(libvirt.DomainDeviceModifyLive)
-	Config = Modify(libvirt.DomainDeviceModifyConfig)
+	Live   Modify = 1 // VIR_DOMAIN_AFFECT_LIVE
+	Config Modify = 2 // VIR_DOMAIN_AFFECT_CONFIG
 )
 
 func (m Modify) String() string {
@@ -48,7 +47,7 @@ func (m Modify) String() string {
 // PCI slot, a MAC in use) comes back with its message.
 func (c *Conn) Attach(ctx context.Context, d Domain, xml string, m Modify) error {
 	return c.do(ctx, fmt.Sprintf("attach a device to %s (%s)", d.Name, m), func() error {
-		return c.l.DomainAttachDeviceFlags(d.d, xml, uint32(m))
+		return c.l.DomainAttachDeviceFlags(d.d, xml, m)
 	})
 }
 
@@ -58,7 +57,7 @@ func (c *Conn) Attach(ctx context.Context, d Domain, xml string, m Modify) error
 // WatchRemoved before the call and Wait for the alias after it.
 func (c *Conn) Detach(ctx context.Context, d Domain, xml string, m Modify) error {
 	return c.do(ctx, fmt.Sprintf("detach a device from %s (%s)", d.Name, m), func() error {
-		return c.l.DomainDetachDeviceFlags(d.d, xml, uint32(m))
+		return c.l.DomainDetachDeviceFlags(d.d, xml, m)
 	})
 }
 
@@ -81,10 +80,10 @@ type Removal struct {
 func (c *Conn) WatchRemoved(ctx context.Context, d Domain) (*Removal, error) {
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r := &Removal{cancel: cancel, removed: map[string]bool{}, failed: map[string]bool{}, changed: make(chan struct{})}
-	for _, id := range []libvirt.DomainEventID{libvirt.DomainEventIDDeviceRemoved, libvirt.DomainEventIDDeviceRemovalFailed} {
-		var ch <-chan interface{}
+	for _, failed := range []bool{false, true} {
+		var ch <-chan DeviceEvent
 		err := c.do(ctx, "register for device events of "+d.Name, func() (err error) {
-			ch, err = c.l.SubscribeEvents(wctx, id, []libvirt.Domain{d.d})
+			ch, err = c.l.SubscribeDeviceRemoval(wctx, d.d, failed)
 			return
 		})
 		if err != nil {
@@ -97,24 +96,14 @@ func (c *Conn) WatchRemoved(ctx context.Context, d Domain) (*Removal, error) {
 	return r, nil
 }
 
-func (r *Removal) follow(ch <-chan interface{}) {
+func (r *Removal) follow(ch <-chan DeviceEvent) {
 	defer r.done.Done()
 	for ev := range ch {
-		var alias string
-		failed := false
-		switch e := ev.(type) {
-		case *libvirt.DomainEventCallbackDeviceRemovedMsg:
-			alias = e.Msg.DevAlias
-		case *libvirt.DomainEventCallbackDeviceRemovalFailedMsg:
-			alias, failed = e.DevAlias, true
-		default:
-			continue
-		}
 		r.mu.Lock()
-		if failed {
-			r.failed[alias] = true
+		if ev.Failed {
+			r.failed[ev.Alias] = true
 		} else {
-			r.removed[alias] = true
+			r.removed[ev.Alias] = true
 		}
 		close(r.changed)
 		r.changed = make(chan struct{})

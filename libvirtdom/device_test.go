@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/digitalocean/go-libvirt"
-
 	"github.com/netctl/netctl/internal/errs"
 )
 
@@ -16,11 +14,11 @@ import (
 // ErrBusy on device-removal-failed, and with ErrPending at its deadline;
 // events of other aliases do not end it.
 func TestRemovalWait(t *testing.T) {
-	ch := make(chan interface{})
+	ch := make(chan DeviceEvent)
 	r := &Removal{cancel: func() {}, removed: map[string]bool{}, failed: map[string]bool{}, changed: make(chan struct{})}
 	r.done.Add(1)
 	go r.follow(ch)
-	ch <- &libvirt.DomainEventCallbackDeviceRemovedMsg{Msg: libvirt.DomainEventDeviceRemovedMsg{DevAlias: "net0"}}
+	ch <- DeviceEvent{Alias: "net0"}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := r.Wait(ctx, "net0"); err != nil {
@@ -28,8 +26,8 @@ func TestRemovalWait(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- r.Wait(ctx, "net1") }()
-	ch <- &libvirt.DomainEventCallbackDeviceRemovedMsg{Msg: libvirt.DomainEventDeviceRemovedMsg{DevAlias: "net2"}}
-	ch <- &libvirt.DomainEventCallbackDeviceRemovalFailedMsg{DevAlias: "net1"}
+	ch <- DeviceEvent{Alias: "net2"}
+	ch <- DeviceEvent{Alias: "net1", Failed: true}
 	if err := <-done; !errors.Is(err, errs.ErrBusy) {
 		t.Errorf("Wait for an alias whose removal failed: %v", err)
 	}

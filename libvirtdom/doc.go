@@ -3,6 +3,13 @@
 // RPC client github.com/digitalocean/go-libvirt (no cgo, no libvirt.so),
 // and reads and writes domain XML with libvirt.org/go/libvirtxml.
 //
+// The RPC client is behind the Client interface, and its implementation
+// is libvirtdom/rpc, which a program links with a blank import (netctl's
+// full build does, and the tests that dial). Without it Dial fails with
+// ErrNotLinked, or first calls Unlinked if set (the split netctl runs
+// netctl-full there): a program that only builds or reads XML does not
+// link go-libvirt, golang.org/x/crypto/ssh and crypto/tls.
+//
 // Lifecycle. Dial(ctx, uri) opens one connection (qemu:///system by
 // default; qemu+unix:///system?socket=PATH names the socket, as a private
 // daemon needs) and Close ends it; a Conn is safe for concurrent use (the

@@ -8,7 +8,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/digitalocean/go-libvirt"
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/netctl/netctl/internal/errs"
@@ -21,18 +20,18 @@ const MaxXML = 4 << 20
 type Domain struct {
 	Name string
 	UUID string // canonical, lower case with dashes
-	d    libvirt.Domain
+	d    DomainRef
 }
 
 // FormatUUID is u in canonical form.
-func FormatUUID(u libvirt.UUID) string {
+func FormatUUID(u [16]byte) string {
 	h := hex.EncodeToString(u[:])
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
 // ParseUUID reads a UUID as libvirt accepts it (32 hex digits, with or
 // without the four dashes); ok is false for anything else.
-func ParseUUID(s string) (u libvirt.UUID, ok bool) {
+func ParseUUID(s string) (u [16]byte, ok bool) {
 	if len(s) == 36 {
 		if s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
 			return u, false
@@ -50,7 +49,7 @@ func ParseUUID(s string) (u libvirt.UUID, ok bool) {
 	return u, true
 }
 
-func domainOf(d libvirt.Domain) Domain {
+func domainOf(d DomainRef) Domain {
 	return Domain{Name: d.Name, UUID: FormatUUID(d.UUID), d: d}
 }
 
@@ -62,7 +61,7 @@ func (c *Conn) Lookup(ctx context.Context, ref string) (Domain, error) {
 		return Domain{}, fmt.Errorf("domain %q: give a name or UUID: %w", clip(ref), errs.ErrInvalid)
 	}
 	if u, ok := ParseUUID(ref); ok {
-		var d libvirt.Domain
+		var d DomainRef
 		err := c.do(ctx, "lookup domain by UUID "+ref, func() (err error) { d, err = c.l.DomainLookupByUUID(u); return })
 		if err == nil {
 			return domainOf(d), nil
@@ -71,7 +70,7 @@ func (c *Conn) Lookup(ctx context.Context, ref string) (Domain, error) {
 			return Domain{}, err
 		}
 	}
-	var d libvirt.Domain
+	var d DomainRef
 	err := c.do(ctx, "lookup domain "+clip(ref), func() (err error) { d, err = c.l.DomainLookupByName(ref); return })
 	if errors.Is(err, os.ErrNotExist) {
 		return Domain{}, fmt.Errorf("libvirt %s: no domain named %s or with that UUID (virsh list --all shows them): %w", c.URI, clip(ref), os.ErrNotExist)
@@ -84,13 +83,13 @@ func (c *Conn) Lookup(ctx context.Context, ref string) (Domain, error) {
 
 // Running says whether the domain runs (or is paused: it has a QEMU).
 func (c *Conn) Running(ctx context.Context, d Domain) (bool, error) {
-	var st int32
-	err := c.do(ctx, "state of "+d.Name, func() (err error) { st, _, err = c.l.DomainGetState(d.d, 0); return })
+	var st DomainState
+	err := c.do(ctx, "state of "+d.Name, func() (err error) { st, err = c.l.DomainGetState(d.d); return })
 	if err != nil {
 		return false, err
 	}
-	switch libvirt.DomainState(st) {
-	case libvirt.DomainShutoff, libvirt.DomainNostate, libvirt.DomainCrashed:
+	switch st {
+	case DomainShutoff, DomainNostate, DomainCrashed:
 		return false, nil
 	}
 	return true, nil
@@ -100,10 +99,10 @@ func (c *Conn) Running(ctx context.Context, d Domain) (bool, error) {
 // its persistent one (what the next start uses), as virsh dumpxml
 // [--inactive] does. Over MaxXML is an error wrapping errs.ErrInvalid.
 func (c *Conn) XML(ctx context.Context, d Domain, inactive bool) ([]byte, error) {
-	var flags libvirt.DomainXMLFlags
+	var flags XMLFlags
 	what := "live XML of " + d.Name
 	if inactive {
-		flags, what = libvirt.DomainXMLInactive, "persistent XML of "+d.Name
+		flags, what = XMLInactive, "persistent XML of "+d.Name
 	}
 	return c.xmlDesc(ctx, d, flags, what)
 }
@@ -113,19 +112,19 @@ func (c *Conn) XML(ctx context.Context, d Domain, inactive bool) ([]byte, error)
 // what libvirt leaves out of other reads (a <graphics passwd>), which a
 // Define of XML's would drop. Read it only to Define it.
 func (c *Conn) Definition(ctx context.Context, d Domain) ([]byte, error) {
-	return c.xmlDesc(ctx, d, libvirt.DomainXMLInactive|libvirt.DomainXMLSecure, "persistent XML of "+d.Name)
+	return c.xmlDesc(ctx, d, XMLInactive|XMLSecure, "persistent XML of "+d.Name)
 }
 
 // Persistent says whether the domain has a persistent definition (one
 // started with virsh create has none: it is transient, and a Define
 // would make it persistent).
 func (c *Conn) Persistent(ctx context.Context, d Domain) (bool, error) {
-	var p int32
+	var p bool
 	err := c.do(ctx, "is "+d.Name+" persistent", func() (err error) { p, err = c.l.DomainIsPersistent(d.d); return })
-	return p == 1, err
+	return p, err
 }
 
-func (c *Conn) xmlDesc(ctx context.Context, d Domain, flags libvirt.DomainXMLFlags, what string) ([]byte, error) {
+func (c *Conn) xmlDesc(ctx context.Context, d Domain, flags XMLFlags, what string) ([]byte, error) {
 	var s string
 	if err := c.do(ctx, what, func() (err error) { s, err = c.l.DomainGetXMLDesc(d.d, flags); return }); err != nil {
 		return nil, err
@@ -144,9 +143,9 @@ func (c *Conn) Define(ctx context.Context, xml []byte) (Domain, error) {
 	if len(xml) > MaxXML {
 		return Domain{}, fmt.Errorf("domain XML of %d bytes, over %d: %w", len(xml), MaxXML, errs.ErrInvalid)
 	}
-	var d libvirt.Domain
+	var d DomainRef
 	if err := c.do(ctx, "define", func() (err error) {
-		d, err = c.l.DomainDefineXMLFlags(string(xml), libvirt.DomainDefineValidate)
+		d, err = c.l.DomainDefineXMLFlags(string(xml), DefineValidate)
 		return
 	}); err != nil {
 		return Domain{}, err

@@ -31,7 +31,7 @@ func (c *Conn) MonitorCommand(ctx context.Context, d Domain, cmd string) (Monito
 	}
 	var out string
 	if err := c.do(ctx, "QEMU monitor command on "+d.Name+" (taints it: custom-monitor)", func() (err error) {
-		out, err = c.l.QEMUDomainMonitorCommand(d.d, cmd, 0)
+		out, err = c.l.QEMUDomainMonitorCommand(d.d, cmd)
 		return
 	}); err != nil {
 		return MonitorResult{Tainted: true}, err

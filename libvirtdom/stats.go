@@ -19,7 +19,7 @@ type IfaceStats struct {
 func (c *Conn) InterfaceStats(ctx context.Context, d Domain, dev string) (IfaceStats, error) {
 	var s IfaceStats
 	err := c.do(ctx, "interface stats of "+d.Name+" "+clip(dev), func() (err error) {
-		s.RxBytes, s.RxPackets, s.RxErrs, s.RxDrop, s.TxBytes, s.TxPackets, s.TxErrs, s.TxDrop, err = c.l.DomainInterfaceStats(d.d, dev)
+		s, err = c.l.DomainInterfaceStats(d.d, dev)
 		return
 	})
 	return s, err

@@ -149,7 +149,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 func runApp(app *cli.App, args []string, stdout, stderr io.Writer) int {
 	// Whatever a command prints, and the error line below, may carry text
 	// from outside: it reaches the terminal escaped (termsafe.go).
-	stdout, stderr = &safeWriter{stdout}, &safeWriter{stderr}
+	stdout, stderr = &safeWriter{w: stdout, wrote: &outputWritten}, &safeWriter{w: stderr, wrote: &outputWritten}
 	app.Writer, app.ErrWriter = stdout, stderr
 	err := app.Run(args)
 	var ec cli.ExitCoder

@@ -8,6 +8,8 @@ import (
 	"syscall"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/netctl/netctl/libvirtdom"
 )
 
 // In the split build the exporter and the KubeVirt sidecar run netctl-full
@@ -18,7 +20,18 @@ var (
 	kubevirtSidecarAction = execFull
 )
 
-func execFull(c *cli.Context) error {
+// The split netctl links no libvirt RPC client (libvirt_full.go): a
+// command that dials libvirt runs netctl-full in its place, when that is
+// still transparent (handOver).
+func init() {
+	libvirtdom.Unlinked = func() error { return handOver(execFullNow) }
+}
+
+func execFull(*cli.Context) error { return execFullNow() }
+
+// execFullNow replaces this process with netctl-full, with the same
+// arguments and environment; it returns only on failure.
+func execFullNow() error {
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("finding %s: %w", fullName, err)

@@ -13,7 +13,9 @@ const splitTags = "netctl_split,urfave_cli_no_docs"
 
 // TestSplitBuildLeavesLargeLibrariesOut: the netctl every hook, CNI and
 // attach call runs links none of the libraries only the exporter and the
-// KubeVirt sidecar need, so it does not initialise them.
+// KubeVirt sidecar need, nor libvirt's RPC client (go-libvirt, which
+// brings golang.org/x/crypto/ssh and crypto/tls), so it does not
+// initialise them.
 func TestSplitBuildLeavesLargeLibrariesOut(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "-tags", splitTags, ".").CombinedOutput()
 	if err != nil {
@@ -28,6 +30,7 @@ func TestSplitBuildLeavesLargeLibrariesOut(t *testing.T) {
 			"github.com/prometheus/", "google.golang.org/grpc", "google.golang.org/protobuf",
 			"github.com/russross/blackfriday", "github.com/cpuguy83/go-md2man",
 			"github.com/netctl/netctl/exporter", "github.com/netctl/netctl/kubevirt/sidecar", "net/http",
+			"github.com/digitalocean/go-libvirt", "github.com/netctl/netctl/libvirtdom/rpc", "golang.org/x/crypto/", "crypto/tls",
 		} {
 			if strings.HasPrefix(d, bad) {
 				t.Errorf("the split netctl links %s", d)
@@ -37,8 +40,9 @@ func TestSplitBuildLeavesLargeLibrariesOut(t *testing.T) {
 	// The full build has them (this test would pass on a tree without them).
 	out, err = exec.Command("go", "list", "-deps", "-tags", "urfave_cli_no_docs", ".").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "github.com/prometheus/client_golang/prometheus\n") ||
-		!strings.Contains(string(out), "google.golang.org/grpc\n") {
-		t.Fatalf("the full build lacks the exporter's or the sidecar's libraries: %v", err)
+		!strings.Contains(string(out), "google.golang.org/grpc\n") || !strings.Contains(string(out), "github.com/digitalocean/go-libvirt\n") ||
+		!strings.Contains(string(out), "github.com/netctl/netctl/libvirtdom/rpc\n") {
+		t.Fatalf("the full build lacks the exporter's, the sidecar's or libvirt's libraries: %v", err)
 	}
 }
 
@@ -106,6 +110,14 @@ func TestSplitRunsFull(t *testing.T) {
 	if r.code != exitFailure || !strings.Contains(r.stderr, "nothing.json") {
 		t.Errorf("split netctl kubevirt sidecar --plan missing: %+v", r)
 	}
+	// A command that dials libvirt (the split netctl has no libvirt
+	// client) is netctl-full's: its Dial answers, naming the socket.
+	sock := filepath.Join(root, "no-libvirtd-sock")
+	lv := []string{"diagnose", "--vm", "dom", "--libvirt", "qemu+unix:///system?socket=" + sock}
+	r = execNetctl(t, split, lv...)
+	if r.code != exitFailure || !strings.Contains(r.stderr, "is libvirtd running? socket "+sock) || r.stdout != "" {
+		t.Errorf("split netctl diagnose --libvirt (no daemon): %+v", r)
+	}
 	// What the split netctl runs itself works without netctl-full.
 	if err := os.Remove(filepath.Join(libexec, fullName)); err != nil {
 		t.Fatal(err)
@@ -116,5 +128,9 @@ func TestSplitRunsFull(t *testing.T) {
 	r = execNetctl(t, split, "exporter")
 	if r.code != exitFailure || !strings.Contains(r.stderr, "netctl-full") || !strings.Contains(r.stderr, "make install") {
 		t.Errorf("split netctl exporter without netctl-full: %+v", r)
+	}
+	r = execNetctl(t, split, lv...)
+	if r.code != exitFailure || !strings.Contains(r.stderr, "netctl-full") || !strings.Contains(r.stderr, "make install") || strings.Contains(r.stderr, "netctl bug") {
+		t.Errorf("split netctl diagnose --libvirt without netctl-full: %+v", r)
 	}
 }

@@ -312,7 +312,7 @@ func hookQemuCommand() *cli.Command {
 			if set.runDir == "" {
 				set.runDir = runDir()
 			}
-			err := runHookQemu(c.App.ErrWriter, set, a.Get(0), a.Get(1), a.Get(2), os.Stdin)
+			err := runHookQemu(c.App.ErrWriter, set, a.Get(0), a.Get(1), a.Get(2), stdin)
 			if err != nil {
 				return &oneLineError{err: err}
 			}
@@ -356,7 +356,7 @@ func runHookQemu(stderr io.Writer, set hookSettings, domain, op, subop string, s
 		fmt.Fprintf(stderr, "netctl hook: no log file: %v\n", lerr)
 	} else if lf != nil {
 		defer lf.Close()
-		log = &safeWriter{lf} // domain names and errors from outside: read with cat or tail
+		log = &safeWriter{w: lf} // domain names and errors from outside: read with cat or tail
 	}
 	if cfgErr != nil {
 		fmt.Fprintf(log, "%s netctl hook: %s %s %s: the host config does not load (%v): only domains with an interface they ask netctl for are refused\n",

@@ -95,7 +95,7 @@ func hookPinCommand() *cli.Command {
 			if c.Bool("json") {
 				return printJSON(c.App.Writer, rep)
 			}
-			printPin(&safeWriter{c.App.Writer}, rep, notes)
+			printPin(&safeWriter{w: c.App.Writer}, rep, notes)
 			return nil
 		},
 	}

@@ -80,6 +80,14 @@ func statsCommand() *cli.Command {
 			if c.Bool("qemu-monitor") && !lv {
 				return usageErr(path, "--qemu-monitor is for a libvirt domain (--vm DOMAIN): netctl reads a hand-run QEMU's own monitor without it")
 			}
+			if c.Bool("watch") {
+				// A watch prints before it may meet a NIC attached
+				// through libvirt; the one-shot prints after its last
+				// target is opened.
+				if err := handOverNow(); err != nil {
+					return err
+				}
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			w := &statsWatch{vm: vm, qmp: q, id: c.String("id"), interval: iv, json: c.Bool("json"),

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
 )
@@ -113,9 +114,16 @@ func needsEscape(r rune, n int) bool {
 // safeWriter writes to w what escapeOutput leaves of each Write. A
 // multi-byte sequence split across two Writes is escaped byte by byte
 // (netctl writes whole strings, so that does not happen in its output).
-type safeWriter struct{ w io.Writer }
+// wrote, if set, is set at the first byte written (handover.go).
+type safeWriter struct {
+	w     io.Writer
+	wrote *atomic.Bool
+}
 
 func (s *safeWriter) Write(p []byte) (int, error) {
+	if s.wrote != nil && len(p) > 0 {
+		s.wrote.Store(true)
+	}
 	if _, err := s.w.Write(escapeOutput(p)); err != nil {
 		return 0, err
 	}

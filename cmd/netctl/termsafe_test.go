@@ -164,7 +164,7 @@ func TestEscapeOutput(t *testing.T) {
 // the same strings, with C1 and bidi controls escaped.
 func TestSafeWriterJSON(t *testing.T) {
 	var b bytes.Buffer
-	if err := printJSON(&safeWriter{&b}, map[string]string{"name": evil}); err != nil {
+	if err := printJSON(&safeWriter{w: &b}, map[string]string{"name": evil}); err != nil {
 		t.Fatal(err)
 	}
 	if want := `{"name":"` + evilJSON + `"}` + "\n"; b.String() != want {

@@ -28,10 +28,7 @@ type lvEnv struct {
 func newLvEnv(t *testing.T, ctx context.Context) *lvEnv {
 	t.Helper()
 	testenv.Host(t)
-	bin := filepath.Join(t.TempDir(), "netctl")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/netctl/netctl/cmd/netctl").CombinedOutput(); err != nil {
-		t.Fatalf("build netctl: %v\n%s", err, out)
-	}
+	bin := buildNetctl(t, t.TempDir())
 	d := libvirtd.New(t)
 	for _, p := range []string{"/etc/netctl", "/var/log/netctl"} {
 		if err := d.Private(p); err != nil {

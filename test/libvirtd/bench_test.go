@@ -37,10 +37,7 @@ func BenchmarkLibvirtAttach(b *testing.B) {
 	testenv.Host(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	bin := filepath.Join(b.TempDir(), "netctl")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/netctl/netctl/cmd/netctl").CombinedOutput(); err != nil {
-		b.Fatalf("build netctl: %v\n%s", err, out)
-	}
+	bin := buildNetctl(b, b.TempDir())
 	run := b.TempDir()
 	timed := func(name string, args ...string) float64 {
 		cmd := exec.CommandContext(ctx, name, args...)

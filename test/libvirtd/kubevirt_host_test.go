@@ -66,10 +66,7 @@ func TestHostLibvirtdKubevirtSidecar(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(root)
-	bin := filepath.Join(root, "netctl")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/netctl/netctl/cmd/netctl").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildNetctl(t, root)
 	testenv.Host(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

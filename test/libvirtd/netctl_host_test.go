@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -53,10 +52,7 @@ func netctlIface(driver string) string {
 // hook status shows the backend and profile policy chose. Nothing is
 // left: no tap, no record, no domain.
 func TestHostLibvirtdNetctlHook(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "netctl")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/netctl/netctl/cmd/netctl").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildNetctl(t, t.TempDir())
 	testenv.Host(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

@@ -31,10 +31,7 @@ const vfIface = `    <interface type='hostdev' managed='yes'>
 // run directory hook install wrote into the script (libvirt filters a
 // hook's environment).
 func TestHostLibvirtdPassesOthers(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "netctl")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/netctl/netctl/cmd/netctl").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildNetctl(t, t.TempDir())
 	testenv.Host(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -43,10 +43,7 @@ const unmanagedIface = `    <interface type='ethernet'>
 // (from the live XML) beside what was decided; a second pin changes
 // nothing, and after a profile change only pin --redecide re-decides.
 func TestHostLibvirtdHookPin(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "netctl")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/netctl/netctl/cmd/netctl").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildNetctl(t, t.TempDir())
 	testenv.Host(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

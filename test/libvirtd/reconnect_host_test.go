@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -21,10 +20,7 @@ import (
 // says why it did not rebuild the record; with the config fixed, destroy
 // still releases the tap (the record from prepare was kept).
 func TestHostLibvirtdReconnectBadConfig(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "netctl")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/netctl/netctl/cmd/netctl").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildNetctl(t, t.TempDir())
 	testenv.Host(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

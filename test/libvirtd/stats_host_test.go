@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -64,10 +63,7 @@ func TestHostLibvirtdStatsDiagnose(t *testing.T) {
 	testenv.Host(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	bin := filepath.Join(t.TempDir(), "netctl")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/netctl/netctl/cmd/netctl").CombinedOutput(); err != nil {
-		t.Fatalf("build netctl: %v\n%s", err, out)
-	}
+	bin := buildNetctl(t, t.TempDir())
 	run := t.TempDir()
 	netctl := func(args ...string) (string, error) {
 		cmd := exec.CommandContext(ctx, bin, args...)
