@@ -105,15 +105,18 @@ func New(ctx context.Context, conn *net.UnixConn) (*Client, error) {
 	// one round trip, not two.
 	c.nextID++
 	id := c.nextID
-	if _, err := c.conn.Write([]byte(`{"execute":"qmp_capabilities","id":` + strconv.FormatInt(id, 10) + "}\n")); err != nil {
-		return nil, c.ioErr(ctx, "qmp_capabilities", err)
-	}
+	// A peer that is not QEMU's monitor (or a monitor that wrote a stray
+	// event and closed) is told by what it sent, not by the write failing.
+	_, werr := c.conn.Write([]byte(`{"execute":"qmp_capabilities","id":` + strconv.FormatInt(id, 10) + "}\n"))
 	line, err := c.r.readLine()
 	if err != nil {
 		return nil, c.ioErr(ctx, "waiting for the greeting", err)
 	}
 	if c.Greeting, err = parseGreeting(line); err != nil {
 		return nil, err
+	}
+	if werr != nil {
+		return nil, c.ioErr(ctx, "qmp_capabilities", werr)
 	}
 	if _, err := c.awaitReply(id); err != nil {
 		var qe *Error

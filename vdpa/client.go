@@ -75,12 +75,26 @@ func newClient(ctx context.Context, c *genetlink.Conn, dial func() (*genetlink.C
 	return cl, nil
 }
 
+// Loaded says, without netlink, whether the kernel has vdpa at all: the
+// vdpa bus in sysfs (not per network namespace). nil does not mean the
+// family answers (Dial says).
+func Loaded() error {
+	if _, err := os.Stat("/sys/bus/vdpa"); err != nil {
+		return noVDPAError(err)
+	}
+	return nil
+}
+
+func noVDPAError(err error) error {
+	return fmt.Errorf("vdpa: %w: this kernel has no vdpa support loaded: modprobe vdpa "+
+		"(CONFIG_VDPA, Linux 5.12+; Debian 12's 6.1 kernel has none): %w", ErrNoVDPA, err)
+}
+
 func noFamilyError(err error) error {
 	// The vdpa bus is not per network namespace: without it the kernel
 	// has no vdpa at all, wherever this runs.
-	if _, serr := os.Stat("/sys/bus/vdpa"); serr != nil {
-		return fmt.Errorf("vdpa: %w: this kernel has no vdpa support loaded: modprobe vdpa "+
-			"(CONFIG_VDPA, Linux 5.12+; Debian 12's 6.1 kernel has none): %w", ErrNoVDPA, err)
+	if Loaded() != nil {
+		return noVDPAError(err)
 	}
 	if !inInitialNetns() {
 		return fmt.Errorf("vdpa: %w: the vdpa family exists only in the initial network namespace; "+

@@ -20,8 +20,11 @@ import (
 )
 
 // stuckQMP is a QMP server that answers what attach reads, takes getfd,
-// and never answers netdev_add (a QEMU stuck in vhost setup): it closes
-// netdevAdd and goes on serving, logging every command after it.
+// and gets stuck at netdev_add (a QEMU stuck in vhost setup): it sends on
+// netdevAdd and logs every command after it. Like QEMU it answers in
+// order: the commands after netdev_add are answered only once netdev_add
+// is, which happens when the rollback's netdev_del comes (QEMU came
+// unstuck; the netdev_add failed).
 type stuckQMP struct {
 	sock      string
 	netdevAdd chan struct{} // one value per netdev_add
@@ -55,6 +58,7 @@ func (s *stuckQMP) serve(c *net.UnixConn) {
 	buf, oob := make([]byte, 64<<10), make([]byte, 256)
 	var acc []byte
 	stuck := false
+	var held [][]byte // replies held behind the stuck netdev_add's, in order
 	for {
 		n, oobn, _, _, err := c.ReadMsgUnix(buf, oob)
 		if err != nil || n == 0 {
@@ -104,7 +108,9 @@ func (s *stuckQMP) serve(c *net.UnixConn) {
 			case "netdev_add":
 				stuck = true
 				s.netdevAdd <- struct{}{}
-				continue // no answer
+				b, _ := json.Marshal(map[string]any{"error": map[string]string{"class": "GenericError", "desc": "vhost setup failed"}, "id": req.ID})
+				held = [][]byte{b} // answered when it comes unstuck
+				continue
 			case "netdev_del":
 				qerr = map[string]string{"class": "DeviceNotFound", "desc": "Device 'netctl-n1' not found"}
 			}
@@ -114,7 +120,15 @@ func (s *stuckQMP) serve(c *net.UnixConn) {
 			} else {
 				b, _ = json.Marshal(map[string]any{"return": ret, "id": req.ID})
 			}
+			if held != nil && req.Execute != "netdev_del" {
+				held = append(held, b)
+				continue
+			}
 			w := bufio.NewWriter(c)
+			for _, h := range held {
+				w.Write(append(h, '\n'))
+			}
+			held = nil
 			w.Write(append(b, '\n'))
 			if w.Flush() != nil {
 				return

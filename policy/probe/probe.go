@@ -43,9 +43,11 @@ type sources struct {
 	vhostNetFeatures func(*host.VhostNet)
 	scratch          func(r *Result, tap, macvtap bool) // the scratch devices asked for
 	vdpa             func(*host.VDPA)
-	zeroCopy         func() (zerocopy.Status, error)
-	qemu             func(*host.QEMU)
-	devFeatures      func(name string) (map[string]bool, error)
+	// vdpaLoaded is whether the kernel has vdpa at all (no netlink).
+	vdpaLoaded  func() error
+	zeroCopy    func() (zerocopy.Status, error)
+	qemu        func(*host.QEMU)
+	devFeatures func(name string) (map[string]bool, error)
 	// vdpaFacts reads what QEMU's shadow virtqueues need from a device's
 	// vhost-vdpa node; nil and why ("unknown: ...") when it was not read.
 	vdpaFacts func(host.VDPADevice) (*host.VDPAFacts, string)
@@ -63,6 +65,7 @@ var kernel = sources{
 	vhostNetFeatures: probeVhostNetFeatures,
 	scratch:          probeScratch,
 	vdpa:             probeVDPA,
+	vdpaLoaded:       vdpa.Loaded,
 	zeroCopy:         zerocopy.Read,
 	qemu:             probeQEMU,
 	devFeatures: func(name string) (map[string]bool, error) {
@@ -118,7 +121,8 @@ type Parts struct {
 	VhostNetFeaturesOnly bool
 }
 
-// VDPANotAsked is the vdpa section's Error when Parts.NoVDPA left it out.
+// VDPANotAsked is the vdpa section's Error when Parts.NoVDPA left it out
+// and the kernel has vdpa (without vdpa the Error says that).
 const VDPANotAsked = "not probed: no vdpa device or management device was given"
 
 // All is what Probe reads: every part but VDPAMigration, which opens
@@ -174,7 +178,12 @@ func probe(devs []string, src sources, parts Parts) (*Result, error) {
 		r.Macvtap.Error = notNeeded
 	}
 	if parts.NoVDPA {
+		// Only whether the kernel has vdpa at all (a stat), which the
+		// decision's reason says first.
 		r.VDPA.Error = VDPANotAsked
+		if err := src.vdpaLoaded(); err != nil {
+			r.VDPA.Error = err.Error()
+		}
 	} else {
 		src.vdpa(&r.VDPA)
 	}

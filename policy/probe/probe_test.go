@@ -24,7 +24,8 @@ func fake() sources {
 				r.Tap.Available, r.Tap.Offloads = true, []string{"csum"}
 			}
 		},
-		vdpa: func(v *host.VDPA) { v.Error = "no vdpa" },
+		vdpa:       func(v *host.VDPA) { v.Error = "no vdpa" },
+		vdpaLoaded: func() error { return nil },
 		zeroCopy: func() (zerocopy.Status, error) {
 			return zerocopy.Status{Loaded: true, Threshold: 256}, nil
 		},
@@ -170,6 +171,11 @@ func TestProbeLeavesOutWhatIsNotAsked(t *testing.T) {
 	}
 	if r.VDPA.Available || r.VDPA.Error != VDPANotAsked || !r.VhostNet.Available || r.VhostNet.BusyPoll != nil {
 		t.Fatalf("vdpa %+v, vhost-net %+v", r.VDPA, r.VhostNet)
+	}
+	// A kernel without vdpa says so, not that it was not asked.
+	src.vdpaLoaded = func() error { return errors.New("vdpa: not available: this kernel has no vdpa support loaded") }
+	if r, err := probe(nil, src, Parts{NoVDPA: true, VhostNetFeaturesOnly: true}); err != nil || r.VDPA.Error != "vdpa: not available: this kernel has no vdpa support loaded" {
+		t.Fatalf("no vdpa in the kernel: %+v, %v", r.VDPA, err)
 	}
 	// The default reads both whole.
 	src = fake()
