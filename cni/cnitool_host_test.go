@@ -87,6 +87,17 @@ type env struct {
 func setup(t *testing.T, conf string) *env {
 	bin := bins(t) // before the namespaces: go build needs no root's view
 	testenv.Host(t)
+	// A machine that never ran a CNI runtime has no /var/lib/cni, and the
+	// test makes nothing outside its own mounts: it then hides /var/lib
+	// under a tmpfs (in its own mount namespace) that has an empty cni.
+	if _, err := os.Stat("/var/lib/cni"); os.IsNotExist(err) {
+		if err := unix.Mount("tmpfs", "/var/lib", "tmpfs", 0, "size=16m"); err != nil {
+			t.Fatalf("a private /var/lib for cnitool's cache: %v", err)
+		}
+		if err := os.Mkdir("/var/lib/cni", 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := unix.Mount("tmpfs", "/var/lib/cni", "tmpfs", 0, "size=16m"); err != nil {
 		t.Fatalf("a private /var/lib/cni for cnitool's cache: %v", err)
 	}
