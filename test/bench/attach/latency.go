@@ -333,7 +333,7 @@ func benchLatency() error {
 			sum += m
 			steps = append(steps, map[string]any{"step": st, "ms": result.Round(m, 3)})
 		}
-		steps = append(steps, map[string]any{"step": "after Attach (the JSON printed, the exit): the wall median less the steps'",
+		steps = append(steps, map[string]any{"step": "the rest: the bench starting the process and reading its output, the JSON printed, the exit (the wall median less the steps')",
 			"ms": result.Round(result.Median(got[side])-sum, 3)})
 		details["netctl_steps_"+side] = steps
 	}
