@@ -13,7 +13,13 @@
 #     test/bench/vhostnet/main.go).
 #   attach: attach-bench (test/bench/attach): attach latency on this host
 #     (QEMU's userspace path), then in one 6.12 VM attach latency on the
-#     vhost-net path and a nested guest's TCP streams.
+#     vhost-net path, a nested guest's TCP streams, and the two seeds with
+#     two nested guests on netctl vhost-net NICs bridged in the VM (seeds):
+#     guest-to-guest TCP with offloads on vs off (netmap seed, 4.3x) and
+#     1-byte TCP request/response on --profile latency (busy-poll) vs
+#     --profile throughput NICs (TX-thread seed, 1.93x), each beside the
+#     CPU both guests' QEMUs (vhost workers included) spent per MB or per
+#     1000 transactions.
 #   stats: stats-bench (test/bench/stats) on this host: one netctl exporter
 #     scrape with 1, 16 and 64 NICs (per NIC), and netctl stats --watch's
 #     CPU at a 1 s interval, 5 interleaved 10 s runs per side (16 NICs
@@ -67,13 +73,14 @@ if [ "$BENCH" = all ] || [ "$BENCH" = attach ]; then
     -host-load "$(cat /proc/loadavg)" -only latency | tee -a "$out"
   # In the 6.12 VM: attach latency on the vhost-net path, and a nested
   # Linux guest's TCP streams on a netctl-attached vhost-net NIC and on
-  # one QEMU set up itself (one guest boot).
+  # one QEMU set up itself (one guest boot); then the seeds (two guests,
+  # nested KVM when kvm_amd loads, else TCG).
   # The nested guest boots the VM's own kernel (netctl-vm prepare put it here).
   cache=${NETCTL_VM_CACHE:-$PWD/.cache/vm}
   vmlinuz=$(sed -n 's/.*"vmlinuz": *"\([^"]*\)".*/\1/p' "$cache/kernel-6.12/image.json")
   run -smp 2 -mem 2048 -- "/host$BIN/attach-bench" -root /host -netctl "/host$BIN/netctl" \
     -attach-c "/host$BIN/attach-c" -agent "/host$BIN/l2agent" -vmlinuz "/host$vmlinuz" -commit "$commit" \
-    -host-load "$(cat /proc/loadavg)" -only latency,datapath
+    -host-load "$(cat /proc/loadavg)" -only latency,datapath,seeds
 fi
 if [ "$BENCH" = all ] || [ "$BENCH" = stats ]; then
   # The exporter's scrape cost and netctl stats --watch's CPU, on this host
