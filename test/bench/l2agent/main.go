@@ -178,7 +178,9 @@ func serve(c *net.TCPConn) {
 
 // dialPeer connects to the other guest's agent and sends it line.
 func dialPeer(ip, line string, d time.Duration) (*net.TCPConn, error) {
-	p, err := net.DialTimeout("tcp", net.JoinHostPort(ip, "5201"), 5*time.Second)
+	// The first packets between two nested TCG guests (ARP, SYN) have
+	// taken more than 5 s.
+	p, err := net.DialTimeout("tcp", net.JoinHostPort(ip, "5201"), 60*time.Second)
 	if err != nil {
 		return nil, err
 	}
