@@ -372,8 +372,10 @@ func bootSeedGuests(ctx context.Context, kernel, runDir, accel string) (gs []*se
 			return gs, 0, fmt.Errorf("guest %s: cont: %w", name, err)
 		}
 		// Under TCG one guest boots at a time: two booting at once in
-		// trial runs took 7 minutes, and one of them panicked early in
-		// boot (an IRETQ in text_poke_early) in 2 of 3 runs.
+		// trial runs took 7 minutes. (Nested TCG guests' kernels crashed
+		// at boot in 3 of 4 trial runs of this bench, one of them booting
+		// alone: an IRETQ in text_poke_early, a fault in __kmalloc; the
+		// datapath bench's single TCG guest booted.)
 		if accel == "tcg" {
 			if err := waitAgents(ctx, g, 420*time.Second); err != nil {
 				return gs, 0, err
