@@ -286,7 +286,7 @@ func benchSeeds() error {
 	emit("seed_netmap_guest_to_guest_tcp_cpu_per_mb_offloads_on_vs_off", "ms of CPU per MB", cOn, cOff, result.F(result.Round(1/netmap, 3)),
 		fmt.Sprintf("offloads cut the CPU per MB at least as much as the seed's throughput gain: ratio at most %.3f (1/%.2f)", 1/netmap, netmap),
 		boolp(ratio(cOn, cOff) <= 1/netmap), map[string]any{"stream": streamDesc,
-			"why": "throughput under nested emulation on a shared 2-core machine mostly measures how much CPU the guests got; the CPU spent per MB moved does not depend on that"})
+			"why": "throughput under nested emulation on a shared 2-core machine mostly measures how much CPU the guests got; the CPU spent per MB moved does not depend on how much CPU L1 gave the guests (it still rises with the time this host takes from L1's vCPUs, see cpu_accounting)"})
 	rrSeed := rrSeedLat / rrSeedThroughput
 	rrDesc := fmt.Sprintf("1-byte request, 1-byte response, one TCP connection (TCP_NODELAY) guest A -> guest B, %.1f s per round: l2agent rr/rrserve; latency side over the --profile latency NICs (bridge %s), throughput side over the --profile throughput NICs (bridge %s), both guests' NICs of that profile; rounds interleaved, alternating which goes first", *roundSecs, seedBr2, seedBr1)
 	lat := result.NewSide("latency_profile_busy_poll", tps["latency"], 1, 0)
