@@ -175,9 +175,10 @@ demo: vm-prepare
 	$(BIN)/netctl-demo
 
 ## bench: vhost-net benchmarks in the 6.12 VM, and attach's (latency on this host and in the VM,
-## the data path of a nested guest in the VM), stats' (exporter scrape cost, stats --watch CPU, on this
-## host) and the vhost-user bridge's (data path against direct vhost-net, QEMU's first packet through it,
-## in the VM); JSON lines appended to bench/results.jsonl.
+## the data path of a nested guest in the VM, the netmap and TX-thread seeds with two nested guests
+## and their CPU per MB), stats' (exporter scrape cost, stats --watch CPU, on this host) and the
+## vhost-user bridge's (data path against direct vhost-net, QEMU's first packet through it, in the VM);
+## JSON lines appended to bench/results.jsonl.
 ## BENCH=startup, BENCH=vhostnet, BENCH=attach, BENCH=stats, BENCH=vhostuser, BENCH=libvirt or BENCH=migrate runs one of the sets.
 BENCH ?= all
 bench: KERNEL := 6.12

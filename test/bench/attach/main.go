@@ -12,6 +12,13 @@
 //     netctl attached on vhost-net, one QEMU set up itself (-netdev
 //     tap,vhost=on). TCP streams both ways with the guest's offloads on and
 //     off, and netctl's NIC against QEMU's.
+//   - seeds (in the 6.12 VM only): the netmap and TX-thread seeds with two
+//     nested guests, each with two netctl vhost-net NICs (--profile
+//     throughput and --profile latency), taps on two bridges: guest to
+//     guest TCP with offloads on against off, and 1-byte request/response
+//     transactions on the latency NICs against the throughput NICs; each
+//     with the CPU both guests' QEMUs (vhost workers included) spent per MB
+//     or per 1000 transactions (seeds.go).
 //
 // Sides run interleaved round by round (A B A B, alternating which goes
 // first) and each figure is the median of its rounds. Nothing here is a
@@ -36,14 +43,15 @@ var (
 	attachC     = flag.String("attach-c", "", "the compiled test/bench/cattach/attach.c")
 	commit      = flag.String("commit", "", "commit being measured")
 	hostLoad    = flag.String("host-load", "", "the host's /proc/loadavg when make bench started")
-	only        = flag.String("only", "latency", "comma-separated: latency, datapath")
+	only        = flag.String("only", "latency", "comma-separated: latency, datapath, seeds")
 	root        = flag.String("root", "", "run QEMU chrooted here (/host in the test VM, where the host's / is)")
 	rounds      = flag.Int("rounds", 7, "interleaved rounds per side of the data path (at least 5)")
 	setupRounds = flag.Int("setup-rounds", 15, "interleaved rounds per side of the latency benchmarks (at least 5)")
 	preload     = flag.Int("preload", 64, "NICs already attached on the crowded side of the scale benchmark")
 	agent       = flag.String("agent", "", "the static l2agent binary (datapath)")
 	vmlinuz     = flag.String("vmlinuz", "", "the kernel the nested guest boots (datapath; default: the test VM's own)")
-	roundSecs   = flag.Float64("d", 5, "seconds per TCP stream round (datapath)")
+	roundSecs   = flag.Float64("d", 5, "seconds per TCP stream or request/response round (datapath, seeds)")
+	seedsAccel  = flag.String("seeds-accel", "auto", "the seeds' nested guests: kvm, tcg or auto (kvm when kvm_amd loads and they boot, else tcg)")
 )
 
 func init() {
@@ -61,6 +69,9 @@ func main() {
 	if *preload < 1 || *preload > 200 {
 		fatal("-preload %d: use 1 to 200", *preload)
 	}
+	if a := *seedsAccel; a != "auto" && a != "kvm" && a != "tcg" {
+		fatal("-seeds-accel %q: use kvm, tcg or auto", a)
+	}
 	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
 		fatal("a network namespace of its own (unshare): %v (run as root)", err)
 	}
@@ -74,8 +85,10 @@ func main() {
 			err = benchLatency()
 		case "datapath":
 			err = benchDatapath()
+		case "seeds":
+			err = benchSeeds()
 		default:
-			err = fmt.Errorf("-only %s: the benchmarks are latency and datapath", b)
+			err = fmt.Errorf("-only %s: the benchmarks are latency, datapath and seeds", b)
 		}
 		if err != nil {
 			fatal("%s: %v", b, err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net"
 	"testing"
 	"time"
 
@@ -19,6 +20,15 @@ func TestParseCommand(t *testing.T) {
 		{"send 4000\n", Command{Verb: "send", Duration: 4 * time.Second}, true},
 		{"offload 52:54:00:12:00:01 off\n", Command{Verb: "offload", MAC: "52:54:00:12:00:01"}, true},
 		{"offload 52:54:00:12:00:01 on\n", Command{Verb: "offload", MAC: "52:54:00:12:00:01", On: true}, true},
+		{"rrserve\n", Command{Verb: "rrserve"}, true},
+		{"sendto 10.93.0.3 5000\n", Command{Verb: "sendto", Peer: "10.93.0.3", Duration: 5 * time.Second}, true},
+		{"rr 10.94.0.3 250\n", Command{Verb: "rr", Peer: "10.94.0.3", Duration: 250 * time.Millisecond}, true},
+		{"sendto 10.93.0.3\n", Command{}, false},
+		{"sendto fe80::1 5000\n", Command{}, false},
+		{"rr 10.94.0.300 250\n", Command{}, false},
+		{"rr 10.94.0.3 0\n", Command{}, false},
+		{"rr 10.94.0.3 600001\n", Command{}, false},
+		{"rrserve 1\n", Command{}, false},
 		{"send -1\n", Command{}, false},
 		{"send 99999999999999999999\n", Command{}, false},
 		{"offload nope on\n", Command{}, false},
@@ -36,7 +46,8 @@ func TestParseCommand(t *testing.T) {
 // FuzzParseCommand: no line makes ParseCommand panic, and what it accepts
 // is one of the commands with its bounds.
 func FuzzParseCommand(f *testing.F) {
-	for _, s := range []string{"ping\n", "recv\n", "send 4000\n", "offload 52:54:00:12:00:01 off\n", "send 0\n", "offload 00:11:22:33:44:55:66:77 on\n"} {
+	for _, s := range []string{"ping\n", "recv\n", "send 4000\n", "offload 52:54:00:12:00:01 off\n", "send 0\n", "offload 00:11:22:33:44:55:66:77 on\n",
+		"sendto 10.93.0.3 5000\n", "rr 10.94.0.3 250\n", "rrserve\n", "rr ::ffff:10.0.0.1 1\n"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, line string) {
@@ -47,10 +58,16 @@ func FuzzParseCommand(f *testing.F) {
 			return
 		}
 		switch c.Verb {
-		case "ping", "recv", "offload", "tcpstats":
-		case "send":
+		case "ping", "recv", "offload", "tcpstats", "rrserve":
+			if c.Peer != "" || c.Duration != 0 {
+				t.Fatalf("%s accepted with a peer or duration: %+v", c.Verb, c)
+			}
+		case "send", "sendto", "rr":
 			if c.Duration < time.Millisecond || c.Duration > 600*time.Second {
-				t.Fatalf("send accepted with %v", c.Duration)
+				t.Fatalf("%s accepted with %v", c.Verb, c.Duration)
+			}
+			if ip := net.ParseIP(c.Peer).To4(); (c.Verb == "send") != (c.Peer == "") || (c.Peer != "" && (ip == nil || ip.String() != c.Peer)) {
+				t.Fatalf("%s accepted with peer %q", c.Verb, c.Peer)
 			}
 		default:
 			t.Fatalf("accepted verb %q", c.Verb)

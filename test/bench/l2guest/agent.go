@@ -17,12 +17,18 @@ const AgentPort = "5201"
 // AgentCmd sends one command to the agent at ip and returns its answer
 // line (bounded), which must start with "ok".
 func AgentCmd(ip, line string) (string, error) {
+	return AgentCmdTimeout(ip, line, 30*time.Second)
+}
+
+// AgentCmdTimeout is AgentCmd for a command that may take up to timeout
+// (sendto, rr).
+func AgentCmdTimeout(ip, line string, timeout time.Duration) (string, error) {
 	c, err := net.DialTimeout("tcp", net.JoinHostPort(ip, AgentPort), 2*time.Second)
 	if err != nil {
 		return "", err
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(30 * time.Second))
+	c.SetDeadline(time.Now().Add(timeout))
 	if _, err := io.WriteString(c, line+"\n"); err != nil {
 		return "", err
 	}
