@@ -17,6 +17,14 @@ import (
 // built without the tag, installed beside it (fullName).
 const fullName = "netctl-full"
 
+// fullEnv is set, to the split netctl's path, in the environment of the
+// netctl-full a split netctl runs. A split netctl that finds it set was
+// itself run as netctl-full (bin/netctl copied or linked there) and
+// refuses to run netctl-full again, which would be itself, forever; the
+// full build clears it (full_self.go), so that a netctl that netctl-full
+// runs does not inherit it.
+const fullEnv = "NETCTL_SPLIT_RAN_FULL"
+
 // fullPaths are where netctl looks for netctl-full, in order, given the
 // directory of its own executable: PREFIX/libexec/netctl beside
 // PREFIX/bin (make install, the package), then the same directory (make

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // splitTags are make build's tags for bin/netctl (Makefile build-netctl).
@@ -132,5 +135,64 @@ func TestSplitRunsFull(t *testing.T) {
 	r = execNetctl(t, split, lv...)
 	if r.code != exitFailure || !strings.Contains(r.stderr, "netctl-full") || !strings.Contains(r.stderr, "make install") || strings.Contains(r.stderr, "netctl bug") {
 		t.Errorf("split netctl diagnose --libvirt without netctl-full: %+v", r)
+	}
+}
+
+// buildInstall builds the split netctl into root/bin and, with fullTags
+// (nil: none built), netctl-full into root/libexec/netctl: make install's
+// layout.
+func buildInstall(t *testing.T, root string, fullTags *string) (split, full string) {
+	t.Helper()
+	split = filepath.Join(root, "bin", "netctl")
+	full = filepath.Join(root, "libexec", "netctl", fullName)
+	builds := []struct{ tags, out string }{{splitTags, split}}
+	if fullTags != nil {
+		builds = append(builds, struct{ tags, out string }{*fullTags, full})
+	}
+	for _, b := range builds {
+		if out, err := exec.Command("go", "build", "-tags", b.tags, "-o", b.out, ".").CombinedOutput(); err != nil {
+			t.Fatalf("go build: %v\n%s", err, out)
+		}
+	}
+	return split, full
+}
+
+// TestSplitNeverExecsItself: a netctl-full that is in fact a split netctl
+// (bin/netctl copied or linked there) would run netctl-full again, and
+// again, forever, in the same process: the split netctl refuses to run
+// netctl-full from netctl-full's own place, saying what to install.
+func TestSplitNeverExecsItself(t *testing.T) {
+	root := t.TempDir()
+	split, full := buildInstall(t, root, nil)
+	for _, how := range []string{"copy", "symlink"} {
+		os.Remove(full)
+		os.MkdirAll(filepath.Dir(full), 0o755)
+		var err error
+		if how == "copy" {
+			var b []byte
+			if b, err = os.ReadFile(split); err == nil {
+				err = os.WriteFile(full, b, 0o755)
+			}
+		} else {
+			err = os.Symlink(split, full)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, args := range [][]string{{"exporter"}, {"diagnose", "--vm", "dom", "--libvirt", "qemu+unix:///system?socket=" + filepath.Join(root, "nosock")}} {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			cmd := exec.CommandContext(ctx, split, args...)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			timedOut := ctx.Err() != nil
+			cancel()
+			if timedOut {
+				t.Fatalf("%s: split netctl %v with a split netctl as netctl-full did not end (it runs itself)", how, args)
+			}
+			if code := cmd.ProcessState.ExitCode(); code != exitFailure || !strings.Contains(stderr.String(), "is not netctl-full") {
+				t.Errorf("%s: split netctl %v with a split netctl as netctl-full: exit %d (%v), stderr %q", how, args, code, err, stderr.String())
+			}
+		}
 	}
 }
