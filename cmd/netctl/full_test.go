@@ -196,3 +196,30 @@ func TestSplitNeverExecsItself(t *testing.T) {
 		}
 	}
 }
+
+// TestSplitHandsOverBeforeReadingPlan: attach and diagnose on a libvirt
+// domain run netctl-full before they read --plan, which may be a pipe
+// (/dev/stdin, <(netctl plan -j ...)) that a second read finds empty.
+func TestSplitHandsOverBeforeReadingPlan(t *testing.T) {
+	root := t.TempDir()
+	tags := "urfave_cli_no_docs"
+	split, _ := buildInstall(t, root, &tags)
+	plan := execNetctl(t, split, "plan", "-j", "../../policy/testdata/probe-6.1.json", "../../policy/testdata/probe-6.12.json")
+	if plan.code != exitOK || !strings.HasPrefix(plan.stdout, "{") {
+		t.Fatalf("netctl plan -j: %+v", plan)
+	}
+	sock := filepath.Join(root, "no-libvirtd-sock")
+	uri := "qemu+unix:///system?socket=" + sock
+	for _, args := range [][]string{
+		{"attach", "--vm", "dom", "--id", "n1", "--libvirt", uri, "--plan", "/dev/stdin"},
+		{"diagnose", "--vm", "dom", "--libvirt", uri, "--qemu-monitor", "--plan", "/dev/stdin"},
+	} {
+		cmd := exec.Command(split, args...)
+		var stderr bytes.Buffer
+		cmd.Stdin, cmd.Stderr = strings.NewReader(plan.stdout), &stderr // a pipe
+		cmd.Run()
+		if code := cmd.ProcessState.ExitCode(); code != exitFailure || !strings.Contains(stderr.String(), "is libvirtd running? socket "+sock) {
+			t.Errorf("split netctl %v, the plan on a pipe: exit %d, stderr %q", args, code, stderr.String())
+		}
+	}
+}
