@@ -25,6 +25,22 @@ const fullName = "netctl-full"
 // runs does not inherit it.
 const fullEnv = "NETCTL_SPLIT_RAN_FULL"
 
+// fullVersionEnv is set, to the split netctl's buildID, beside fullEnv:
+// netctl-full runs only for a netctl of its own build (full_self.go).
+// Another version (one of the two binaries replaced alone) may read the
+// same command line otherwise, or not know it.
+const fullVersionEnv = "NETCTL_SPLIT_VERSION"
+
+// buildID names the build: the version and the commit, which make build
+// gives both binaries alike.
+func buildID() string {
+	v := buildVersion()
+	if v.Commit != "" {
+		return v.Version + " (" + v.Commit + ")"
+	}
+	return v.Version
+}
+
 // fullPaths are where netctl looks for netctl-full, in order, given the
 // directory of its own executable: PREFIX/libexec/netctl beside
 // PREFIX/bin (make install, the package), then the same directory (make

@@ -49,7 +49,7 @@ func execFullNow() error {
 		return err
 	}
 	argv := append([]string{full}, os.Args[1:]...)
-	env := append(os.Environ(), fullEnv+"="+exe)
+	env := append(os.Environ(), fullEnv+"="+exe, fullVersionEnv+"="+buildID())
 	if err := syscall.Exec(full, argv, env); err != nil {
 		return fmt.Errorf("running %s: %w", full, err)
 	}

@@ -223,3 +223,33 @@ func TestSplitHandsOverBeforeReadingPlan(t *testing.T) {
 		}
 	}
 }
+
+// TestSplitRunsOnlyItsOwnFull: after a partial upgrade (one of the two
+// binaries replaced), netctl-full of another version would parse the
+// split netctl's command line by its own rules; it refuses, naming both
+// versions, before it runs anything. The same version runs.
+func TestSplitRunsOnlyItsOwnFull(t *testing.T) {
+	root := t.TempDir()
+	split := filepath.Join(root, "bin", "netctl")
+	full := filepath.Join(root, "libexec", "netctl", fullName)
+	for _, b := range []struct{ tags, ver, out string }{{splitTags, "v9.1.0", split}, {"urfave_cli_no_docs", "v9.0.0", full}} {
+		if out, err := exec.Command("go", "build", "-tags", b.tags, "-ldflags", "-X main.version="+b.ver, "-o", b.out, ".").CombinedOutput(); err != nil {
+			t.Fatalf("go build: %v\n%s", err, out)
+		}
+	}
+	r := execNetctl(t, split, "exporter", "--scrape-timeout", "1ms")
+	if r.code != exitFailure || !strings.Contains(r.stderr, "v9.0.0") || !strings.Contains(r.stderr, "v9.1.0") || strings.Contains(r.stderr, "scrape-timeout") {
+		t.Errorf("split netctl v9.1.0 running netctl-full v9.0.0: %+v", r)
+	}
+	// netctl-full run by hand takes any command line.
+	if r := execNetctl(t, full, "exporter", "--scrape-timeout", "1ms"); r.code != exitUsage {
+		t.Errorf("netctl-full v9.0.0 by hand: %+v", r)
+	}
+	// The same version (of one build): netctl-full's own checks answer.
+	if out, err := exec.Command("go", "build", "-tags", "urfave_cli_no_docs", "-ldflags", "-X main.version=v9.1.0", "-o", full, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	if r := execNetctl(t, split, "exporter", "--scrape-timeout", "1ms"); r.code != exitUsage || !strings.Contains(r.stderr, "--scrape-timeout 1ms: out of range") {
+		t.Errorf("split netctl v9.1.0 running netctl-full v9.1.0: %+v", r)
+	}
+}
