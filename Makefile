@@ -43,8 +43,10 @@ build-netctl:
 # /etc/default/netctl-exporter is installed only where there is none.
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
-# netctl finds netctl-full in BINDIR/../libexec/netctl (cmd/netctl/full.go).
-LIBEXECDIR ?= $(BINDIR)/../libexec
+# netctl finds netctl-full in BINDIR/../libexec/netctl and nowhere else
+# (cmd/netctl/full.go), so FULLDIR follows BINDIR alone: a LIBEXECDIR given
+# to make (GNU's variable, /usr/lib on Debian) does not move it.
+override FULLDIR = $(BINDIR)/../libexec/netctl
 DATADIR ?= $(PREFIX)/share
 MANDIR ?= $(DATADIR)/man
 SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
@@ -63,8 +65,8 @@ install: build-netctl
 		$(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(TMPFILESDIR) \
 		$(DESTDIR)$(SYSCONFDIR)/netctl $(DESTDIR)$(SYSCONFDIR)/default
 	install -m 0755 $(BIN)/netctl $(DESTDIR)$(BINDIR)/netctl
-	install -d $(DESTDIR)$(LIBEXECDIR)/netctl
-	install -m 0755 $(BIN)/netctl-full $(DESTDIR)$(LIBEXECDIR)/netctl/netctl-full
+	install -d $(DESTDIR)$(FULLDIR)
+	install -m 0755 $(BIN)/netctl-full $(DESTDIR)$(FULLDIR)/netctl-full
 	install -m 0644 docs/man/*.1 $(DESTDIR)$(MANDIR)/man1/
 	install -m 0644 completion/netctl.bash $(DESTDIR)$(DATADIR)/bash-completion/completions/netctl
 	install -m 0644 completion/_netctl $(DESTDIR)$(ZSHCOMPDIR)/_netctl
@@ -79,12 +81,12 @@ install: build-netctl
 ## uninstall: remove what make install put there (same PREFIX and DESTDIR), nothing else;
 ## /etc/default/netctl-exporter (perhaps edited) is left.
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/netctl $(DESTDIR)$(LIBEXECDIR)/netctl/netctl-full $(DESTDIR)$(DATADIR)/bash-completion/completions/netctl \
+	rm -f $(DESTDIR)$(BINDIR)/netctl $(DESTDIR)$(FULLDIR)/netctl-full $(DESTDIR)$(DATADIR)/bash-completion/completions/netctl \
 		$(DESTDIR)$(ZSHCOMPDIR)/_netctl $(DESTDIR)$(TMPFILESDIR)/netctl.conf \
 		$(DESTDIR)$(SYSCONFDIR)/netctl/hook.json.example \
 		$(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(wildcard docs/man/*.1))) \
 		$(addprefix $(DESTDIR)$(SYSTEMDUNITDIR)/,$(notdir $(UNITS)))
-	-rmdir $(DESTDIR)$(LIBEXECDIR)/netctl 2>/dev/null
+	-rmdir $(DESTDIR)$(FULLDIR) 2>/dev/null
 
 ## deb: bin/netctl_VERSION_ARCH.deb (nfpm as a library: no root, no dpkg-deb);
 ## the binary is make build's, the contents make install's with PREFIX=/usr.

@@ -41,6 +41,12 @@ type fakeQEMU struct {
 	propFail string // device_add fails when this property is given
 	name     string // query-name's answer
 	shareRAM bool   // query-memdev says the machine's RAM is shared (memory-backend-memfd,share=on)
+	// machine is qom-get /machine type's answer ("" for i440fx); on q35
+	// rootPorts are the pcie-root-ports' ids, and onPort which device
+	// sits on each.
+	machine   string
+	rootPorts []string
+	onPort    map[string]string
 }
 
 func newFakeQEMU(t *testing.T) *fakeQEMU {
@@ -198,7 +204,12 @@ func (f *fakeQEMU) handle(cmd string, raw json.RawMessage, fd int) (ret any, qer
 		}
 		return map[string]string{"name": name}, "", false
 	case "qom-get":
+		if f.machine != "" {
+			return f.machine, "", false
+		}
 		return "pc-i440fx-7.2-machine", "", false
+	case "query-pci":
+		return []map[string]any{{"bus": 0, "devices": []any{}}}, "", false
 	case "query-fdsets":
 		return []any{}, "", false
 	case "query-memdev": // QEMU 7.2's answer for -m 128 (pc.ram), shared when the test says so
@@ -215,6 +226,16 @@ func (f *fakeQEMU) handle(cmd string, raw json.RawMessage, fd int) (ret any, qer
 		return b.String(), "", false
 	case "qom-list":
 		out := []map[string]string{{"name": "type", "type": "string"}}
+		if port, ok := strings.CutPrefix(s("path"), "/machine/peripheral/"); ok {
+			// A root port's bus: child[0] when a device sits on it.
+			if d := f.onPort[port[:max(0, strings.IndexByte(port, '/'))]]; d != "" {
+				out = append(out, map[string]string{"name": "child[0]", "type": "child<virtio-net-pci>"})
+			}
+			return out, "", false
+		}
+		for _, id := range f.rootPorts {
+			out = append(out, map[string]string{"name": id, "type": "child<pcie-root-port>"})
+		}
 		for id := range f.devices {
 			out = append(out, map[string]string{"name": id, "type": "child<virtio-net-pci>"})
 		}

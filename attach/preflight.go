@@ -1,6 +1,7 @@
 package attach
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -108,6 +109,7 @@ func Preflight(ctx context.Context, rs []Request) error {
 		return step("read QEMU", err)
 	}
 	var desc *host.Description
+	onPort := map[string]string{} // root port slot ("rp1 0x0") -> the NIC that goes there
 	for _, p := range ps {
 		vm := p.VMName
 		if vm == "" {
@@ -127,6 +129,15 @@ func Preflight(ctx context.Context, rs []Request) error {
 		case rootPortTypes[q.Types[p.Bus]] && !slices.Contains(q.FreePorts, p.Bus):
 			return fmt.Errorf("NIC %s: root port %s holds a device already: start the destination QEMU with the source's devices on the source's ports: %w",
 				p.ID, p.Bus, ErrConflict)
+		}
+		if rootPortTypes[q.Types[p.Bus]] {
+			// A root port has one slot, 0x0 (no addr: that one too);
+			// slotKey's check above did not know the bus's type.
+			k := p.Bus + " " + cmp.Or(strings.TrimSuffix(p.Addr, ".0"), "0x0")
+			if other, ok := onPort[k]; ok {
+				return fmt.Errorf("NICs %s and %s both go on root port %s, which takes one device: give each NIC a port of its own: %w", other, p.ID, p.Bus, ErrConflict)
+			}
+			onPort[k] = p.ID
 		}
 		if p.Bus == "" && p.Addr != "" && !strings.Contains(q.Machine, "q35") {
 			if id, ok := used[strings.TrimSuffix(p.Addr, ".0")]; ok {

@@ -50,3 +50,31 @@ func TestPreflightRefusesAVDPANameInUse(t *testing.T) {
 		t.Errorf("a vdpa name in use: %v", err)
 	}
 }
+
+// TestPreflightRefusesTwoNICsOnOneRootPort: a pcie-root-port takes one
+// device, so two NICs of one manifest on the same free port (no addr, or
+// addr 0x0: its one slot) would pass each alone, and the second would
+// fail its device_add after the first was added to a QEMU that cannot
+// unplug it: refused before anything is added.
+func TestPreflightRefusesTwoNICsOnOneRootPort(t *testing.T) {
+	q := newFakeQEMU(t)
+	q.machine, q.rootPorts = "pc-q35-7.2-machine", []string{"rp1", "rp2"}
+	h := newFakeHost(t, "probe-6.12.json")
+	dir := t.TempDir()
+	req := func(id, mac, bus, addr string) Request {
+		return Request{QMP: q.sock, StateDir: dir, Host: h, ID: id, MAC: mac, Bus: bus, Addr: addr, Backend: "userspace"}
+	}
+	// Each on a port of its own: fine (what the test below changes).
+	if err := Preflight(context.Background(), []Request{req("a", "52:54:00:00:00:01", "rp1", ""), req("b", "52:54:00:00:00:02", "rp2", "")}); err != nil {
+		t.Fatalf("two NICs on two free ports: %v", err)
+	}
+	for name, rs := range map[string][]Request{
+		"no addr":      {req("a", "52:54:00:00:00:01", "rp1", ""), req("b", "52:54:00:00:00:02", "rp1", "")},
+		"addr 0x0 too": {req("a", "52:54:00:00:00:01", "rp1", "0x0"), req("b", "52:54:00:00:00:02", "rp1", "")},
+	} {
+		err := Preflight(context.Background(), rs)
+		if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "rp1") {
+			t.Errorf("%s: two NICs on root port rp1: %v", name, err)
+		}
+	}
+}

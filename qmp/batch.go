@@ -27,8 +27,9 @@ const maxBatchBytes = 64 << 10
 // commands whose arguments do not depend on an earlier answer cost one
 // round trip instead of one each. The result has one error per command
 // (nil: it ran, Out decoded): a QEMU error fails that command alone; a
-// connection error fails it and every later one, which is not run. None
-// may carry fds (SendFD).
+// connection error (or ctx's end) fails it and every later one: those
+// not yet sent are not run, those already sent behind it may have run
+// (their errors say so). None may carry fds (SendFD).
 func (c *Client) Batch(ctx context.Context, cmds []Cmd) []error {
 	errs := make([]error, len(cmds))
 	c.mu.Lock()
@@ -82,6 +83,10 @@ func (c *Client) Batch(ctx context.Context, cmds []Cmd) []error {
 						// The rest were sent: their replies, if any
 						// come, are stale ones the next command skips.
 						err = c.ioErr(ctx, cmds[i].Name, err)
+					}
+					// Those sent behind it reached QEMU, or may have.
+					for j := i + 1; j < end; j++ {
+						errs[j] = fmt.Errorf("qmp: %s: sent, but its reply was not read: it may have run: %w", cmds[j].Name, err)
 					}
 					failFrom(errs, cmds, i, err)
 					return errs

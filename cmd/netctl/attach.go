@@ -121,13 +121,16 @@ func attachCommand() *cli.Command {
 // stepTimes is where attach puts its per-step times when make bench asks
 // (NETCTL_STEP_TIMES set: to the time netctl was started, in Unix
 // nanoseconds, the steps begin with what came before Attach), else nil.
+// A value that is not a time at most a minute before main (1, garbage)
+// still asks, without the step from exec to main.
 func stepTimes() *attach.StepTimes {
 	v := os.Getenv("NETCTL_STEP_TIMES")
 	if v == "" {
 		return nil
 	}
 	t := &attach.StepTimes{}
-	if ns, err := strconv.ParseInt(v, 10, 64); err == nil && ns > 0 && !mainStart.IsZero() {
+	ns, err := strconv.ParseInt(v, 10, 64)
+	if before := mainStart.Sub(time.Unix(0, ns)); err == nil && !mainStart.IsZero() && before >= 0 && before <= time.Minute {
 		ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 		t.Steps = []attach.StepTime{
 			{Step: "exec to main (the process, Go's runtime and package init)", MS: ms(mainStart.Sub(time.Unix(0, ns)))},

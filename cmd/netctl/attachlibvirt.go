@@ -44,6 +44,11 @@ func runByLibvirt(vm string) bool {
 
 // attachLibvirt is netctl attach on a libvirt domain (libvirtattach).
 func attachLibvirt(c *cli.Context, path, uri string) error {
+	// netctl-full, if it is to run, runs before --plan is read: a pipe
+	// (/dev/stdin, <(netctl plan -j ...)) is read once.
+	if err := handOverNow(); err != nil {
+		return err
+	}
 	pool, err := readPool(path, c.String("plan"))
 	if err != nil {
 		return err

@@ -45,11 +45,19 @@ func diagnoseCommand() *cli.Command {
 		},
 		Action: func(c *cli.Context) error {
 			var snap *diagnose.Snapshot
-			pool, err := readPool(path, c.String("plan"))
+			uri, lv, err := libvirtStatsFor(c, path)
 			if err != nil {
 				return err
 			}
-			uri, lv, err := libvirtStatsFor(c, path)
+			if lv {
+				// netctl-full, if it is to run, runs before --plan is
+				// read: a pipe (/dev/stdin, <(netctl plan -j ...)) is
+				// read once.
+				if err := handOverNow(); err != nil {
+					return err
+				}
+			}
+			pool, err := readPool(path, c.String("plan"))
 			if err != nil {
 				return err
 			}

@@ -17,6 +17,30 @@ import (
 // built without the tag, installed beside it (fullName).
 const fullName = "netctl-full"
 
+// fullEnv is set, to the split netctl's path, in the environment of the
+// netctl-full a split netctl runs. A split netctl that finds it set was
+// itself run as netctl-full (bin/netctl copied or linked there) and
+// refuses to run netctl-full again, which would be itself, forever; the
+// full build clears it (full_self.go), so that a netctl that netctl-full
+// runs does not inherit it.
+const fullEnv = "NETCTL_SPLIT_RAN_FULL"
+
+// fullVersionEnv is set, to the split netctl's buildID, beside fullEnv:
+// netctl-full runs only for a netctl of its own build (full_self.go).
+// Another version (one of the two binaries replaced alone) may read the
+// same command line otherwise, or not know it.
+const fullVersionEnv = "NETCTL_SPLIT_VERSION"
+
+// buildID names the build: the version and the commit, which make build
+// gives both binaries alike.
+func buildID() string {
+	v := buildVersion()
+	if v.Commit != "" {
+		return v.Version + " (" + v.Commit + ")"
+	}
+	return v.Version
+}
+
 // fullPaths are where netctl looks for netctl-full, in order, given the
 // directory of its own executable: PREFIX/libexec/netctl beside
 // PREFIX/bin (make install, the package), then the same directory (make

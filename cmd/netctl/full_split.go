@@ -30,8 +30,16 @@ func init() {
 func execFull(*cli.Context) error { return execFullNow() }
 
 // execFullNow replaces this process with netctl-full, with the same
-// arguments and environment; it returns only on failure.
+// arguments and environment (and fullEnv); it returns only on failure,
+// and at once when this process is itself what a split netctl ran as
+// netctl-full (a split netctl installed there).
 func execFullNow() error {
+	if os.Getenv(fullEnv) != "" {
+		// This process was started as netctl-full, by a split netctl:
+		// running netctl-full again would run this program again, forever.
+		return fmt.Errorf("%s is not %s but a netctl that leaves this command out (built with the netctl_split tag, as make build's bin/netctl is), so this command cannot run: "+
+			"put the %s that make build builds beside bin/netctl there (make install and the package do)", os.Args[0], fullName, fullName)
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("finding %s: %w", fullName, err)
@@ -41,7 +49,8 @@ func execFullNow() error {
 		return err
 	}
 	argv := append([]string{full}, os.Args[1:]...)
-	if err := syscall.Exec(full, argv, os.Environ()); err != nil {
+	env := append(os.Environ(), fullEnv+"="+exe, fullVersionEnv+"="+buildID())
+	if err := syscall.Exec(full, argv, env); err != nil {
 		return fmt.Errorf("running %s: %w", full, err)
 	}
 	return nil

@@ -270,3 +270,36 @@ func TestMakeDebArch(t *testing.T) {
 		t.Errorf("make -n deb with GOARCH=arm64 packages for another architecture:\n%s", out)
 	}
 }
+
+// TestMakeInstallPutsFullWhereNetctlLooks: netctl finds netctl-full only
+// in BINDIR/../libexec/netctl (cmd/netctl/full.go), so make install puts
+// it there whatever else the command line says: a packager's
+// LIBEXECDIR=/usr/lib (GNU's variable) or BINDIR of their own.
+func TestMakeInstallPutsFullWhereNetctlLooks(t *testing.T) {
+	mk, err := exec.LookPath("make")
+	if err != nil {
+		if os.Getenv("NETCTL_VM_DEPS") != "" {
+			t.Fatalf("make missing under make test: %v", err)
+		}
+		t.Skip("no make")
+	}
+	for _, c := range []struct {
+		vars []string
+		want string
+	}{
+		{[]string{"PREFIX=/usr"}, "/x/usr/bin/../libexec/netctl/netctl-full"},
+		{[]string{"PREFIX=/usr", "LIBEXECDIR=/usr/lib"}, "/x/usr/bin/../libexec/netctl/netctl-full"},
+		{[]string{"PREFIX=/usr", "BINDIR=/opt/netctl/bin", "LIBEXECDIR=/usr/lib"}, "/x/opt/netctl/bin/../libexec/netctl/netctl-full"},
+	} {
+		for _, target := range []string{"install", "uninstall"} {
+			args := append([]string{"-n", "-C", repoRoot, target, "DESTDIR=/x", "BIN=/b"}, c.vars...)
+			out, err := exec.Command(mk, args...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("make %v: %v\n%s", args, err, out)
+			}
+			if !strings.Contains(string(out), " "+c.want+"\n") && !strings.Contains(string(out), " "+c.want+" ") {
+				t.Errorf("make %s %v does not name %s:\n%s", target, c.vars, c.want, out)
+			}
+		}
+	}
+}
