@@ -19,7 +19,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"strconv"
 	"sync"
 	"time"
 
@@ -100,14 +99,10 @@ func New(ctx context.Context, conn *net.UnixConn) (*Client, error) {
 	defer c.mu.Unlock()
 	stop := c.deadline(ctx)
 	defer stop()
-	// qmp_capabilities goes out with the greeting still on its way: QEMU
-	// reads it after it has sent the greeting, and the handshake costs
-	// one round trip, not two.
-	c.nextID++
-	id := c.nextID
-	// A peer that is not QEMU's monitor (or a monitor that wrote a stray
-	// event and closed) is told by what it sent, not by the write failing.
-	_, werr := c.conn.Write([]byte(`{"execute":"qmp_capabilities","id":` + strconv.FormatInt(id, 10) + "}\n"))
+	// Nothing is written before the greeting says this is QEMU's QMP
+	// monitor: a --qmp naming the wrong socket (a guest's serial console,
+	// an HMP monitor) must not get a line typed into it. (Sending
+	// qmp_capabilities at once would save one round trip.)
 	line, err := c.r.readLine()
 	if err != nil {
 		return nil, c.ioErr(ctx, "waiting for the greeting", err)
@@ -115,19 +110,8 @@ func New(ctx context.Context, conn *net.UnixConn) (*Client, error) {
 	if c.Greeting, err = parseGreeting(line); err != nil {
 		return nil, err
 	}
-	if werr != nil {
-		return nil, c.ioErr(ctx, "qmp_capabilities", werr)
-	}
-	if _, err := c.awaitReply(id); err != nil {
-		var qe *Error
-		if errors.As(err, &qe) {
-			qe.Command = "qmp_capabilities"
-			return nil, qe
-		}
-		if errors.Is(err, ErrProtocol) {
-			return nil, fmt.Errorf("qmp: qmp_capabilities: %w", err)
-		}
-		return nil, c.ioErr(ctx, "qmp_capabilities", err)
+	if _, err := c.execute(ctx, "qmp_capabilities", nil, nil); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
