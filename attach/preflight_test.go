@@ -58,7 +58,9 @@ func TestPreflightRefusesAVDPANameInUse(t *testing.T) {
 // unplug it: refused before anything is added.
 func TestPreflightRefusesTwoNICsOnOneRootPort(t *testing.T) {
 	q := newFakeQEMU(t)
+	q.mu.Lock() // the fake's server goroutine reads them under its lock
 	q.machine, q.rootPorts = "pc-q35-7.2-machine", []string{"rp1", "rp2"}
+	q.mu.Unlock()
 	h := newFakeHost(t, "probe-6.12.json")
 	dir := t.TempDir()
 	req := func(id, mac, bus, addr string) Request {
