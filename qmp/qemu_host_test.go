@@ -17,30 +17,9 @@ import (
 // at once): handshake, queries, an error, fd passing, quit.
 func TestHostRealQEMU(t *testing.T) {
 	testenv.Host(t)
-	qemu, err := exec.LookPath("qemu-system-x86_64")
-	if err != nil {
-		t.Fatalf("qemu-system-x86_64: %v (make vm-deps installs it)", err)
-	}
-	sock := filepath.Join(t.TempDir(), "qmp.sock")
-	cmd := exec.Command(qemu, "-M", "none", "-nodefaults", "-display", "none", "-name", "netctl-qmp-test",
-		"-qmp", "unix:"+sock+",server=on,wait=off")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	var c *Client
-	for {
-		if c, err = Dial(ctx, sock); err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("QEMU's QMP socket never answered: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	defer c.Close()
+	cmd, c := startQEMU(t, ctx, "netctl-qmp-test")
 	if c.Greeting.QMP.Version.QEMU.Major < 7 {
 		t.Errorf("greeting %+v", c.Greeting.QMP.Version)
 	}
@@ -81,30 +60,9 @@ func TestHostRealQEMU(t *testing.T) {
 // than one write (maxBatchBytes) goes out in parts.
 func TestHostRealQEMUBatch(t *testing.T) {
 	testenv.Host(t)
-	qemu, err := exec.LookPath("qemu-system-x86_64")
-	if err != nil {
-		t.Fatalf("qemu-system-x86_64: %v (make vm-deps installs it)", err)
-	}
-	sock := filepath.Join(t.TempDir(), "qmp.sock")
-	cmd := exec.Command(qemu, "-M", "none", "-nodefaults", "-display", "none", "-name", "netctl-batch",
-		"-qmp", "unix:"+sock+",server=on,wait=off")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	var c *Client
-	for {
-		if c, err = Dial(ctx, sock); err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("QEMU's QMP socket never answered: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	defer c.Close()
+	_, c := startQEMU(t, ctx, "netctl-batch")
 	var v struct {
 		QEMU struct{ Major int } `json:"qemu"`
 	}
@@ -144,5 +102,33 @@ func TestHostRealQEMUBatch(t *testing.T) {
 	}
 	if err := c.Run(ctx, "query-name", nil, &name); err != nil {
 		t.Errorf("after the batches: %v", err)
+	}
+}
+
+// startQEMU starts a QEMU with no machine and only a QMP socket, named
+// name, and connects to it; both go when the test ends.
+func startQEMU(t *testing.T, ctx context.Context, name string) (*exec.Cmd, *Client) {
+	t.Helper()
+	qemu, err := exec.LookPath("qemu-system-x86_64")
+	if err != nil {
+		t.Fatalf("qemu-system-x86_64: %v (make vm-deps installs it)", err)
+	}
+	sock := filepath.Join(t.TempDir(), "qmp.sock")
+	cmd := exec.Command(qemu, "-M", "none", "-nodefaults", "-display", "none", "-name", name,
+		"-qmp", "unix:"+sock+",server=on,wait=off")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	for {
+		c, err := Dial(ctx, sock)
+		if err == nil {
+			t.Cleanup(func() { c.Close() })
+			return cmd, c
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("QEMU's QMP socket never answered: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -35,10 +35,3 @@ func kubevirtSidecarCommand() *cli.Command {
 		Action: kubevirtSidecarAction,
 	}
 }
-
-func bindingName(cfg kubevirt.Config) string {
-	if cfg.BindingName == "" {
-		return kubevirt.DefaultBindingName
-	}
-	return cfg.BindingName
-}

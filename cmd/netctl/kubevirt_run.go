@@ -36,3 +36,10 @@ func kubevirtSidecarAction(c *cli.Context) error {
 		fmt.Fprintf(c.App.ErrWriter, "netctl kubevirt sidecar: serving %s (binding %s)\n", sock, bindingName(cfg))
 	})
 }
+
+func bindingName(cfg kubevirt.Config) string {
+	if cfg.BindingName == "" {
+		return kubevirt.DefaultBindingName
+	}
+	return cfg.BindingName
+}

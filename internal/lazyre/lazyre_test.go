@@ -18,7 +18,8 @@ func TestCompiledOnceOnFirstUse(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if r.Regexp() != r.Regexp() {
+	first := r.Regexp()
+	if second := r.Regexp(); first != second {
 		t.Fatal("compiled twice")
 	}
 	if got := r.ReplaceAllString("abbb", "x"); got != "x" {

@@ -220,10 +220,8 @@ func probe(devs []string, src sources, parts Parts) (*Result, error) {
 // probeVhostNetFeatures is probeVhostNet's first part: whether
 // /dev/vhost-net opens, and its features.
 func probeVhostNetFeatures(v *host.VhostNet) {
-	d, err := vhostnet.Open()
-	if err != nil {
-		v.Error = err.Error()
-		v.BusyPollError = "no /dev/vhost-net to measure it on"
+	d := openVhostNet(v)
+	if d == nil {
 		return
 	}
 	// Closing the last fd of a vhost-net device waits for the kernel to
@@ -232,34 +230,41 @@ func probeVhostNetFeatures(v *host.VhostNet) {
 	// open. Nothing the caller does needs that done, so it happens on a
 	// goroutine of its own while the caller goes on (attach's QMP steps
 	// take longer); a process that exits first finishes it at exit.
-	defer func() { go d.Close() }()
-	v.Available = true
-	f, err := d.Features()
-	if err != nil {
-		v.Error = err.Error()
-		v.BusyPollError = "GET_FEATURES failed"
-		return
+	go d.Close()
+	if v.Error == "" {
+		v.BusyPollError = notNeeded
 	}
-	v.Features, v.FeaturesHex = f.Names(), fmt.Sprintf("%#x", uint64(f))
-	v.BusyPollError = notNeeded
 }
 
-func probeVhostNet(v *host.VhostNet) {
+// openVhostNet opens /dev/vhost-net and reads its features into v; nil
+// (v says why) when it does not open. The caller closes the device.
+func openVhostNet(v *host.VhostNet) *vhostnet.Device {
 	d, err := vhostnet.Open()
 	if err != nil {
 		v.Error = err.Error()
 		v.BusyPollError = "no /dev/vhost-net to measure it on"
-		return
+		return nil
 	}
-	defer d.Close()
 	v.Available = true
 	f, err := d.Features()
 	if err != nil {
 		v.Error = err.Error()
 		v.BusyPollError = "GET_FEATURES failed"
-		return
+		return d
 	}
 	v.Features, v.FeaturesHex = f.Names(), fmt.Sprintf("%#x", uint64(f))
+	return d
+}
+
+func probeVhostNet(v *host.VhostNet) {
+	d := openVhostNet(v)
+	if d == nil {
+		return
+	}
+	defer d.Close()
+	if v.Error != "" {
+		return
+	}
 	if n, err := vhostnet.MaxMemRegions(); err != nil {
 		v.Error = "max_mem_regions: " + err.Error()
 	} else {
