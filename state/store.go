@@ -7,11 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -471,17 +474,40 @@ func (s *Store) Load(key, id string) (*NIC, error) {
 // symlink is followed, and at most max+1 bytes are read (the parsers
 // refuse more). A missing file is ErrNotFound.
 func readFile(p string, max int64) ([]byte, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if errors.Is(err, os.ErrNotExist) {
+	// Plain syscalls (open, read to EOF, close): os.Open would also set
+	// the fd non-blocking and try the poller, three more syscalls a
+	// record, and List reads every record of a VM.
+	var fd int
+	var err error
+	for {
+		fd, err = unix.Open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0) // NONBLOCK: a FIFO put here does not hang the reader
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if errors.Is(err, unix.ENOENT) {
 		return nil, fmt.Errorf("state: %s: %w", p, ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("state: %w", err)
+		return nil, fmt.Errorf("state: open %s: %w", p, err)
 	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
-		return nil, fmt.Errorf("state: read %s: %w", p, err)
+	defer unix.Close(fd)
+	b := make([]byte, 0, min(4096, max+1))
+	for int64(len(b)) <= max {
+		if len(b) == cap(b) {
+			b = slices.Grow(b, min(int(max+1)-len(b), cap(b)))
+		}
+		n, err := unix.Read(fd, b[len(b):min(cap(b), int(max+1))])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("state: read %s: %w", p, err)
+		}
+		if n == 0 {
+			break
+		}
+		b = b[:len(b)+n]
 	}
 	return b, nil
 }
@@ -496,6 +522,31 @@ func readRecord(p string) (*NIC, error) {
 		return nil, fmt.Errorf("state: %s: %w (remove the file if no NIC needs it)", p, err)
 	}
 	return n, nil
+}
+
+// readRecords reads dir's files names, on up to 4 threads when there are
+// many (a VM with 64 NICs has 64 records, and attach reads them all to
+// order the root ports it tries).
+func readRecords(dir string, names []string) ([]*NIC, []error) {
+	recs, errs := make([]*NIC, len(names)), make([]error, len(names))
+	workers := min(runtime.GOMAXPROCS(0), 4, len(names)/8)
+	if workers <= 1 {
+		for i, n := range names {
+			recs[i], errs[i] = readRecord(filepath.Join(dir, n))
+		}
+		return recs, errs
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(names); i = int(next.Add(1) - 1) {
+				recs[i], errs[i] = readRecord(filepath.Join(dir, names[i]))
+			}
+		})
+	}
+	wg.Wait()
+	return recs, errs
 }
 
 // List reads every record, or those of the VM with key (""
@@ -528,9 +579,10 @@ func (s *Store) List(key string) (nics []*NIC, bad []error, err error) {
 	type nicKey struct{ key, id string }
 	seen := map[nicKey]bool{}
 	var legacy []*NIC
-	for _, n := range names {
+	recs, errs := readRecords(dir, names)
+	for i, n := range names {
 		p := filepath.Join(dir, n)
-		r, err := readRecord(p)
+		r, err := recs[i], errs[i]
 		if err != nil {
 			bad = append(bad, err)
 			continue
