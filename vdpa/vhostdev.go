@@ -30,7 +30,6 @@ type VhostDevice struct {
 	dev             vhost.Dev    // fd and name for internal/vhost, made once at open
 	backendFeatures atomic.Uint64
 
-	rdev    uint64    // the node's device number (0: not a char device)
 	sysOnce sync.Once // finds name and mode in sysfs on first use
 	name    string    // the vdpa device behind the node
 	mode    MapMode
@@ -69,12 +68,7 @@ func OpenVhost(ctx context.Context, path string) (*VhostDevice, error) {
 			}
 			return nil, fmt.Errorf("vhost-vdpa: open %s: %w", path, r.err)
 		}
-		d := newVhostDevice(r.fd, path)
-		var st unix.Stat_t
-		if unix.Fstat(r.fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFCHR {
-			d.rdev = st.Rdev // sysfs is read when a caller needs the name or the map mode
-		}
-		return d, nil
+		return newVhostDevice(r.fd, path), nil // the node is looked at when a caller needs its name or map mode
 	case <-ctx.Done():
 		go func() { // the open finishes when the kernel gives up; close it then
 			if r := <-ch; r.err == nil {
@@ -142,17 +136,21 @@ func (d *VhostDevice) DeviceName() string {
 
 func (d *VhostDevice) resolve() {
 	d.sysOnce.Do(func() {
-		if d.rdev != 0 {
-			d.name, d.mode = mapModeOfNode(SysfsRoot, d.rdev)
+		var st unix.Stat_t
+		err := d.use(func(fd int, _ vhost.Dev) error { return unix.Fstat(fd, &st) })
+		if err == nil && st.Mode&unix.S_IFMT == unix.S_IFCHR {
+			d.name, d.mode = mapModeOfNode(SysfsRoot, st.Rdev)
 		}
 	})
 }
 
 // The vhost ioctls every vhost device has (internal/vhost), on this fd.
 
-// SetOwner is VHOST_SET_OWNER.
+// SetOwner is VHOST_SET_OWNER. vhost-vdpa starts no worker thread (its
+// vhost_dev has use_worker false), so unlike vhost-net's SET_OWNER this
+// one forks nothing and needs no signals blocked (vhost.Dev.SetOwner).
 func (d *VhostDevice) SetOwner() error {
-	return d.use(func(_ int, v vhost.Dev) error { return v.SetOwner() })
+	return d.use(func(_ int, v vhost.Dev) error { return v.SetOwnerNoWorker() })
 }
 
 // Features is VHOST_GET_FEATURES, the device's features.
@@ -279,7 +277,9 @@ func (d *VhostDevice) SetStatus(s uint8) error {
 	if err != nil {
 		return d.wrapUse(err)
 	}
-	if s&linux.VIRTIO_CONFIG_S_FEATURES_OK != 0 {
+	// The virtio spec's step 6: after setting FEATURES_OK, re-read the
+	// status to see that the device kept it. DRIVER_OK needs no re-read.
+	if s&linux.VIRTIO_CONFIG_S_FEATURES_OK != 0 && s&linux.VIRTIO_CONFIG_S_DRIVER_OK == 0 {
 		got, err := d.Status()
 		if err != nil {
 			return err

@@ -30,9 +30,18 @@ func (d Dev) vq(idx uint32, err error) error {
 	return d.wrap(fmt.Errorf("vq %d: %w", idx, err))
 }
 
-// SetOwner is VHOST_SET_OWNER.
+// SetOwner is VHOST_SET_OWNER, with the thread's signals blocked: since
+// Linux 6.4 vhost-net's SET_OWNER forks its worker from the calling
+// thread, and the fork gives up (ENOMEM) when a signal is pending.
 func (d Dev) SetOwner() error {
 	return d.wrap(linux.WithSignalsBlocked(func() error { return linux.IoctlValue(d.FD, linux.VHOST_SET_OWNER, 0) }))
+}
+
+// SetOwnerNoWorker is VHOST_SET_OWNER for a device that starts no worker
+// thread (vhost-vdpa: its vhost_dev has use_worker false), which needs no
+// signals blocked.
+func (d Dev) SetOwnerNoWorker() error {
+	return d.wrap(linux.IoctlValue(d.FD, linux.VHOST_SET_OWNER, 0))
 }
 
 // Features is VHOST_GET_FEATURES.
