@@ -145,14 +145,10 @@ func (a *attacher) pickBus(ctx context.Context, key string, q *qemuState) error 
 // recordedPorts are the buses of the NICs this QEMU process has (by
 // device id) that netctl's records of the VM (key) say netctl put there.
 func (a *attacher) recordedPorts(key string, q *qemuState) map[string]bool {
-	recs, _, err := a.store.List(key)
-	if err != nil {
-		return nil // only an order: read every port in turn
-	}
 	ports := map[string]bool{}
-	for _, r := range recs {
-		if r.QEMUPID == a.pid && r.QEMUStart == a.start && r.Status == state.StatusAttached && q.Devices[r.ID] && r.Properties["bus"] != "" {
-			ports[r.Properties["bus"]] = true
+	for id, bus := range a.store.Buses(key, a.pid, a.start) {
+		if q.Devices[id] {
+			ports[bus] = true
 		}
 	}
 	return ports

@@ -27,3 +27,24 @@ func BenchmarkList64(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkBuses64 is Buses of the same VM: what attach now reads.
+func BenchmarkBuses64(b *testing.B) {
+	s := &Store{Dir: b.TempDir()}
+	for i := 0; i < 64; i++ {
+		n := sample()
+		n.ID = fmt.Sprintf("net%d", i)
+		n.Netdev = "netctl-" + n.ID
+		n.Properties = map[string]string{"bus": fmt.Sprintf("rp%d", i)}
+		if err := s.Save(n); err != nil {
+			b.Fatal(err)
+		}
+	}
+	n := sample()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if got := s.Buses(n.Key(), n.QEMUPID, n.QEMUStart); len(got) != 64 {
+			b.Fatal(len(got))
+		}
+	}
+}

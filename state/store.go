@@ -524,29 +524,35 @@ func readRecord(p string) (*NIC, error) {
 	return n, nil
 }
 
-// readRecords reads dir's files names, on up to 4 threads when there are
-// many (a VM with 64 NICs has 64 records, and attach reads them all to
-// order the root ports it tries).
+// readRecords reads dir's files names, in parallel when there are many
+// (inParallel).
 func readRecords(dir string, names []string) ([]*NIC, []error) {
 	recs, errs := make([]*NIC, len(names)), make([]error, len(names))
-	workers := min(runtime.GOMAXPROCS(0), 4, len(names)/8)
+	inParallel(len(names), func(i int) { recs[i], errs[i] = readRecord(filepath.Join(dir, names[i])) })
+	return recs, errs
+}
+
+// inParallel runs f(0) to f(n-1) on up to 4 goroutines when n is large
+// (a VM with 64 NICs has 64 records, and attach reads them to order the
+// root ports it tries), else in turn.
+func inParallel(n int, f func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), 4, n/8)
 	if workers <= 1 {
-		for i, n := range names {
-			recs[i], errs[i] = readRecord(filepath.Join(dir, n))
+		for i := range n {
+			f(i)
 		}
-		return recs, errs
+		return
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < len(names); i = int(next.Add(1) - 1) {
-				recs[i], errs[i] = readRecord(filepath.Join(dir, names[i]))
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				f(i)
 			}
 		})
 	}
 	wg.Wait()
-	return recs, errs
 }
 
 // List reads every record, or those of the VM with key (""
