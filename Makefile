@@ -187,6 +187,7 @@ bench: KERNEL := 6.12
 bench: vm-prepare build-netctl
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/startup-bench ./test/bench/startup
 	gcc -O2 -static -o $(BIN)/noop-c test/bench/cnoop/noop.c
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/noop-go ./test/bench/gonoop
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/vhostnet-bench ./test/bench/vhostnet
 	gcc -O2 -static -o $(BIN)/setup-c test/bench/csetup/setup.c
 	gcc -O2 -static -o $(BIN)/vdpa-setup-c test/bench/csetup/vdpa_setup.c

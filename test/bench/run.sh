@@ -59,7 +59,7 @@ run() {
 BENCH=${BENCH:-all}
 case "$BENCH" in all|startup|vhostnet|attach|stats|vhostuser|libvirt|migrate) ;; *) echo "bench: BENCH=$BENCH: use all, startup, vhostnet, attach, stats, vhostuser, libvirt or migrate" >&2; exit 2;; esac
 if [ "$BENCH" = all ] || [ "$BENCH" = startup ]; then
-  "$BIN/startup-bench" -netctl "$BIN/netctl" -full "$BIN/netctl-full" -noop "$BIN/noop-c" -commit "$commit" \
+  "$BIN/startup-bench" -netctl "$BIN/netctl" -full "$BIN/netctl-full" -noop "$BIN/noop-c" -go-noop "$BIN/noop-go" -commit "$commit" \
     -host-load "$(cat /proc/loadavg)" | tee -a "$out"
 fi
 if [ "$BENCH" = all ] || [ "$BENCH" = vhostnet ]; then

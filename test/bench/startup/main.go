@@ -29,6 +29,7 @@ var (
 	netctlBin = flag.String("netctl", "", "the split netctl (make build's bin/netctl)")
 	fullBin   = flag.String("full", "", "netctl-full (make build's bin/netctl-full)")
 	noopBin   = flag.String("noop", "", "the static C no-op (test/bench/cnoop/noop.c)")
+	goNoopBin = flag.String("go-noop", "", "the Go no-op (test/bench/gonoop): the floor of any Go program on this machine")
 	commit    = flag.String("commit", "", "commit being measured")
 	hostLoad  = flag.String("host-load", "", "the host's /proc/loadavg when make bench started")
 	rounds    = flag.Int("rounds", 15, "interleaved rounds (at least 5); each round's figure is the median of -calls calls")
@@ -40,7 +41,7 @@ var (
 const hookXML = `<domain type='kvm'><name>bench-unmanaged</name><uuid>8d5c6f39-1b0e-4f4e-9a51-0c3b2d1e6f70</uuid>` +
 	`<devices><interface type='network'><mac address='52:54:00:aa:bb:cc'/><source network='default'/><model type='virtio'/></interface></devices></domain>`
 
-type sample struct{ wall, cpu float64 } // ms
+type sample struct{ wall, cpu, faults float64 } // ms, ms, page faults
 
 // run starts argv once with stdin and env and returns its wall and CPU time.
 func run(argv []string, stdin string, env []string) (sample, []byte, error) {
@@ -57,7 +58,7 @@ func run(argv []string, stdin string, env []string) (sample, []byte, error) {
 	}
 	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	return sample{wall: float64(wall) / 1e6, cpu: float64(cpu) / 1e6}, stderr.Bytes(), nil
+	return sample{wall: float64(wall) / 1e6, cpu: float64(cpu) / 1e6, faults: float64(ru.Minflt + ru.Majflt)}, stderr.Bytes(), nil
 }
 
 // initTrace sums GODEBUG=inittrace=1's per-package clock times (ms) and
@@ -93,8 +94,8 @@ func fail(err error) {
 
 func main() {
 	flag.Parse()
-	if *netctlBin == "" || *fullBin == "" || *noopBin == "" || *rounds < result.MinRounds || *calls < 1 {
-		fail(fmt.Errorf("usage: startup-bench -netctl BIN -full BIN -noop BIN [-rounds N>=%d]", result.MinRounds))
+	if *netctlBin == "" || *fullBin == "" || *noopBin == "" || *goNoopBin == "" || *rounds < result.MinRounds || *calls < 1 {
+		fail(fmt.Errorf("usage: startup-bench -netctl BIN -full BIN -noop BIN -go-noop BIN [-rounds N>=%d]", result.MinRounds))
 	}
 	tmp, err := os.MkdirTemp("", "startup-bench-")
 	if err != nil {
@@ -119,21 +120,23 @@ func main() {
 		{"netctl_hook_noop", append([]string{*netctlBin}, hook...), hookXML},
 		{"netctl_full_hook_noop", append([]string{*fullBin}, hook...), hookXML},
 		{"c_noop", []string{*noopBin}, hookXML},
+		{"go_noop", []string{*goNoopBin}, hookXML},
 	}
 	wall := map[string][]float64{}
 	cpu := map[string][]float64{}
+	faults := map[string][]float64{}
 	initMS := map[string][]float64{}
 	pkgs := map[string]int{}
 	tops := map[string]map[string][]float64{}
 	for range *rounds {
 		for _, p := range progs {
-			var ws, cs, is []float64
+			var ws, cs, fs, is []float64
 			for range *calls {
 				s, _, err := run(p.argv, p.stdin, env)
 				if err != nil {
 					fail(err)
 				}
-				ws, cs = append(ws, s.wall), append(cs, s.cpu)
+				ws, cs, fs = append(ws, s.wall), append(cs, s.cpu), append(fs, s.faults)
 				if p.name == "c_noop" {
 					continue
 				}
@@ -156,6 +159,7 @@ func main() {
 			}
 			wall[p.name] = append(wall[p.name], median(ws))
 			cpu[p.name] = append(cpu[p.name], median(cs))
+			faults[p.name] = append(faults[p.name], median(fs))
 			if len(is) > 0 {
 				// The least of the round's calls: the inittrace figures are
 				// clock times, which preemption on a loaded machine only
@@ -197,6 +201,8 @@ func main() {
 	} {
 		d := details(c.split, c.full)
 		d["largest_inits_ms"] = topOf(c.split)
+		d["go_noop_init_ms"] = result.Round(median(initMS["go_noop"]), 3)
+		d["go_noop_note"] = "go_noop: an empty Go program's init (the runtime's alone): what any Go program pays here"
 		d["goal_of"] = "a: the split netctl's package initialisation, at most 1 ms; b: netctl-full's (every command linked)"
 		a := result.NewSide(c.split, initMS[c.split], 1, 3)
 		a.Note = c.what + ": the sum of GODEBUG=inittrace=1's per-package clock times"
@@ -217,6 +223,12 @@ func main() {
 		d["netctl_full_hook_noop_ms"] = result.Round(median(s.m["netctl_full_hook_noop"]), 3)
 		d["netctl_version_ms"] = result.Round(median(s.m["netctl_version"]), 3)
 		d["netctl_full_version_ms"] = result.Round(median(s.m["netctl_full_version"]), 3)
+		d["go_noop_ms"] = result.Round(median(s.m["go_noop"]), 3)
+		d["page_faults"] = map[string]float64{}
+		for _, p := range progs {
+			d["page_faults"].(map[string]float64)[p.name] = median(faults[p.name])
+		}
+		d["page_faults_note"] = "minor+major faults a call (rusage), medians: where a first touch of a page is dear (a VM whose host backs its memory lazily), they set the floor"
 		emit(result.Line{Bench: "startup_hook_noop_" + s.name, Unit: s.unit, A: a, B: b,
 			Goal: "reported (no goal): the cost of a hook call with nothing to do, beside a C no-op", Details: d})
 	}
