@@ -9,23 +9,8 @@ import (
 )
 
 func TestBatch(t *testing.T) {
-	f, conn := startFake(t, func(req map[string]any) string {
-		switch req["execute"] {
-		case "qmp_capabilities":
-			return `{"return": {}, "id": ID}`
-		case "query-name":
-			return `{"return": {"name": "vm1"}, "id": ID}`
-		default:
-			return `{"error": {"class": "CommandNotFound", "desc": "The command nope has not been found"}, "id": ID}`
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	c, err := New(ctx, conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	f, conn := startFake(t, vm1)
+	ctx, c := newClient(t, conn, 5*time.Second)
 	<-f.reqs
 	var n1, n2 struct{ Name string }
 	errs := c.Batch(ctx, []Cmd{{Name: "query-name", Out: &n1}, {Name: "nope", Args: map[string]int{"x": 1}}, {Name: "query-name", Out: &n2}})
@@ -63,13 +48,7 @@ func TestBatchConnectionLost(t *testing.T) {
 		}
 		return []string{closeConn}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	c, err := New(ctx, conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	ctx, c := newClient(t, conn, 5*time.Second)
 	errs := c.Batch(ctx, []Cmd{{Name: "query-name"}, {Name: "quit"}, {Name: "query-name"}})
 	// The last was sent with the others: whether QEMU ran it is unknown.
 	if errs[0] != nil || errs[1] == nil || !strings.Contains(errs[1].Error(), "quit") ||
@@ -80,13 +59,7 @@ func TestBatchConnectionLost(t *testing.T) {
 
 func TestBatchUnencodable(t *testing.T) {
 	f, conn := startFake(t, func(req map[string]any) string { return `{"return": {}, "id": ID}` })
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	c, err := New(ctx, conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	ctx, c := newClient(t, conn, 5*time.Second)
 	<-f.reqs
 	errs := c.Batch(ctx, []Cmd{{Name: "a"}, {Name: "b", Args: map[string]any{"x": make(chan int)}}, {Name: "c"}})
 	if errs[0] != nil || errs[1] == nil || !strings.Contains(errs[1].Error(), "encode") || errs[2] == nil || !strings.Contains(errs[2].Error(), "not sent") {

@@ -65,15 +65,9 @@ func TestMalformedReplies(t *testing.T) {
 				}
 				return []string{`{"return": {}, "id": ID}` + "\n"}
 			}))
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			c, err := New(ctx, conn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			ctx, c := newClient(t, conn, 10*time.Second)
 			var name struct{ Name string }
-			err = c.Run(ctx, "query-name", nil, &name)
+			err := c.Run(ctx, "query-name", nil, &name)
 			switch {
 			case err == nil:
 				t.Fatalf("no error, got %+v", name)
@@ -163,13 +157,7 @@ func TestOutOfOrderReplies(t *testing.T) {
 			`{"return": {"na`, `me": "vm1"}, `, `"id": ID}` + "\n",
 		}
 	}))
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	c, err := New(ctx, conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	ctx, c := newClient(t, conn, 5*time.Second)
 	for range 3 {
 		var name struct{ Name string }
 		if err := c.Run(ctx, "query-name", nil, &name); err != nil || name.Name != "vm1" {
@@ -279,13 +267,7 @@ func TestEventQueueBounded(t *testing.T) {
 		}
 		return append(out, `{"return": {}, "id": ID}`+"\n")
 	}))
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := New(ctx, conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	ctx, c := newClient(t, conn, 10*time.Second)
 	if _, err := c.Execute(ctx, "many", nil); err != nil {
 		t.Fatal(err)
 	}

@@ -127,24 +127,36 @@ func startFake(t *testing.T, reply func(req map[string]any) string) (*fakeQEMU, 
 	})
 }
 
-func TestHandshakeCommandsErrorsEvents(t *testing.T) {
-	f, conn := startFake(t, func(req map[string]any) string {
-		switch req["execute"] {
-		case "qmp_capabilities":
-			return `{"return": {}, "id": ID}`
-		case "query-name":
-			return `{"return": {"name": "vm1"}, "id": ID}`
-		default:
-			return `{"error": {"class": "CommandNotFound", "desc": "The command nope has not been found"}, "id": ID}`
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+// newClient is New on conn, within d; the client is closed when the test
+// ends.
+func newClient(t *testing.T, conn *net.UnixConn, d time.Duration) (context.Context, *Client) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
 	c, err := New(ctx, conn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
+	return ctx, c
+}
+
+// vm1 answers as a QEMU named vm1: the handshake, query-name, and
+// CommandNotFound for anything else.
+func vm1(req map[string]any) string {
+	switch req["execute"] {
+	case "qmp_capabilities":
+		return `{"return": {}, "id": ID}`
+	case "query-name":
+		return `{"return": {"name": "vm1"}, "id": ID}`
+	default:
+		return `{"error": {"class": "CommandNotFound", "desc": "The command nope has not been found"}, "id": ID}`
+	}
+}
+
+func TestHandshakeCommandsErrorsEvents(t *testing.T) {
+	f, conn := startFake(t, vm1)
+	ctx, c := newClient(t, conn, 5*time.Second)
 	if c.Greeting.QMP.Version.QEMU.Major != 7 {
 		t.Errorf("greeting %+v", c.Greeting)
 	}
@@ -155,7 +167,7 @@ func TestHandshakeCommandsErrorsEvents(t *testing.T) {
 	if err := c.Run(ctx, "query-name", nil, &name); err != nil || name.Name != "vm1" {
 		t.Errorf("query-name: %+v, %v", name, err)
 	}
-	_, err = c.Execute(ctx, "nope", map[string]int{"x": 1})
+	_, err := c.Execute(ctx, "nope", map[string]int{"x": 1})
 	var qe *Error
 	if !errors.As(err, &qe) || qe.Class != "CommandNotFound" || !strings.Contains(err.Error(), "nope") {
 		t.Errorf("error reply: %v", err)
