@@ -29,23 +29,34 @@ const (
 	qemuTap     = "bq0"
 )
 
-// benchDatapath boots one nested guest and measures TCP streams on it.
-func benchDatapath() error {
+// nestedKernel checks what a benchmark with nested guests (what) needs:
+// netctl and the agent, the test VM's vhost-net, and a kernel for the
+// guests, which it returns.
+func nestedKernel(what string) (string, error) {
 	if *netctlBin == "" || *agent == "" {
-		return fmt.Errorf("-netctl and -agent are needed")
+		return "", fmt.Errorf("-netctl and -agent are needed")
 	}
 	if *root == "" {
-		return fmt.Errorf("the data path benchmark runs in the 6.12 test VM (-root /host): it needs vhost-net")
+		return "", fmt.Errorf("the %s benchmark runs in the 6.12 test VM (-root /host): it needs vhost-net", what)
 	}
 	if _, err := os.Stat("/dev/vhost-net"); err != nil {
-		return fmt.Errorf("the nested guest's NICs need vhost-net: %w", err)
+		return "", fmt.Errorf("the nested guests' NICs need vhost-net: %w", err)
 	}
 	kernel := *vmlinuz
 	if kernel == "" {
 		kernel = os.Getenv("NETCTL_VM_VMLINUZ")
 	}
 	if kernel == "" {
-		return fmt.Errorf("-vmlinuz: which kernel the nested guest boots (netctl-vm sets NETCTL_VM_VMLINUZ)")
+		return "", fmt.Errorf("-vmlinuz: which kernel the nested guests boot (netctl-vm sets NETCTL_VM_VMLINUZ)")
+	}
+	return kernel, nil
+}
+
+// benchDatapath boots one nested guest and measures TCP streams on it.
+func benchDatapath() error {
+	kernel, err := nestedKernel("data path")
+	if err != nil {
+		return err
 	}
 	ctx := context.Background()
 	runDir, err := os.MkdirTemp("", "attach-bench-run")

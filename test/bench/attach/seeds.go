@@ -59,21 +59,9 @@ const (
 )
 
 func benchSeeds() error {
-	if *netctlBin == "" || *agent == "" {
-		return fmt.Errorf("-netctl and -agent are needed")
-	}
-	if *root == "" {
-		return fmt.Errorf("the seeds benchmark runs in the 6.12 test VM (-root /host): it needs vhost-net")
-	}
-	if _, err := os.Stat("/dev/vhost-net"); err != nil {
-		return fmt.Errorf("the nested guests' NICs need vhost-net: %w", err)
-	}
-	kernel := *vmlinuz
-	if kernel == "" {
-		kernel = os.Getenv("NETCTL_VM_VMLINUZ")
-	}
-	if kernel == "" {
-		return fmt.Errorf("-vmlinuz: which kernel the nested guests boot (netctl-vm sets NETCTL_VM_VMLINUZ)")
+	kernel, err := nestedKernel("seeds")
+	if err != nil {
+		return err
 	}
 	ctx := context.Background()
 	if err := l2.Chroot(); err != nil {
