@@ -53,11 +53,23 @@ func TestNoRegexpCompiledAtInit(t *testing.T) {
 			return // test programs, not netctl
 		}
 		for _, d := range f.Decls {
-			g, ok := d.(*ast.GenDecl)
-			if !ok || g.Tok != token.VAR {
+			// A package-level var's initialiser, or the body of an init
+			// function: both run before main.
+			var at ast.Node
+			switch d := d.(type) {
+			case *ast.GenDecl:
+				if d.Tok == token.VAR {
+					at = d
+				}
+			case *ast.FuncDecl:
+				if d.Recv == nil && d.Name.Name == "init" {
+					at = d.Body
+				}
+			}
+			if at == nil {
 				continue
 			}
-			ast.Inspect(g, func(x ast.Node) bool {
+			ast.Inspect(at, func(x ast.Node) bool {
 				if _, ok := x.(*ast.FuncLit); ok {
 					return false // compiled when called, not at init
 				}
