@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -15,42 +16,75 @@ func init() {
 	cli.FlagStringer = flagString
 }
 
-// newApp builds the command tree. Every command goes through prepare,
-// which gives the whole tree the same rules (see exitcode.go): positional
+// commands are netctl's top-level commands, by name, each built when a
+// tree needs it: a call names one ("netctl attach ..."), and building the
+// others (their flags, help texts, examples) cost every hook call and
+// every attach a millisecond or more, most of it page faults of a fresh
+// process. TestCommandTable holds the names to what each builds. (A
+// function, not a var: gendoc's command builds the whole tree.)
+func commands() []namedCommand {
+	return []namedCommand{
+		{"attach", attachCommand},
+		{"detach", detachCommand},
+		{"list", listCommand},
+		{"gc", gcCommand},
+		{"vm", vmCommand},
+		{"selftest", selftestCommand},
+		{"vdpa", vdpaCommand},
+		{"probe", probeCommand},
+		{"nfd", nfdCommand},
+		{"plan", planCommand},
+		{"migrate", migrateCommand},
+		{"diagnose", diagnoseCommand},
+		{"hook", hookCommand},
+		{"cni", cniCommand},
+		{"kubevirt", kubevirtCommand},
+		{"stats", statsCommand},
+		{"exporter", exporterCommand},
+		{"vhost-user", vhostUserCommand},
+		{"vhost-user-reap", vhostUserReapCommand},
+		{"version", versionCommand},
+		{"gendoc", gendocCommand},
+	}
+}
+
+type namedCommand struct {
+	name  string
+	build func() *cli.Command
+}
+
+// newApp builds the whole command tree (help, docs, completion).
+func newApp() *cli.App { return newAppFor(nil) }
+
+// newAppFor builds the command tree args need: when args[1] is a command's
+// name, that command alone (its help, errors and subcommands are its own);
+// otherwise every command. Every command goes through prepare, which
+// gives the whole tree the same rules (see exitcode.go): positional
 // arguments are counted against ArgsUsage, required flags are checked, and
 // mistakes become usage errors (exit 2, one line and a hint, never the
 // whole help).
-func newApp() *cli.App {
+func newAppFor(args []string) *cli.App {
+	var cmds []*cli.Command
+	table := commands()
+	for _, c := range table {
+		if len(args) > 1 && args[1] == c.name && !slices.Contains(args, "--generate-bash-completion") {
+			cmds = []*cli.Command{c.build()}
+			break
+		}
+	}
+	if cmds == nil {
+		for _, c := range table {
+			cmds = append(cmds, c.build())
+		}
+	}
 	app := &cli.App{
 		Name:  "netctl",
 		Usage: "set up and explain in-kernel virtio-net data paths (vhost-net, vDPA)",
 		Description: "netctl opens /dev/vhost-net and vDPA devices, binds them to tap, macvtap or packet-socket\n" +
 			"backends with the right virtio-net header and offloads, and explains every feature bit.\n" +
 			"Exit status: 0 success, 1 failure, 2 usage error.",
-		Version: buildVersion().Version,
-		Commands: []*cli.Command{
-			attachCommand(),
-			detachCommand(),
-			listCommand(),
-			gcCommand(),
-			vmCommand(),
-			selftestCommand(),
-			vdpaCommand(),
-			probeCommand(),
-			nfdCommand(),
-			planCommand(),
-			migrateCommand(),
-			diagnoseCommand(),
-			hookCommand(),
-			cniCommand(),
-			kubevirtCommand(),
-			statsCommand(),
-			exporterCommand(),
-			vhostUserCommand(),
-			vhostUserReapCommand(),
-			versionCommand(),
-			gendocCommand(),
-		},
+		Version:  buildVersion().Version,
+		Commands: cmds,
 		// urfave/cli would call os.Exit itself for an ExitCoder; runMain
 		// decides the exit code instead.
 		ExitErrHandler: func(*cli.Context, error) {},

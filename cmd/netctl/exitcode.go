@@ -142,7 +142,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
-	return runApp(newApp(), args, stdout, stderr)
+	return runApp(newAppFor(args), args, stdout, stderr)
 }
 
 // runApp is runMain with a given command tree.
