@@ -22,7 +22,7 @@ func (s *Store) Buses(key string, pid int, start uint64) map[string]string {
 	}
 	var names []string
 	for _, e := range es {
-		if n := e.Name(); strings.HasPrefix(n, key+"@") && strings.HasSuffix(n, ".json") {
+		if n := e.Name(); strings.HasPrefix(n, key+"@") && strings.HasSuffix(n, ".json") && e.Type().IsRegular() {
 			names = append(names, n)
 		}
 	}
@@ -30,6 +30,11 @@ func (s *Store) Buses(key string, pid int, start uint64) map[string]string {
 		names = names[:MaxRecords]
 	}
 	type brief struct {
+		VM      string `json:"vm"`
+		QMP     string `json:"qmp"`
+		Libvirt *struct {
+			UUID string `json:"uuid"`
+		} `json:"libvirt"`
 		ID         string `json:"id"`
 		QEMUPID    int    `json:"qemu_pid"`
 		QEMUStart  uint64 `json:"qemu_start"`
@@ -39,15 +44,24 @@ func (s *Store) Buses(key string, pid int, start uint64) map[string]string {
 		} `json:"properties"`
 	}
 	briefs := make([]brief, len(names))
-	inParallel(len(names), func(i int) {
-		b, err := readFile(filepath.Join(dir, names[i]), MaxRecordSize)
-		if err != nil || len(b) > MaxRecordSize || json.Unmarshal(b, &briefs[i]) != nil {
-			briefs[i] = brief{}
-		}
+	err = withDir(dir, func(dirfd int) {
+		inParallel(len(names), func(i int) {
+			b, err := readFileAt(dirfd, dir, names[i], MaxRecordSize)
+			if err != nil || len(b) > MaxRecordSize || json.Unmarshal(b, &briefs[i]) != nil {
+				briefs[i] = brief{}
+			}
+		})
 	})
+	if err != nil {
+		return nil
+	}
 	buses := map[string]string{}
 	for i, r := range briefs {
-		if r.ID != "" && names[i] == recordName(key, r.ID) && r.QEMUPID == pid && r.QEMUStart == start &&
+		k := KeyFor(r.VM, r.QMP)
+		if r.Libvirt != nil {
+			k = LibvirtKey(r.Libvirt.UUID)
+		}
+		if r.ID != "" && k == key && names[i] == recordName(key, r.ID) && r.QEMUPID == pid && r.QEMUStart == start &&
 			r.Status == StatusAttached && r.Properties.Bus != "" {
 			buses[r.ID] = r.Properties.Bus
 		}

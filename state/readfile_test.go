@@ -54,3 +54,45 @@ func TestReadFileBounds(t *testing.T) {
 		t.Fatal("readFile hung on a FIFO")
 	}
 }
+
+// List and Buses do not open what is not a regular file under a record's
+// name (a device node's open can reset its device): a FIFO there is
+// reported bad, and a writer waiting on it is not let through.
+func TestListOpensOnlyRegularFiles(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := sample()
+	if err := s.Save(n); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(s.Dir, "nics", recordName(n.Key(), "net9"))
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opened := make(chan struct{})
+	go func() {
+		if f, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil { // blocks until a reader opens it
+			close(opened)
+			f.Close()
+		}
+	}()
+	nics, bad, err := s.List(n.Key())
+	if err != nil || len(nics) != 1 || len(bad) != 1 || !errors.Is(bad[0], ErrInvalid) {
+		t.Fatalf("List: %d records, bad %v, %v; want the record and the FIFO reported", len(nics), bad, err)
+	}
+	if got := s.Buses(n.Key(), n.QEMUPID, n.QEMUStart); len(got) != 0 {
+		t.Fatalf("Buses: %v", got)
+	}
+	select {
+	case <-opened:
+		t.Fatal("List or Buses opened the FIFO")
+	case <-time.After(200 * time.Millisecond):
+	}
+	r, err := os.OpenFile(fifo, os.O_RDONLY|unix.O_NONBLOCK, 0) // let the writer go
+	if err == nil {
+		<-opened
+		r.Close()
+	}
+}

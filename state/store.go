@@ -473,14 +473,20 @@ func (s *Store) Load(key, id string) (*NIC, error) {
 // readFile reads one of the store's files, which are untrusted: no
 // symlink is followed, and at most max+1 bytes are read (the parsers
 // refuse more). A missing file is ErrNotFound.
-func readFile(p string, max int64) ([]byte, error) {
+func readFile(p string, max int64) ([]byte, error) { return readFileAt(unix.AT_FDCWD, "", p, max) }
+
+// readFileAt is readFile of name in the directory open as dirfd (dir is
+// its path, for messages): a reader on another thread reads the
+// directory its caller opened, whatever that thread's mount namespace.
+func readFileAt(dirfd int, dir, name string, max int64) ([]byte, error) {
 	// Plain syscalls (open, read to EOF, close): os.Open would also set
 	// the fd non-blocking and try the poller, three more syscalls a
 	// record, and List reads every record of a VM.
+	p := filepath.Join(dir, name)
 	var fd int
 	var err error
 	for {
-		fd, err = unix.Open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0) // NONBLOCK: a FIFO put here does not hang the reader
+		fd, err = unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0) // NONBLOCK: a FIFO put here does not hang the reader
 		if err != unix.EINTR {
 			break
 		}
@@ -512,8 +518,11 @@ func readFile(p string, max int64) ([]byte, error) {
 	return b, nil
 }
 
-func readRecord(p string) (*NIC, error) {
-	b, err := readFile(p, MaxRecordSize)
+func readRecord(p string) (*NIC, error) { return readRecordAt(unix.AT_FDCWD, "", p) }
+
+func readRecordAt(dirfd int, dir, name string) (*NIC, error) {
+	p := filepath.Join(dir, name)
+	b, err := readFileAt(dirfd, dir, name, MaxRecordSize)
 	if err != nil {
 		return nil, err
 	}
@@ -525,11 +534,32 @@ func readRecord(p string) (*NIC, error) {
 }
 
 // readRecords reads dir's files names, in parallel when there are many
-// (inParallel).
+// (inParallel), through a descriptor of dir opened on the caller's thread.
 func readRecords(dir string, names []string) ([]*NIC, []error) {
 	recs, errs := make([]*NIC, len(names)), make([]error, len(names))
-	inParallel(len(names), func(i int) { recs[i], errs[i] = readRecord(filepath.Join(dir, names[i])) })
+	err := withDir(dir, func(dirfd int) {
+		inParallel(len(names), func(i int) { recs[i], errs[i] = readRecordAt(dirfd, dir, names[i]) })
+	})
+	if err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+	}
 	return recs, errs
+}
+
+// withDir runs f with a descriptor of dir, opened on the calling thread:
+// readers that f starts on other threads (inParallel) then read the
+// directory the caller sees, even when the caller's thread has a mount
+// namespace of its own.
+func withDir(dir string, f func(dirfd int)) error {
+	dirfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("state: open %s: %w", dir, err)
+	}
+	defer unix.Close(dirfd)
+	f(dirfd)
+	return nil
 }
 
 // inParallel runs f(0) to f(n-1) on up to 4 goroutines when n is large
@@ -574,6 +604,13 @@ func (s *Store) List(key string) (nics []*NIC, bad []error, err error) {
 		}
 		if key != "" && strings.Contains(n, "@") && !strings.HasPrefix(n, key+"@") {
 			continue // an old-format name says nothing sure: read it
+		}
+		if !e.Type().IsRegular() {
+			// Not opened: opening a device node (a vhost-vdpa node resets
+			// its device) or a FIFO can change or wait on what netctl
+			// does not manage.
+			bad = append(bad, fmt.Errorf("state: %s: not a regular file (%v): %w (remove it if no NIC needs it)", filepath.Join(dir, n), e.Type(), ErrInvalid))
+			continue
 		}
 		names = append(names, n)
 	}

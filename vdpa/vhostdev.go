@@ -29,6 +29,7 @@ type VhostDevice struct {
 	fd              int          // -1 after Close
 	dev             vhost.Dev    // fd and name for internal/vhost, made once at open
 	backendFeatures atomic.Uint64
+	rdev            uint64 // the node's device number, from fstat at open (0: not a char device)
 
 	sysOnce sync.Once // finds name and mode in sysfs on first use
 	name    string    // the vdpa device behind the node
@@ -68,7 +69,12 @@ func OpenVhost(ctx context.Context, path string) (*VhostDevice, error) {
 			}
 			return nil, fmt.Errorf("vhost-vdpa: open %s: %w", path, r.err)
 		}
-		return newVhostDevice(r.fd, path), nil // the node is looked at when a caller needs its name or map mode
+		d := newVhostDevice(r.fd, path)
+		var st unix.Stat_t
+		if unix.Fstat(r.fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFCHR {
+			d.rdev = st.Rdev // sysfs is read when a caller needs the name or the map mode, even after Close
+		}
+		return d, nil
 	case <-ctx.Done():
 		go func() { // the open finishes when the kernel gives up; close it then
 			if r := <-ch; r.err == nil {
@@ -136,10 +142,8 @@ func (d *VhostDevice) DeviceName() string {
 
 func (d *VhostDevice) resolve() {
 	d.sysOnce.Do(func() {
-		var st unix.Stat_t
-		err := d.use(func(fd int, _ vhost.Dev) error { return unix.Fstat(fd, &st) })
-		if err == nil && st.Mode&unix.S_IFMT == unix.S_IFCHR {
-			d.name, d.mode = mapModeOfNode(SysfsRoot, st.Rdev)
+		if d.rdev != 0 {
+			d.name, d.mode = mapModeOfNode(SysfsRoot, d.rdev)
 		}
 	})
 }
@@ -265,8 +269,11 @@ func (d *VhostDevice) Status() (uint8, error) {
 	return s, d.wrapUse(err)
 }
 
-// SetStatus writes the device status; 0 resets the device. Setting
-// FEATURES_OK is checked by reading it back (the device may refuse).
+// SetStatus writes the device status; 0 resets the device. Every other
+// write is checked by reading the status back, as QEMU's vhost-vdpa does:
+// a device may refuse a bit (FEATURES_OK for features it cannot take, a
+// DRIVER_OK whose set-up failed in the parent driver or the VDUSE daemon)
+// and keep its old status without the ioctl failing.
 func (d *VhostDevice) SetStatus(s uint8) error {
 	err := d.use(func(fd int, _ vhost.Dev) error {
 		if err := linux.Ioctl(fd, linux.VHOST_VDPA_SET_STATUS, unsafe.Pointer(&s)); err != nil {
@@ -274,21 +281,23 @@ func (d *VhostDevice) SetStatus(s uint8) error {
 		}
 		return nil
 	})
-	if err != nil {
+	if err != nil || s == 0 {
 		return d.wrapUse(err)
 	}
-	// The virtio spec's step 6: after setting FEATURES_OK, re-read the
-	// status to see that the device kept it. DRIVER_OK needs no re-read.
-	if s&linux.VIRTIO_CONFIG_S_FEATURES_OK != 0 && s&linux.VIRTIO_CONFIG_S_DRIVER_OK == 0 {
-		got, err := d.Status()
-		if err != nil {
-			return err
-		}
-		if got&linux.VIRTIO_CONFIG_S_FEATURES_OK == 0 {
-			return d.wrap(errors.New("the device refused the features (FEATURES_OK did not stick)"))
-		}
+	got, err := d.Status()
+	if err != nil {
+		return err
 	}
-	return nil
+	switch {
+	case got&s == s:
+		return nil
+	case s&linux.VIRTIO_CONFIG_S_FEATURES_OK != 0 && got&linux.VIRTIO_CONFIG_S_FEATURES_OK == 0:
+		return d.wrap(fmt.Errorf("the device refused the features (FEATURES_OK did not stick; status %#x): %w", got, ErrNotSupported))
+	case s&linux.VIRTIO_CONFIG_S_DRIVER_OK != 0 && got&linux.VIRTIO_CONFIG_S_DRIVER_OK == 0:
+		return d.wrap(fmt.Errorf("the device did not start (DRIVER_OK did not stick; status %#x): its driver's messages (dmesg) or its VDUSE daemon say why", got))
+	default:
+		return d.wrap(fmt.Errorf("status %#x did not stick (the device reads %#x): the device refused it", s, got))
+	}
 }
 
 // Reset sets status 0.

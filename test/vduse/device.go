@@ -45,6 +45,7 @@ type Device struct {
 	status   atomic.Uint32 // last status the driver set
 	requests atomic.Uint64
 	silent   atomic.Bool
+	refuse   atomic.Uint32 // status bits whose SET_STATUS is answered FAILED (review test knob)
 	once     sync.Once
 	dp       datapath
 	running  bool // DRIVER_OK seen: the data path runs
@@ -124,6 +125,10 @@ func (d *Device) Status() uint8 { return uint8(d.status.Load()) }
 // Requests counts the control messages answered.
 func (d *Device) Requests() uint64 { return d.requests.Load() }
 
+// RefuseStatus makes the device answer FAILED to a SET_STATUS that sets
+// any of bits (the kernel then keeps the old status).
+func (d *Device) RefuseStatus(bits uint8) { d.refuse.Store(uint32(bits)) }
+
 // SetSilent stops (or resumes) answering control messages.
 func (d *Device) SetSilent(s bool) { d.silent.Store(s) }
 
@@ -177,6 +182,10 @@ func (d *Device) serve() {
 		switch typ {
 		case linux.VDUSE_SET_STATUS:
 			st := req[24]
+			if r := uint8(d.refuse.Load()); r != 0 && st&r != 0 {
+				binary.NativeEndian.PutUint32(resp[4:], linux.VDUSE_REQ_RESULT_FAILED)
+				break
+			}
 			d.status.Store(uint32(st))
 			switch {
 			case st&linux.VIRTIO_CONFIG_S_DRIVER_OK != 0 && !d.running:
