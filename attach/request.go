@@ -167,7 +167,7 @@ func (r Request) check() (*parsed, error) {
 	if (r.VDPA != "" || r.Mgmtdev != "") && (r.Backend == policy.BackendVhostNet || r.Backend == policy.BackendUserspace) {
 		return nil, fmt.Errorf("attach: --vdpa and --mgmtdev need --backend vdpa or auto: %w", ErrInvalid)
 	}
-	if r.Bus != "" && !busPattern.MatchString(r.Bus) {
+	if r.Bus != "" && !state.IsQEMUID(r.Bus, 64) {
 		return nil, fmt.Errorf("attach: --bus %.32q is not a QEMU bus id: %w", r.Bus, ErrInvalid)
 	}
 	if r.Addr != "" && !addrPattern.MatchString(r.Addr) {
@@ -227,8 +227,6 @@ func (r Request) check() (*parsed, error) {
 }
 
 var addrPattern = lazyre.New(`^0x(1[0-9a-f]|[0-9a-f])(\.[0-7])?$`)
-
-var busPattern = lazyre.New(`^[A-Za-z][A-Za-z0-9_.-]{0,63}$`)
 
 // NetdevID is the netdev id attach gives a NIC with device id id.
 func NetdevID(id string) string { return "netctl-" + id }

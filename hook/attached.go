@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/netctl/netctl/hostnic"
-	"github.com/netctl/netctl/internal/lazyre"
 	"github.com/netctl/netctl/state"
 )
 
@@ -20,8 +19,6 @@ import (
 // release with the domain locked): the hook gives up first, and that
 // attach then fails on the stopped domain and undoes itself.
 const attachedLockWait = 3 * time.Second
-
-var uuidPattern = lazyre.New(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 
 // domainUUID is the <uuid> of the root <domain> in the XML r holds
 // (read up to MaxXML bytes, stopping at the uuid), canonical lower case;
@@ -51,7 +48,7 @@ func domainUUID(r io.Reader) string {
 					return ""
 				}
 				u := strings.ToLower(strings.TrimSpace(s.Text))
-				if !uuidPattern.MatchString(u) {
+				if !state.IsUUID(u) {
 					return ""
 				}
 				return u
@@ -197,7 +194,7 @@ func (h *Hook) releaseAttachedNIC(ctx context.Context, key, uuid, id string, ns 
 // hook's (a reconnect does not take it).
 func (h *Hook) attachedHolds(uuid, name string, ifindex int) bool {
 	uuid = strings.ToLower(uuid)
-	if !uuidPattern.MatchString(uuid) {
+	if !state.IsUUID(uuid) {
 		return false
 	}
 	nics, _, err := h.Store.List(state.LibvirtKey(uuid))

@@ -8,8 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-
-	"github.com/netctl/netctl/internal/lazyre"
 )
 
 // MaxBootCache bounds a boot cache file read back.
@@ -19,8 +17,6 @@ const MaxBootCache = 64 << 10
 // every boot); tests point it elsewhere.
 var bootIDFile = "/proc/sys/kernel/random/boot_id"
 
-var uuidRE = lazyre.New(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
-
 // BootID is this boot's id (/proc/sys/kernel/random/boot_id).
 func BootID() (string, error) {
 	b, err := os.ReadFile(bootIDFile)
@@ -28,7 +24,7 @@ func BootID() (string, error) {
 		return "", fmt.Errorf("state: boot id: %w", err)
 	}
 	id := strings.TrimSpace(string(b))
-	if !uuidRE.MatchString(id) {
+	if !IsUUID(id) {
 		return "", fmt.Errorf("state: boot id %.40q is not a UUID: %w", id, ErrInvalid)
 	}
 	return id, nil
@@ -41,7 +37,7 @@ type bootCache struct {
 }
 
 func (s *Store) bootCachePath(name string) (string, error) {
-	if !idPattern.MatchString(name) {
+	if !IsQEMUID(name, maxID) {
 		return "", fmt.Errorf("state: boot cache name %.40q: %w", name, ErrInvalid)
 	}
 	return filepath.Join(s.Dir, "cache", name+".json"), nil

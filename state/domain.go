@@ -112,7 +112,7 @@ func (d *Domain) Validate() error {
 		}
 	}
 	for _, v := range d.VDPAs {
-		if !ifnamePattern.MatchString(v.Name) && !vdpaNamePattern(v.Name) {
+		if !isIfname(v.Name) && !vdpaNamePattern(v.Name) {
 			return fmt.Errorf("vdpa name %.64q: %w", v.Name, ErrInvalid)
 		}
 		if v.Link != "" && !strings.HasPrefix(v.Link, "/") {

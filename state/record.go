@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/netctl/netctl/internal/errs"
-	"github.com/netctl/netctl/internal/lazyre"
 )
 
 // Schema names the record format; Parse refuses any other value.
@@ -133,8 +132,6 @@ type Libvirt struct {
 	Persistent bool `json:"persistent,omitempty"`
 }
 
-var uuidPattern = lazyre.New(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
-
 // LibvirtKey is the record key of a libvirt domain's NICs: its UUID,
 // after a prefix no VM name's key (VMKey) can have ('=' is not in a
 // literal key).
@@ -164,16 +161,16 @@ func (n *NIC) legacyKey() string {
 	return legacyKeyFor(n.VM, n.QMP)
 }
 
-// idPattern is what QEMU accepts as an id (id_wellformed: a letter, then
-// letters, digits, '-', '.', '_'), kept short for fd names and file names.
-var (
-	idPattern     = lazyre.New(`^[A-Za-z][A-Za-z0-9_.-]{0,31}$`)
-	netdevPattern = lazyre.New(`^[A-Za-z][A-Za-z0-9_.-]{0,63}$`)
+// A NIC id is a QEMU id (IsQEMUID) kept short for fd names and file
+// names; a netdev id may be longer.
+const (
+	maxID     = 32
+	maxNetdev = 64
 )
 
 // CheckID says whether id can be a NIC id.
 func CheckID(id string) error {
-	if !idPattern.MatchString(id) {
+	if !IsQEMUID(id, maxID) {
 		return fmt.Errorf("id %.64q: use a letter, then up to 31 letters, digits, '-', '.' or '_' (QEMU's id rule): %w", id, ErrInvalid)
 	}
 	return nil
@@ -196,19 +193,17 @@ func CheckVMName(name string) error {
 	return nil
 }
 
-var ifnamePattern = lazyre.New(`^[^/\s:]{1,15}$`)
-
 func checkLink(what string, l *Link) error {
 	if l == nil {
 		return nil
 	}
-	if !ifnamePattern.MatchString(l.Name) || l.Name == "." || l.Name == ".." {
+	if !isIfname(l.Name) || l.Name == "." || l.Name == ".." {
 		return fmt.Errorf("%s name %.32q is not an interface name: %w", what, l.Name, ErrInvalid)
 	}
 	if l.Ifindex < 0 {
 		return fmt.Errorf("%s ifindex %d: %w", what, l.Ifindex, ErrInvalid)
 	}
-	if l.Lower != "" && !ifnamePattern.MatchString(l.Lower) {
+	if l.Lower != "" && !isIfname(l.Lower) {
 		return fmt.Errorf("%s lower %.32q is not an interface name: %w", what, l.Lower, ErrInvalid)
 	}
 	return nil
@@ -225,11 +220,11 @@ func (n *NIC) Validate() error {
 	if err := CheckID(n.ID); err != nil {
 		return err
 	}
-	if !netdevPattern.MatchString(n.Netdev) {
+	if !IsQEMUID(n.Netdev, maxNetdev) {
 		return fmt.Errorf("netdev id %.64q is not a QEMU id: %w", n.Netdev, ErrInvalid)
 	}
 	if n.Libvirt != nil {
-		if !uuidPattern.MatchString(n.Libvirt.UUID) {
+		if !IsUUID(n.Libvirt.UUID) {
 			return fmt.Errorf("libvirt domain uuid %.64q is not a canonical UUID: %w", n.Libvirt.UUID, ErrInvalid)
 		}
 		if len(n.Libvirt.URI) > 4096 || len(n.Libvirt.Alias) > 64 {

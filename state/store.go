@@ -473,7 +473,17 @@ func (s *Store) Load(key, id string) (*NIC, error) {
 // readFile reads one of the store's files, which are untrusted: no
 // symlink is followed, and at most max+1 bytes are read (the parsers
 // refuse more). A missing file is ErrNotFound.
-func readFile(p string, max int64) ([]byte, error) { return readFileAt(unix.AT_FDCWD, "", p, max) }
+// readFile reads p, a regular file, to EOF (at most max+1 bytes). What is
+// not a regular file is not opened: opening a device node can change what
+// it drives (a vhost-vdpa node's open resets its device), a FIFO's can
+// wait. (List and Buses, which read many, check the type readdir gives.)
+func readFile(p string, max int64) ([]byte, error) {
+	var st unix.Stat_t
+	if err := unix.Lstat(p, &st); err == nil && st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, fmt.Errorf("state: %s: not a regular file (mode %#o): remove it if no NIC needs it", p, st.Mode&unix.S_IFMT)
+	}
+	return readFileAt(unix.AT_FDCWD, "", p, max)
+}
 
 // readFileAt is readFile of name in the directory open as dirfd (dir is
 // its path, for messages): a reader on another thread reads the
@@ -518,11 +528,20 @@ func readFileAt(dirfd int, dir, name string, max int64) ([]byte, error) {
 	return b, nil
 }
 
-func readRecord(p string) (*NIC, error) { return readRecordAt(unix.AT_FDCWD, "", p) }
+// readRecord reads the record at p (not opened unless a regular file).
+func readRecord(p string) (*NIC, error) {
+	b, err := readFile(p, MaxRecordSize)
+	return parseRecord(p, b, err)
+}
 
+// readRecordAt reads the record name in dirfd (List: readdir said it is a
+// regular file).
 func readRecordAt(dirfd int, dir, name string) (*NIC, error) {
-	p := filepath.Join(dir, name)
 	b, err := readFileAt(dirfd, dir, name, MaxRecordSize)
+	return parseRecord(filepath.Join(dir, name), b, err)
+}
+
+func parseRecord(p string, b []byte, err error) (*NIC, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -609,7 +628,7 @@ func (s *Store) List(key string) (nics []*NIC, bad []error, err error) {
 			// Not opened: opening a device node (a vhost-vdpa node resets
 			// its device) or a FIFO can change or wait on what netctl
 			// does not manage.
-			bad = append(bad, fmt.Errorf("state: %s: not a regular file (%v): %w (remove it if no NIC needs it)", filepath.Join(dir, n), e.Type(), ErrInvalid))
+			bad = append(bad, fmt.Errorf("state: %s: not a regular file (%v): remove it if no NIC needs it", filepath.Join(dir, n), e.Type()))
 			continue
 		}
 		names = append(names, n)

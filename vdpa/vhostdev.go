@@ -292,11 +292,11 @@ func (d *VhostDevice) SetStatus(s uint8) error {
 	case got&s == s:
 		return nil
 	case s&linux.VIRTIO_CONFIG_S_FEATURES_OK != 0 && got&linux.VIRTIO_CONFIG_S_FEATURES_OK == 0:
-		return d.wrap(fmt.Errorf("the device refused the features (FEATURES_OK did not stick; status %#x): %w", got, ErrNotSupported))
+		return d.wrap(fmt.Errorf("the device refused the features (FEATURES_OK did not stick; status %#x): offer it fewer, or see why in its driver's messages (dmesg) or its VDUSE daemon", got))
 	case s&linux.VIRTIO_CONFIG_S_DRIVER_OK != 0 && got&linux.VIRTIO_CONFIG_S_DRIVER_OK == 0:
 		return d.wrap(fmt.Errorf("the device did not start (DRIVER_OK did not stick; status %#x): its driver's messages (dmesg) or its VDUSE daemon say why", got))
 	default:
-		return d.wrap(fmt.Errorf("status %#x did not stick (the device reads %#x): the device refused it", s, got))
+		return d.wrap(fmt.Errorf("status %#x did not stick (the device reads %#x): the device refused it; its driver's messages (dmesg) or its VDUSE daemon say why", s, got))
 	}
 }
 

@@ -48,6 +48,16 @@ func commands() []namedCommand {
 	}
 }
 
+// asksHelp says whether a is one of the words urfave/cli takes as asking
+// for help.
+func asksHelp(a string) bool {
+	switch a {
+	case "-h", "--h", "-help", "--help", "help", "h":
+		return true
+	}
+	return false
+}
+
 type namedCommand struct {
 	name  string
 	build func() *cli.Command
@@ -57,8 +67,10 @@ type namedCommand struct {
 func newApp() *cli.App { return newAppFor(nil) }
 
 // newAppFor builds the command tree args need: when args[1] is a command's
-// name, that command alone (its help, errors and subcommands are its own);
-// otherwise every command. Every command goes through prepare, which
+// name and no later argument asks for help, that command alone (its
+// errors and subcommands are its own); otherwise every command (urfave/cli
+// looks "X --help Y" up among the top-level commands when X has none of
+// its own, and "help" and "h" are its help command's names). Every command goes through prepare, which
 // gives the whole tree the same rules (see exitcode.go): positional
 // arguments are counted against ArgsUsage, required flags are checked, and
 // mistakes become usage errors (exit 2, one line and a hint, never the
@@ -67,7 +79,7 @@ func newAppFor(args []string) *cli.App {
 	var cmds []*cli.Command
 	table := commands()
 	for _, c := range table {
-		if len(args) > 1 && args[1] == c.name && !slices.Contains(args, "--generate-bash-completion") {
+		if len(args) > 1 && args[1] == c.name && !slices.ContainsFunc(args[2:], asksHelp) {
 			cmds = []*cli.Command{c.build()}
 			break
 		}

@@ -40,7 +40,7 @@ func TestCommandTable(t *testing.T) {
 	if app := newAppFor([]string{"netctl", "attach", "--qmp", "x"}); len(app.Commands) > 2 { // attach and help
 		t.Errorf("netctl attach built %d commands", len(app.Commands))
 	}
-	for _, args := range [][]string{{"netctl"}, {"netctl", "--help"}, {"netctl", "help", "attach"}, {"netctl", "attach", "--generate-bash-completion"}, {"netctl", "Attach"}} {
+	for _, args := range [][]string{{"netctl"}, {"netctl", "--help"}, {"netctl", "help", "attach"}, {"netctl", "hook", "qemu", "--help", "attach"}, {"netctl", "vdpa", "h"}, {"netctl", "Attach"}} {
 		if app := newAppFor(args); len(app.Commands) < len(commands()) {
 			t.Errorf("%v built %d commands, want the whole tree", args, len(app.Commands))
 		}
