@@ -1,11 +1,11 @@
 package state
 
 import (
-	"os"
-	"runtime"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/netctl/netctl/internal/testenv"
 )
 
 // With 16 records or more List reads them on other goroutines, which run
@@ -13,18 +13,9 @@ import (
 // opened: a caller whose locked thread is in a mount namespace of its own
 // (as testenv.Host and macvtap's probe make) still reads its own records.
 // (Reading them by path, each was ENOENT, reported bad.)
-func TestListFromThreadMountNamespace(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+func TestHostListFromThreadMountNamespace(t *testing.T) {
+	testenv.Host(t) // root; this thread in mount and network namespaces of its own
 	dir := t.TempDir()
-	runtime.LockOSThread() // never unlocked: the thread dies with the test
-	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		t.Fatal(err)
-	}
 	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "mode=0700"); err != nil {
 		t.Fatal(err)
 	}
