@@ -29,13 +29,10 @@ func openRefusing(t *testing.T, name string, refuse uint8) (*VhostDevice, func()
 	return d, func() { d.Close(); c.DeleteDevice(bg, name); dev.Close() }
 }
 
-// A status write that sets FEATURES_OK together with DRIVER_OK on a
-// device that refuses FEATURES_OK fails: the status is read back after
-// every write (for a while it was not after one with DRIVER_OK, and the
-// caller went on with a device that never accepted the features).
-func TestVMSetStatusFeaturesOKRefusedWithDriverOK(t *testing.T) {
-	d, done := openRefusing(t, "vhrev0", linux.VIRTIO_CONFIG_S_FEATURES_OK)
-	defer done()
+// offerFeatures takes the device as far as FEATURES_OK: owner,
+// ACKNOWLEDGE|DRIVER, and the features.
+func offerFeatures(t *testing.T, d *VhostDevice) {
+	t.Helper()
 	if err := d.SetOwner(); err != nil {
 		t.Fatal(err)
 	}
@@ -45,6 +42,16 @@ func TestVMSetStatusFeaturesOKRefusedWithDriverOK(t *testing.T) {
 	if err := d.SetFeatures(uint64(virtio.Version1 | virtio.AccessPlatform)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A status write that sets FEATURES_OK together with DRIVER_OK on a
+// device that refuses FEATURES_OK fails: the status is read back after
+// every write (for a while it was not after one with DRIVER_OK, and the
+// caller went on with a device that never accepted the features).
+func TestVMSetStatusFeaturesOKRefusedWithDriverOK(t *testing.T) {
+	d, done := openRefusing(t, "vhrev0", linux.VIRTIO_CONFIG_S_FEATURES_OK)
+	defer done()
+	offerFeatures(t, d)
 	err := d.SetStatus(ackDriver | linux.VIRTIO_CONFIG_S_FEATURES_OK | linux.VIRTIO_CONFIG_S_DRIVER_OK)
 	st, _ := d.Status()
 	t.Logf("SetStatus: %v; status now %#x", err, st)
@@ -61,15 +68,7 @@ func TestVMSetStatusFeaturesOKRefusedWithDriverOK(t *testing.T) {
 func TestVMSetStatusDriverOKRefused(t *testing.T) {
 	d, done := openRefusing(t, "vhrev1", linux.VIRTIO_CONFIG_S_DRIVER_OK)
 	defer done()
-	if err := d.SetOwner(); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.SetStatus(ackDriver); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.SetFeatures(uint64(virtio.Version1 | virtio.AccessPlatform)); err != nil {
-		t.Fatal(err)
-	}
+	offerFeatures(t, d)
 	if err := d.SetStatus(ackDriver | linux.VIRTIO_CONFIG_S_FEATURES_OK); err != nil {
 		t.Fatal(err)
 	}
