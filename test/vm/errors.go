@@ -18,6 +18,25 @@ func (e *TimeoutError) Error() string {
 		"(a hang in the test, or a timeout too short for TCG; raise NETCTL_VM_TIMEOUT)%s", e.After, tail("console", e.Console))
 }
 
+// FrozenError: the guest's heartbeat (its init writes its uptime every
+// 5 s) stopped for longer than RunOptions.FreezeAfter, long before the
+// run's timeout: its vCPUs no longer run userspace. QEMU was killed.
+type FrozenError struct {
+	After    time.Duration // how long without a beat
+	LastBeat string        // the guest's uptime at its last beat, "" if none came
+	Console  string
+}
+
+func (e *FrozenError) Error() string {
+	last := "no beat at all since QEMU started"
+	if e.LastBeat != "" {
+		last = "the last at " + e.LastBeat + " s of guest uptime"
+	}
+	return fmt.Sprintf("vm: the guest froze: no heartbeat for %s (%s) and the VM was killed; "+
+		"a nested KVM guest on a 1-vCPU VM starves it (smp=2 in testdata/netctl-vm.conf), "+
+		"otherwise read the console for a lockup%s", e.After, last, tail("console", e.Console))
+}
+
 // PanicError: the guest kernel panicked (or oopsed: the VM boots with
 // oops=panic).
 type PanicError struct {

@@ -43,6 +43,10 @@ type RunOptions struct {
 	// again once): kvm_amd under TCG with 2 vCPUs.
 	Preload []string
 	Stdout  io.Writer // the command's output, streamed; default os.Stdout
+	// FreezeAfter: a guest whose heartbeat (its init's, every 5 s) stops
+	// this long is killed as frozen (*FrozenError) instead of running
+	// into Timeout. Default 3 minutes; negative turns the watchdog off.
+	FreezeAfter time.Duration
 	// QEMUArgs are appended to QEMU's command line (tests only).
 	QEMUArgs []string
 }
@@ -71,6 +75,9 @@ func (img *Image) Run(ctx context.Context, opts RunOptions) (*Result, error) {
 	}
 	if opts.CPU == "" {
 		opts.CPU = "max,erms=off"
+	}
+	if opts.FreezeAfter == 0 {
+		opts.FreezeAfter = DefaultFreezeAfter
 	}
 	if opts.Stdout == nil {
 		opts.Stdout = os.Stdout
@@ -125,6 +132,13 @@ func (img *Image) Run(ctx context.Context, opts RunOptions) (*Result, error) {
 		return res, err
 	}
 }
+
+// DefaultFreezeAfter is how long a guest may go without a heartbeat. A
+// TCG guest's busybox loop sleeps 5 s of wall time; on a 2-core machine
+// running two 2-vCPU VMs it beats late by seconds, not minutes. A VM that
+// froze in CI (a nested KVM guest on its only vCPU) ran into the 31-minute
+// timeout; this ends it within minutes.
+const DefaultFreezeAfter = 3 * time.Minute
 
 // readyMarker is what the guest init prints once the kernel has booted and
 // just before the command runs.
@@ -216,6 +230,8 @@ func (img *Image) qemuArgs(out, accel string, opts RunOptions) []string {
 		"-device", "virtio-serial-pci",
 		"-chardev", "file,id=out,path=" + filepath.Join(out, "out.log"),
 		"-device", "virtserialport,chardev=out,name=netctl.out",
+		"-chardev", "file,id=beat,path=" + filepath.Join(out, "beat.log"),
+		"-device", "virtserialport,chardev=beat,name=netctl.beat",
 		"-device", "isa-debug-exit,iobase=0xf4,iosize=0x04",
 	}
 	for i, s := range opts.Shares {
@@ -248,20 +264,36 @@ func (img *Image) boot(ctx context.Context, out, accel string, opts RunOptions) 
 	stopStream := make(chan struct{})
 	go func() { streamFile(filepath.Join(out, "out.log"), opts.Stdout, stopStream); close(streamDone) }()
 
+	beat := filepath.Join(out, "beat.log")
+	os.Remove(beat) // a file left by an earlier boot of the same run
+	frozen := make(chan time.Duration, 1)
+	stopWatch := make(chan struct{})
+	defer close(stopWatch)
+	if opts.FreezeAfter > 0 {
+		go watchBeat(beat, opts.FreezeAfter, time.Second, frozen, stopWatch)
+	}
+
 	var waitErr error
 	timedOut := false
+	var froze time.Duration
 	select {
 	case waitErr = <-done:
 	case <-ctx.Done():
 		cmd.Process.Kill()
 		waitErr = <-done
 		timedOut = true
+	case froze = <-frozen:
+		cmd.Process.Kill()
+		waitErr = <-done
 	}
 	close(stopStream)
 	<-streamDone
 	wall := time.Since(t0)
 	console, _ := os.ReadFile(filepath.Join(out, "console.log"))
 	res := &Result{Wall: wall, Console: string(console)}
+	if froze > 0 {
+		return res, &FrozenError{After: froze.Round(time.Second), LastBeat: lastBeat(beat), Console: res.Console}
+	}
 	if timedOut {
 		if ctx.Err() == context.DeadlineExceeded {
 			return res, &TimeoutError{After: opts.Timeout, Console: res.Console}
@@ -342,3 +374,41 @@ func shellQuote(s string) string {
 
 // ShellQuote quotes s for the guest's shell.
 func ShellQuote(s string) string { return shellQuote(s) }
+
+// watchBeat sends on frozen, once, when the file the guest's heartbeat
+// goes to has not grown for after (counted from the start until the first
+// beat), checking every poll, until stop is closed.
+func watchBeat(path string, after, poll time.Duration, frozen chan<- time.Duration, stop <-chan struct{}) {
+	var size int64 = -1
+	last := time.Now()
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-t.C:
+			if fi, err := os.Stat(path); err == nil && fi.Size() != size {
+				size, last = fi.Size(), now
+				continue
+			}
+			if d := now.Sub(last); d >= after {
+				frozen <- d
+				return
+			}
+		}
+	}
+}
+
+// lastBeat is the guest uptime of the heartbeat file's last line.
+func lastBeat(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Fields(string(b))
+	if len(lines) == 0 {
+		return ""
+	}
+	return lines[len(lines)-1]
+}

@@ -12,9 +12,9 @@
 // that host directory writable at /host$NETCTL_VM_OUTDIR.
 //
 // The kernel is $NETCTL_VM_KERNEL (default 6.12) unless -kernel says
-// otherwise. Harness failures exit 124 (timeout), 125 (guest panic or no
-// status), 126 (QEMU failed) or 127 (setup failed), each with a message that
-// says which.
+// otherwise. Harness failures exit 124 (timeout, or a guest frozen: no
+// heartbeat for 3 minutes), 125 (guest panic or no status), 126 (QEMU
+// failed) or 127 (setup failed), each with a message that says which.
 package main
 
 import (
@@ -78,11 +78,12 @@ func defaultKernel() string {
 func fail(err error) int {
 	fmt.Fprintln(os.Stderr, "netctl-vm:", strings.TrimPrefix(err.Error(), "vm: "))
 	var te *vm.TimeoutError
+	var fe *vm.FrozenError
 	var pe *vm.PanicError
 	var ne *vm.NoStatusError
 	var qe *vm.QEMUError
 	switch {
-	case errors.As(err, &te):
+	case errors.As(err, &te), errors.As(err, &fe):
 		return exitTimeout
 	case errors.As(err, &pe), errors.As(err, &ne):
 		return exitGuest
