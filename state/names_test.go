@@ -44,11 +44,11 @@ func TestRecordNamesUnambiguous(t *testing.T) {
 	}
 }
 
-// TestVMKeyLiteralNotHash: a name that is not file-safe is keyed
+// TestKeyOfVMLiteralNotHash: a name that is not file-safe is keyed
 // "x-" + its digest; before the fix, a VM literally named that (any user
 // can compute the digest of another VM's name) had the same key, so the
 // two shared records, locks and hook records.
-func TestVMKeyLiteralNotHash(t *testing.T) {
+func TestKeyOfVMLiteralNotHash(t *testing.T) {
 	for _, key := range []string{VMKey("web 1"), VMKey(""), KeyFor("", "/run/web1.qmp")} {
 		if VMKey(key) == key {
 			t.Errorf("a VM named %q has the key %q, which is also the key of another VM", key, key)

@@ -94,7 +94,7 @@ func TestSaveRefusesInvalid(t *testing.T) {
 	}
 }
 
-func TestVMKey(t *testing.T) {
+func TestKeyOfVM(t *testing.T) {
 	for name, want := range map[string]string{"web1": "web1", "a.b_c-d": "a.b_c-d"} {
 		if got := VMKey(name); got != want {
 			t.Errorf("VMKey(%q) = %q", name, got)

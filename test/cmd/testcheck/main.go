@@ -13,7 +13,9 @@
 //     a capability. Any other skip in the VM checked nothing there.
 //
 // It also fails on any failed test or package, so `go test -json ... |
-// testcheck` (with pipefail) replaces `go test ...` in the Makefile.
+// testcheck` (with pipefail) replaces `go test ...` in the Makefile. At
+// the end it lists the slowest top-level tests (-slowest N, default 10),
+// for the work of keeping make test short.
 //
 //	go test -json -run '^TestHost' ./pkg | testcheck -run '^TestHost' -no-skip '^TestHost'
 //	go test -json -exec 'netctl-vm exec' -run '^TestVM' ./pkg | testcheck -run '^TestVM' -no-skip '^TestVM' -skip-needs without_
@@ -41,6 +43,13 @@ type event struct {
 	Package string
 	Test    string
 	Output  string
+	Elapsed float64 // seconds, on pass, fail and skip
+}
+
+// timing is how long a top-level test took.
+type timing struct {
+	test    string // package and test
+	elapsed float64
 }
 
 type pkgState struct {
@@ -68,6 +77,8 @@ type checker struct {
 	order             []string
 	problems          []string
 	failures          []failure
+	timings           []timing
+	slowest           int // how many of the slowest tests finish lists
 }
 
 func main() {
@@ -75,8 +86,9 @@ func main() {
 	skipRe := flag.String("skip", "", "the -skip given to go test")
 	noSkip := flag.String("no-skip", "", "fail if a test matching this was skipped")
 	skipNeeds := flag.String("skip-needs", "", "accept a -no-skip test's skip after a subtest of it whose name starts with this passed (the VM layer: without_)")
+	slowest := flag.Int("slowest", 10, "list this many of the slowest top-level tests at the end (0: none)")
 	flag.Parse()
-	c := &checker{out: os.Stdout, pkgs: map[string]*pkgState{}, skipNeeds: *skipNeeds}
+	c := &checker{out: os.Stdout, pkgs: map[string]*pkgState{}, skipNeeds: *skipNeeds, slowest: *slowest}
 	var err error
 	if c.run, err = compile(*runRe); err == nil {
 		if c.skip, err = compile(*skipRe); err == nil {
@@ -181,6 +193,9 @@ func (c *checker) event(e event) {
 		return
 	}
 	top := !strings.Contains(e.Test, "/")
+	if top && (e.Action == "pass" || e.Action == "fail" || e.Action == "skip") {
+		c.timings = append(c.timings, timing{e.Package + " " + e.Test, e.Elapsed})
+	}
 	switch e.Action {
 	case "run":
 		if top {
@@ -271,6 +286,7 @@ func (c *checker) finish() bool {
 	for _, s := range skips {
 		fmt.Fprintln(c.out, "testcheck: skipped:", s)
 	}
+	c.printSlowest()
 	for _, f := range c.failures {
 		fmt.Fprintln(c.out, "testcheck: FAIL:", f.test)
 		for _, l := range f.lines {
@@ -326,4 +342,18 @@ func isTest(name string) bool {
 		}
 	}
 	return false
+}
+
+// printSlowest lists the c.slowest longest top-level tests, longest first.
+func (c *checker) printSlowest() {
+	if c.slowest <= 0 || len(c.timings) == 0 {
+		return
+	}
+	t := append([]timing(nil), c.timings...)
+	sort.SliceStable(t, func(i, j int) bool { return t[i].elapsed > t[j].elapsed })
+	t = t[:min(len(t), c.slowest)]
+	fmt.Fprintf(c.out, "testcheck: the %d slowest tests:\n", len(t))
+	for _, x := range t {
+		fmt.Fprintf(c.out, "    %7.1fs %s\n", x.elapsed, x.test)
+	}
 }

@@ -120,12 +120,12 @@ const vmEvents = `{"Action":"start","Package":"example.com/m/p"}
 {"Action":"pass","Package":"example.com/m/p"}
 `
 
-// TestVMSkipNeedsItsCheck: in the VM layer (make test-vm) a skipped test
+// TestSkipNeedsItsCheck: in the VM layer (make test-vm) a skipped test
 // or subtest passes only when a subtest of it named without_<capability>
 // passed first (testenv.Require's check of what the code does on a kernel
 // without it); any other skip fails the run, as does a package whose
 // TestVM tests did not run.
-func TestVMSkipNeedsItsCheck(t *testing.T) {
+func TestSkipNeedsItsCheck(t *testing.T) {
 	dir := fakeModule(t, "TestVMProbe(t *testing.T) {}", "TestVMRing(t *testing.T) {}")
 	var out bytes.Buffer
 	c := &checker{out: &out, pkgs: map[string]*pkgState{}, module: "example.com/m", root: dir, skipNeeds: "without_"}
@@ -160,5 +160,31 @@ func TestVMSkipNeedsItsCheck(t *testing.T) {
 	c.read(strings.NewReader(noneRan))
 	if c.finish() || !strings.Contains(out.String(), "no test ran, but TestVMProbe, TestVMRing should have") {
 		t.Errorf("a VM package that ran nothing passed:\n%s", out.String())
+	}
+}
+
+func TestSlowestListed(t *testing.T) {
+	dir := fakeModule(t, "TestA(t *testing.T) {}", "TestB(t *testing.T) {}", "TestC(t *testing.T) {}")
+	var out bytes.Buffer
+	c := &checker{out: &out, pkgs: map[string]*pkgState{}, module: "example.com/m", root: dir, slowest: 2}
+	ev := `{"Action":"run","Package":"example.com/m/p","Test":"TestA"}
+{"Action":"pass","Package":"example.com/m/p","Test":"TestA","Elapsed":1.5}
+{"Action":"run","Package":"example.com/m/p","Test":"TestB"}
+{"Action":"run","Package":"example.com/m/p","Test":"TestB/sub"}
+{"Action":"pass","Package":"example.com/m/p","Test":"TestB/sub","Elapsed":99}
+{"Action":"pass","Package":"example.com/m/p","Test":"TestB","Elapsed":100.25}
+{"Action":"run","Package":"example.com/m/p","Test":"TestC"}
+{"Action":"pass","Package":"example.com/m/p","Test":"TestC","Elapsed":0.1}
+{"Action":"pass","Package":"example.com/m/p"}
+`
+	if err := c.read(strings.NewReader(ev)); err != nil {
+		t.Fatal(err)
+	}
+	if !c.finish() {
+		t.Fatalf("a passing run failed:\n%s", out.String())
+	}
+	want := "testcheck: the 2 slowest tests:\n      100.2s example.com/m/p TestB\n        1.5s example.com/m/p TestA\n"
+	if !strings.HasSuffix(out.String(), want) {
+		t.Errorf("output:\n%s\nwant it to end with:\n%s", out.String(), want)
 	}
 }
