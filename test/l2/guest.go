@@ -323,17 +323,27 @@ func (g *Guest) poll(ctx context.Context, timeout time.Duration, ok func() bool)
 	}
 }
 
-var nicLine = regexp.MustCompile(`L2-NIC (\S+) mac=(\S+) driver=(\S*) features=([01]+)`)
+// nicLine is one whole L2-NIC line: it ends in uptime= and a newline, so
+// a line the init is still writing (cut inside the feature word) is not
+// taken for a NIC.
+var nicLine = regexp.MustCompile(`L2-NIC (\S+) mac=(\S+) driver=(\S*) features=([01]+) uptime=\S+\r?\n`)
+
+// ParseNICs returns the NICs the L2 init reported on console, by MAC,
+// from complete lines only.
+func ParseNICs(console string) map[string]GuestNIC {
+	nics := map[string]GuestNIC{}
+	for _, m := range nicLine.FindAllStringSubmatch(console, -1) {
+		nics[m[2]] = GuestNIC{Name: m[1], MAC: m[2], Driver: m[3], Features: m[4]}
+	}
+	return nics
+}
 
 // WaitNICs waits until the L2 init has reported n NICs and returns them
 // by MAC.
 func (g *Guest) WaitNICs(ctx context.Context, n int, timeout time.Duration) (map[string]GuestNIC, error) {
 	var nics map[string]GuestNIC
 	err := g.poll(ctx, timeout, func() bool {
-		nics = map[string]GuestNIC{}
-		for _, m := range nicLine.FindAllStringSubmatch(g.Console(), -1) {
-			nics[m[2]] = GuestNIC{Name: m[1], MAC: m[2], Driver: m[3], Features: m[4]}
-		}
+		nics = ParseNICs(g.Console())
 		return len(nics) >= n || strings.Contains(g.Console(), "L2-ERR") || (g.reboot && g.diedBooting())
 	})
 	if err == nil && len(nics) < n {

@@ -243,16 +243,16 @@ func TestVMLibvirtdAttach(t *testing.T) {
 // feature word.
 func guestNIC(ctx context.Context, t *testing.T, n *nested, mac string) virtio.Features {
 	t.Helper()
-	re := regexp.MustCompile(`L2-NIC (\S+) mac=` + regexp.QuoteMeta(mac) + ` driver=(\S*) features=([01]+)`)
 	for {
-		if m := re.FindStringSubmatch(func() string { b, _ := os.ReadFile(n.console); return string(b) }()); m != nil {
+		b, _ := os.ReadFile(n.console)
+		if g, ok := l2.ParseNICs(string(b))[mac]; ok {
 			var f virtio.Features
-			for i, c := range m[3] {
+			for i, c := range g.Features {
 				if c == '1' && i < 64 {
 					f |= virtio.Bit(uint(i))
 				}
 			}
-			t.Logf("guest: %s driver %s features %v", m[1], m[2], f)
+			t.Logf("guest: %s driver %s features %v", g.Name, g.Driver, f)
 			return f
 		}
 		select {
@@ -543,12 +543,11 @@ func testLibvirtdVDPA(ctx context.Context, t *testing.T, n *nested) {
 
 	// Let the guest's driver finish with the device (TCG inside TCG, a
 	// VDUSE device served by this process) before it is asked to let go.
-	re := regexp.MustCompile(`L2-NIC \S+ mac=` + regexp.QuoteMeta(devMAC) + ` driver=(\S*) features=([01]+)`)
 	seen := false
 	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline) && !seen; time.Sleep(time.Second) {
 		b, _ := os.ReadFile(n.console)
-		if m := re.FindSubmatch(b); m != nil {
-			t.Logf("guest: the vdpa NIC's driver %s, features %s", m[1], m[2])
+		if g, ok := l2.ParseNICs(string(b))[devMAC]; ok {
+			t.Logf("guest: the vdpa NIC's driver %s, features %s", g.Driver, g.Features)
 			seen = true
 		}
 	}

@@ -261,7 +261,9 @@ func qemuVersion(ctx context.Context, c *qmp.Client) string {
 	return fmt.Sprintf("%d.%d.%d", v.QEMU.Major, v.QEMU.Minor, v.QEMU.Micro)
 }
 
-var nicLine = regexp.MustCompile(`L2-NIC (\S+) mac=(\S+) features=([01]+)`)
+// nicLine is a whole line (uptime= and its newline): the console is read
+// while the nested init writes it, and a cut feature word is not a NIC.
+var nicLine = regexp.MustCompile(`L2-NIC (\S+) mac=(\S+) features=([01]+) uptime=\S+\r?\n`)
 
 // guestFeatures returns each NIC's guest driver feature word (bit 0
 // first) as the nested init printed it, by MAC.
