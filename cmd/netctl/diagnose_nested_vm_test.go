@@ -46,7 +46,7 @@ func TestVMDiagnoseNested(t *testing.T) {
 	defer cancel()
 
 	t0 := time.Now()
-	g, guest, err := l2.StartLinux(ctx, l2.Config{Vmlinuz: vmlinuz, NICs: nestedNICs}, len(nestedNICs), 8*time.Minute, t.Logf)
+	g, guest, err := l2.StartLinux(ctx, l2.Config{Vmlinuz: vmlinuz, Accel: l2.PreferKVM(t.Logf), NICs: nestedNICs}, len(nestedNICs), 8*time.Minute, t.Logf)
 	if g != nil {
 		t.Cleanup(func() {
 			if err := g.Close(); err != nil {
