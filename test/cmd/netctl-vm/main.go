@@ -238,7 +238,36 @@ func execTest(ctx context.Context, args []string) int {
 	if err != nil {
 		return fail(err)
 	}
+	fmt.Fprint(os.Stderr, exitReport(img.Name, res))
 	return res.ExitCode
+}
+
+// exitReport is what netctl-vm exec adds to go test's output when the test
+// binary exits non-zero: a line saying so and, unless it was a plain test
+// failure (exit 1, which the tests' own output explains), the last lines
+// of the guest console, where the kernel says why a process died.
+func exitReport(kernel string, res *vm.Result) string {
+	if res.ExitCode == 0 {
+		return ""
+	}
+	how := ""
+	if res.ExitCode > 128 && res.ExitCode < 128+65 {
+		sig := syscall.Signal(res.ExitCode - 128)
+		how = fmt.Sprintf(" (signal %d (%v))", int(sig), sig)
+	}
+	s := fmt.Sprintf("netctl-vm: kernel %s: the test binary ended with exit %d%s after %.1fs\n", kernel, res.ExitCode, how, res.Wall.Seconds())
+	if res.ExitCode == 1 {
+		return s
+	}
+	lines := strings.Split(strings.TrimRight(res.Console, "\n"), "\n")
+	if len(lines) > 20 {
+		lines = lines[len(lines)-20:]
+	}
+	s += "netctl-vm: the guest console's last lines:\n"
+	for _, l := range lines {
+		s += "    " + l + "\n"
+	}
+	return s
 }
 
 // packageOptions reads the package's testdata/netctl-vm.conf, if there is

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/netctl/netctl/test/vm"
 )
 
 func TestPackageOptions(t *testing.T) {
@@ -45,5 +47,30 @@ func TestPackageOptions(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) || s != 1 || m != 0 || d != time.Minute || pr != nil {
 			t.Errorf("%q: %v (smp %d mem %d timeout %v), want an error naming %q and nothing changed", body, err, s, m, d, want)
 		}
+	}
+}
+
+// A test binary that dies in the VM without a word (killed by a signal,
+// the OOM killer, a Go runtime abort whose output was lost) must leave a
+// line in go test's output saying so, with the guest console's last lines:
+// CI once showed only "FAIL pkg 11.185s".
+func TestExitReport(t *testing.T) {
+	if s := exitReport("6.1", &vm.Result{ExitCode: 0}); s != "" {
+		t.Errorf("exit 0 reported: %q", s)
+	}
+	// A test failure (exit 1) speaks for itself: one line, no console.
+	s := exitReport("6.1", &vm.Result{ExitCode: 1, Wall: 3 * time.Second, Console: "boot\n"})
+	if !strings.Contains(s, "exit 1") || strings.Contains(s, "boot") {
+		t.Errorf("exit 1: %q", s)
+	}
+	console := "early boot\n" + strings.Repeat("noise\n", 30) + "Out of memory: Killed process 77 (vhostnet.test)\n"
+	s = exitReport("6.1", &vm.Result{ExitCode: 137, Wall: 11 * time.Second, Console: console})
+	for _, want := range []string{"kernel 6.1", "exit 137", "signal 9 (killed)", "Out of memory: Killed process 77"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("lacks %q:\n%s", want, s)
+		}
+	}
+	if strings.Contains(s, "early boot") {
+		t.Errorf("the whole console printed:\n%s", s)
 	}
 }

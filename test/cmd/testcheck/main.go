@@ -57,6 +57,7 @@ type pkgState struct {
 	output  map[string]string // test -> its output so far
 	skipped map[string]string // test -> why
 	checked map[string]bool   // test -> a subtest of it named skipNeeds... passed
+	started []string          // tests in the order they began
 	failed  bool
 }
 
@@ -189,6 +190,7 @@ func (c *checker) event(e event) {
 			}
 		case "fail", "build-fail":
 			p.failed = true
+			c.unfinished(e.Package, p)
 		}
 		return
 	}
@@ -201,6 +203,7 @@ func (c *checker) event(e event) {
 		if top {
 			p.ran++
 		}
+		p.started = append(p.started, e.Test)
 	case "output":
 		p.output[e.Test] += e.Output
 	case "skip":
@@ -217,6 +220,36 @@ func (c *checker) event(e event) {
 			p.checked[e.Test[:i]] = true
 		}
 	}
+}
+
+// unfinished prints, when a package fails, the output of its tests that
+// started and never ended: the test binary (or the VM it ran in) died
+// mid-test, and test2json put its last words in that test's output.
+func (c *checker) unfinished(pkg string, p *pkgState) {
+	for _, t := range p.started {
+		out, ok := p.output[t]
+		if !ok {
+			continue
+		}
+		fmt.Fprint(c.out, out)
+		var last []string
+		for _, l := range strings.Split(out, "\n") {
+			if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "=== ") {
+				last = append(last, l)
+			}
+		}
+		if len(last) > 10 {
+			last = last[len(last)-10:]
+		}
+		for i, l := range last {
+			if len(l) > 300 {
+				last[i] = l[:300] + "..."
+			}
+		}
+		c.failures = append(c.failures, failure{pkg + " " + t + " did not finish (the test binary, or the VM it ran in, ended mid-test)", last})
+		delete(p.output, t)
+	}
+	p.started = nil
 }
 
 // errorLines picks from a failed test's output the lines that a t.Error,

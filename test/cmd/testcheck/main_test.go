@@ -188,3 +188,25 @@ func TestSlowestListed(t *testing.T) {
 		t.Errorf("output:\n%s\nwant it to end with:\n%s", out.String(), want)
 	}
 }
+
+// A test binary that dies mid-test (a VM that froze or crashed, a panic
+// test2json could not place) leaves a test with output and no end: a
+// failed package must show that output, not just "FAIL".
+func TestUnfinishedTestOutputPrinted(t *testing.T) {
+	events := `{"Action":"start","Package":"example.com/m/p"}
+{"Action":"run","Package":"example.com/m/p","Test":"TestVMA"}
+{"Action":"output","Package":"example.com/m/p","Test":"TestVMA","Output":"=== RUN   TestVMA\n"}
+{"Action":"output","Package":"example.com/m/p","Test":"TestVMA","Output":"netctl-vm: guest exited 2: kernel BUG at mm/x.c:1\n"}
+{"Action":"output","Package":"example.com/m/p","Output":"FAIL\texample.com/m/p\t11.185s\n"}
+{"Action":"fail","Package":"example.com/m/p","Elapsed":11.185}
+`
+	ok, out := check(t, fakeModule(t, "TestVMA(t *testing.T) {}"), "^TestVM", "", "", events)
+	if ok {
+		t.Fatalf("passed:\n%s", out)
+	}
+	for _, want := range []string{"kernel BUG at mm/x.c:1", "TestVMA did not finish"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
