@@ -72,7 +72,7 @@ func confSMP(t *testing.T, path string) int {
 	n := 1
 	for _, line := range strings.Split(string(b), "\n") {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "smp="); ok {
-			if n, err = strconv.Atoi(v); err != nil {
+			if n, err = strconv.Atoi(strings.TrimSpace(v)); err != nil { // as netctl-vm reads it
 				t.Fatalf("%s: smp=%q", path, v)
 			}
 		}

@@ -251,6 +251,9 @@ func (img *Image) boot(ctx context.Context, out, accel string, opts RunOptions) 
 	var stderr bytes.Buffer
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, &stderr, &stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// A beat file left by an earlier boot of the same run goes before QEMU
+	// starts: removed after, it could unlink the file QEMU just opened.
+	os.Remove(filepath.Join(out, "beat.log"))
 	t0 := time.Now()
 	if err := cmd.Start(); err != nil {
 		if errors.Is(err, exec.ErrNotFound) {
@@ -265,7 +268,6 @@ func (img *Image) boot(ctx context.Context, out, accel string, opts RunOptions) 
 	go func() { streamFile(filepath.Join(out, "out.log"), opts.Stdout, stopStream); close(streamDone) }()
 
 	beat := filepath.Join(out, "beat.log")
-	os.Remove(beat) // a file left by an earlier boot of the same run
 	frozen := make(chan time.Duration, 1)
 	stopWatch := make(chan struct{})
 	defer close(stopWatch)

@@ -26,6 +26,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -292,10 +293,10 @@ func packageOptions(dir string, smp, mem *int, timeout *time.Duration, preload *
 			continue
 		}
 		k, v, _ := strings.Cut(line, "=")
-		var n int
 		switch k {
 		case "smp", "mem":
-			if _, err := fmt.Sscan(v, &n); err != nil || n < 1 || (k == "smp" && n > 8) || (k == "mem" && (n < 256 || n > 8192)) {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil || n < 1 || (k == "smp" && n > 8) || (k == "mem" && (n < 256 || n > 8192)) {
 				return fmt.Errorf("%s:%d: %s wants a number (smp 1-8, mem 256-8192 MiB), not %q", p, i+1, k, v)
 			}
 			if k == "smp" {
@@ -304,11 +305,11 @@ func packageOptions(dir string, smp, mem *int, timeout *time.Duration, preload *
 				m = n
 			}
 		case "timeout":
-			v, err := time.ParseDuration(v)
-			if err != nil || v <= 0 {
+			t, err := time.ParseDuration(strings.TrimSpace(v))
+			if err != nil || t <= 0 {
 				return fmt.Errorf("%s:%d: timeout wants a duration like 15m, not %q", p, i+1, v)
 			}
-			d = max(d, v)
+			d = max(d, t)
 		case "preload":
 			for _, mod := range strings.Split(v, ",") {
 				if mod = strings.TrimSpace(mod); mod == "" || strings.ContainsAny(mod, " /.") {

@@ -39,6 +39,9 @@ func TestPackageOptions(t *testing.T) {
 		"smp=2\nmem=1": "256-8192",
 		"preload=../x": "module names",
 		"preload=a,,b": "module names",
+		// strict, as TestKVMPackagesHaveTwoVCPUs (test/l2) reads it
+		"smp=2 # nested": "wants a number",
+		"timeout=abc":    `"abc"`,
 	} {
 		os.WriteFile(conf, []byte(body+"\n"), 0o644)
 		s, m, d := 1, 0, time.Minute

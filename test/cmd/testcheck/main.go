@@ -53,12 +53,15 @@ type timing struct {
 }
 
 type pkgState struct {
-	ran     int               // top-level tests that ran
-	output  map[string]string // test -> its output so far
-	skipped map[string]string // test -> why
-	checked map[string]bool   // test -> a subtest of it named skipNeeds... passed
-	started []string          // tests in the order they began
-	failed  bool
+	ran        int               // top-level tests that ran
+	output     map[string]string // test -> its output so far
+	skipped    map[string]string // test -> why
+	checked    map[string]bool   // test -> a subtest of it named skipNeeds... passed
+	started    []string          // tests in the order they began
+	paused     map[string]bool   // tests waiting at t.Parallel
+	said       []string          // the package's own output lines (not a test's), the first 10
+	testFailed bool
+	failed     bool
 }
 
 // failure is a failed test's first error lines, repeated at the end of the
@@ -148,7 +151,7 @@ func findModule() (path, dir string, err error) {
 func (c *checker) pkg(name string) *pkgState {
 	p := c.pkgs[name]
 	if p == nil {
-		p = &pkgState{output: map[string]string{}, skipped: map[string]string{}, checked: map[string]bool{}}
+		p = &pkgState{output: map[string]string{}, skipped: map[string]string{}, checked: map[string]bool{}, paused: map[string]bool{}}
 		c.pkgs[name] = p
 		c.order = append(c.order, name)
 	}
@@ -187,10 +190,19 @@ func (c *checker) event(e event) {
 				fmt.Fprintf(c.out, "-   \t%s\t[no tests of this layer]\n", e.Package)
 			default:
 				fmt.Fprint(c.out, e.Output)
+				if l := strings.TrimSpace(e.Output); l != "" && l != "FAIL" && !strings.HasPrefix(l, "FAIL\t") && len(p.said) < 10 {
+					p.said = append(p.said, l)
+				}
 			}
 		case "fail", "build-fail":
 			p.failed = true
+			n := len(c.failures)
 			c.unfinished(e.Package, p)
+			if n == len(c.failures) && !p.testFailed {
+				// No test failed or died: the binary, its VM or the
+				// build did, and said so (if at all) at package level.
+				c.failures = append(c.failures, failure{e.Package + " failed with no test failing (the build, the test binary's exit or its VM)", p.said})
+			}
 		}
 		return
 	}
@@ -204,6 +216,10 @@ func (c *checker) event(e event) {
 			p.ran++
 		}
 		p.started = append(p.started, e.Test)
+	case "pause":
+		p.paused[e.Test] = true
+	case "cont":
+		delete(p.paused, e.Test)
 	case "output":
 		p.output[e.Test] += e.Output
 	case "skip":
@@ -211,6 +227,7 @@ func (c *checker) event(e event) {
 		delete(p.output, e.Test)
 	case "fail":
 		p.failed = true
+		p.testFailed = true
 		fmt.Fprint(c.out, p.output[e.Test])
 		c.failures = append(c.failures, failure{e.Package + " " + e.Test, errorLines(p.output[e.Test])})
 		delete(p.output, e.Test)
@@ -224,14 +241,27 @@ func (c *checker) event(e event) {
 
 // unfinished prints, when a package fails, the output of its tests that
 // started and never ended: the test binary (or the VM it ran in) died
-// mid-test, and test2json put its last words in that test's output.
+// mid-test, and test2json put its last words in that test's output. The
+// innermost running tests are named; a test paused at t.Parallel that
+// never resumed is not (it was not running).
 func (c *checker) unfinished(pkg string, p *pkgState) {
+	running := func(t string) bool {
+		_, ok := p.output[t]
+		return ok && !p.paused[t]
+	}
 	for _, t := range p.started {
-		out, ok := p.output[t]
-		if !ok {
+		if !running(t) {
 			continue
 		}
+		out := p.output[t]
 		fmt.Fprint(c.out, out)
+		inner := false
+		for _, u := range p.started {
+			inner = inner || strings.HasPrefix(u, t+"/") && running(u)
+		}
+		if inner {
+			continue // its running subtest is named
+		}
 		var last []string
 		for _, l := range strings.Split(out, "\n") {
 			if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "=== ") {
@@ -247,6 +277,8 @@ func (c *checker) unfinished(pkg string, p *pkgState) {
 			}
 		}
 		c.failures = append(c.failures, failure{pkg + " " + t + " did not finish (the test binary, or the VM it ran in, ended mid-test)", last})
+	}
+	for _, t := range p.started {
 		delete(p.output, t)
 	}
 	p.started = nil
