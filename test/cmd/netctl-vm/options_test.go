@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -75,5 +76,41 @@ func TestExitReport(t *testing.T) {
 	}
 	if strings.Contains(s, "early boot") {
 		t.Errorf("the whole console printed:\n%s", s)
+	}
+}
+
+// A VM that froze (no heartbeat) runs the test binary again once, saying
+// so; a second freeze and any other error are returned as they are.
+func TestRunAgainIfFrozen(t *testing.T) {
+	frozen := &vm.FrozenError{After: 3 * time.Minute, LastBeat: "99.16"}
+	seq := func(errs ...error) (func() (*vm.Result, error), *int) {
+		n := 0
+		return func() (*vm.Result, error) {
+			err := errs[n]
+			n++
+			if err != nil {
+				return &vm.Result{}, err
+			}
+			return &vm.Result{ExitCode: 0}, nil
+		}, &n
+	}
+	var w strings.Builder
+	run, n := seq(frozen, nil)
+	if res, err := runAgainIfFrozen(run, &w); err != nil || res.ExitCode != 0 || *n != 2 {
+		t.Errorf("frozen then fine: %v %v, %d runs", res, err, *n)
+	}
+	if !strings.Contains(w.String(), frozeAgain) || !strings.Contains(w.String(), "99.16") {
+		t.Errorf("the retry is not said: %q", w.String())
+	}
+	w.Reset()
+	run, n = seq(frozen, frozen, nil)
+	if _, err := runAgainIfFrozen(run, &w); !errors.As(err, new(*vm.FrozenError)) || *n != 2 {
+		t.Errorf("frozen twice: %v, %d runs", err, *n)
+	}
+	w.Reset()
+	to := &vm.TimeoutError{After: time.Minute}
+	run, n = seq(to, nil)
+	if _, err := runAgainIfFrozen(run, &w); err != to || *n != 1 || w.Len() != 0 {
+		t.Errorf("a timeout was run again: %v, %d runs, %q", err, *n, w.String())
 	}
 }

@@ -61,6 +61,7 @@ type pkgState struct {
 	paused     map[string]bool   // tests waiting at t.Parallel
 	said       []string          // the package's own output lines (not a test's), the first 10
 	testFailed bool
+	frozeAgain bool // netctl-vm exec ran it again in a new VM
 	failed     bool
 }
 
@@ -179,6 +180,9 @@ func (c *checker) event(e event) {
 		return
 	}
 	p := c.pkg(e.Package)
+	if strings.HasPrefix(e.Output, frozeAgain) {
+		p.frozeAgain = true
+	}
 	if e.Test == "" {
 		switch e.Action {
 		case "output", "build-output":
@@ -284,6 +288,10 @@ func (c *checker) unfinished(pkg string, p *pkgState) {
 	p.started = nil
 }
 
+// frozeAgain starts the line netctl-vm exec prints when a test binary's VM
+// froze and it runs the binary again (test/cmd/netctl-vm).
+const frozeAgain = "netctl-vm: the guest froze; running the test binary again"
+
 // errorLines picks from a failed test's output the lines that a t.Error,
 // t.Fatal (or t.Log) began, file:line first, and keeps at most 10 of
 // them, each cut at 300 bytes.
@@ -350,6 +358,11 @@ func (c *checker) finish() bool {
 	}
 	for _, s := range skips {
 		fmt.Fprintln(c.out, "testcheck: skipped:", s)
+	}
+	for _, name := range c.order {
+		if c.pkgs[name].frozeAgain {
+			fmt.Fprintf(c.out, "testcheck: note: %s: its VM froze (no heartbeat) and netctl-vm ran the package again in a new VM; its output shows the first run\n", name)
+		}
 	}
 	c.printSlowest()
 	for _, f := range c.failures {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -66,5 +67,39 @@ func TestPackageOnlyFailureInSummary(t *testing.T) {
 	}
 	if !strings.Contains(out, "testcheck: FAIL: example.com/m/p") {
 		t.Errorf("the failed package is not in the summary:\n%s", out)
+	}
+}
+
+// netctl-vm exec runs a package again in a new VM when the first froze:
+// the package then passes, and the summary says it froze once.
+func TestFrozeAgainNoted(t *testing.T) {
+	events := `{"Action":"start","Package":"example.com/m/p"}
+{"Action":"run","Package":"example.com/m/p","Test":"TestVMA"}
+{"Action":"output","Package":"example.com/m/p","Test":"TestVMA","Output":"=== RUN   TestVMA\n"}
+{"Action":"output","Package":"example.com/m/p","Test":"TestVMA","Output":"netctl-vm: the guest froze; running the test binary again in a new VM (once; a second freeze fails the run). The first run:\n"}
+{"Action":"run","Package":"example.com/m/p","Test":"TestVMA"}
+{"Action":"output","Package":"example.com/m/p","Test":"TestVMA","Output":"=== RUN   TestVMA\n"}
+{"Action":"output","Package":"example.com/m/p","Test":"TestVMA","Output":"--- PASS: TestVMA (1.00s)\n"}
+{"Action":"pass","Package":"example.com/m/p","Test":"TestVMA","Elapsed":1}
+{"Action":"output","Package":"example.com/m/p","Output":"ok  \texample.com/m/p\t190.1s\n"}
+{"Action":"pass","Package":"example.com/m/p","Elapsed":190.1}
+`
+	ok, out := check(t, fakeModule(t, "TestVMA(t *testing.T) {}"), "^TestVM", "", "", events)
+	if !ok {
+		t.Fatalf("failed:\n%s", out)
+	}
+	if !strings.Contains(out, "testcheck: note: example.com/m/p: its VM froze") {
+		t.Errorf("the freeze is not noted:\n%s", out)
+	}
+}
+
+// testcheck's frozeAgain must start the line netctl-vm exec prints.
+func TestFrozeAgainMatchesNetctlVM(t *testing.T) {
+	b, err := os.ReadFile("../netctl-vm/main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `const frozeAgain = "`+frozeAgain) {
+		t.Errorf("test/cmd/netctl-vm/main.go has no frozeAgain starting %q", frozeAgain)
 	}
 }
