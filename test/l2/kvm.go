@@ -23,6 +23,7 @@ func LoadKVM() error {
 	if err := kvmCPUs(runtime.NumCPU()); err != nil {
 		return err
 	}
+	consoleVerbose()
 	if _, err := os.Stat("/dev/kvm"); err == nil {
 		return kvmNodeAsUdev()
 	}
@@ -34,6 +35,19 @@ func LoadKVM() error {
 		return fmt.Errorf("kvm_amd loaded but %w", err)
 	}
 	return kvmNodeAsUdev()
+}
+
+// consoleVerbose sets the L1 console loglevel to 7 and has a soft lockup
+// dump every CPU's stack: under "quiet", an L1 that wedged beside a nested
+// KVM guest showed nothing but "soft lockup" lines. It also keeps L1 from
+// wedging, for reasons not understood: TestVMLibvirtdKubevirtVhost on 6.1,
+// two VMs at a time, froze (the harness's *vm.FrozenError) in 5 of 15 runs
+// without it and in none of 15 with it (2026-12-03). The emulator's nested
+// SVM is the suspect: the freezes came at libvirtd's KVM probe or the L2's
+// start, with both L1 CPUs stuck, and vgif=0 did not help.
+func consoleVerbose() {
+	os.WriteFile("/proc/sys/kernel/printk", []byte("7"), 0)
+	os.WriteFile("/proc/sys/kernel/softlockup_all_cpu_backtrace", []byte("1"), 0)
 }
 
 // kvmNodeAsUdev gives /dev/kvm the group and mode udev gives it on a
