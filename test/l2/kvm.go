@@ -42,7 +42,7 @@ func LoadKVM() error {
 // KVM guest showed nothing but "soft lockup" lines. It also keeps L1 from
 // wedging, for reasons not understood: TestVMLibvirtdKubevirtVhost on 6.1,
 // two VMs at a time, froze (the harness's *vm.FrozenError) in 5 of 15 runs
-// without it and in none of 15 with it (2026-12-03). The emulator's nested
+// without it and in none of 21 with it (2026-12-03). The emulator's nested
 // SVM is the suspect: the freezes came at libvirtd's KVM probe or the L2's
 // start, with both L1 CPUs stuck, and vgif=0 did not help.
 func consoleVerbose() {

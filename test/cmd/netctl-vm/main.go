@@ -179,6 +179,7 @@ func execTest(ctx context.Context, args []string) int {
 	timeout := 10 * time.Minute
 	var q []string
 	q = append(q, vm.ShellQuote("/host"+bin))
+	ti, testTimeout := -1, time.Duration(0) // where -test.timeout is in q, and its value
 	for _, a := range args[1:] {
 		if name, val, ok := strings.Cut(a, "="); ok && strings.HasPrefix(name, "-test.") && strings.HasPrefix(val, "/") {
 			a = name + "=/host" + val
@@ -186,6 +187,7 @@ func execTest(ctx context.Context, args []string) int {
 		if v, ok := strings.CutPrefix(a, "-test.timeout="); ok {
 			if d, err := time.ParseDuration(v); err == nil && d > 0 {
 				timeout = d + time.Minute
+				ti, testTimeout = len(q), d
 			}
 		}
 		q = append(q, vm.ShellQuote(a))
@@ -205,13 +207,16 @@ func execTest(ctx context.Context, args []string) int {
 	if d := os.Getenv("GOCOVERDIR"); d != "" {
 		env["GOCOVERDIR"] = "/host" + d
 	}
-	script := fmt.Sprintf("cd %s || exit 121\nexec %s", vm.ShellQuote("/host"+cwd), strings.Join(q, " "))
+	script := func() string {
+		return fmt.Sprintf("cd %s || exit 121\nexec %s", vm.ShellQuote("/host"+cwd), strings.Join(q, " "))
+	}
 	smp, mem := 1, 0
 	var preload []string
+	retry := false
 	if v := os.Getenv("NETCTL_VM_SMP"); v != "" {
 		fmt.Sscan(v, &smp)
 	}
-	if err := packageOptions(cwd, &smp, &mem, &timeout, &preload); err != nil {
+	if err := packageOptions(cwd, &smp, &mem, &timeout, &preload, &retry); err != nil {
 		return fail(err)
 	}
 	env["NETCTL_VM_VMLINUZ"] = "/host" + img.Vmlinuz
@@ -229,15 +234,25 @@ func execTest(ctx context.Context, args []string) int {
 		shares = append(shares, vm.Share{HostPath: d, GuestPath: "/host" + d})
 	}
 	opts := vm.RunOptions{
-		Script:  script,
 		Env:     env,
 		SMP:     smp,
 		MemMB:   mem,
-		Timeout: timeout,
 		Shares:  shares,
 		Preload: preload,
 	}
-	res, err := runAgainIfFrozen(func() (*vm.Result, error) { return img.Run(ctx, opts) }, os.Stderr)
+	run := func(left time.Duration, again bool) (*vm.Result, error) {
+		opts.Timeout = left
+		if again && ti >= 0 {
+			// The second run gets what is left, so that its own
+			// -test.timeout (with a goroutine dump) fires before go
+			// test's kill of this process.
+			q[ti] = vm.ShellQuote("-test.timeout=" + min(testTimeout, left-time.Minute).String())
+		}
+		opts.Script = script()
+		return img.Run(ctx, opts)
+	}
+	t0 := time.Now()
+	res, err := runAgainIfFrozen(run, timeout, retry, func() time.Duration { return time.Since(t0) }, os.Stderr)
 	if err != nil {
 		return fail(err)
 	}
@@ -250,18 +265,30 @@ func execTest(ctx context.Context, args []string) int {
 // it in.
 const frozeAgain = "netctl-vm: the guest froze; running the test binary again in a new VM"
 
-// runAgainIfFrozen runs the test binary's VM and, if that VM froze
-// (*vm.FrozenError: no heartbeat for minutes, seen when the emulator's
-// nested SVM wedged L1 under a nested KVM guest), once more in a new VM,
-// saying so on w. A second freeze, or any other error, is returned.
-func runAgainIfFrozen(run func() (*vm.Result, error), w io.Writer) (*vm.Result, error) {
-	res, err := run()
+// minAgain is the least time left of the run's timeout for which a frozen
+// package is run again.
+const minAgain = 3 * time.Minute
+
+// runAgainIfFrozen runs the test binary's VM (run, within timeout) and, if
+// the package asks for it (retry=frozen in netctl-vm.conf) and the VM
+// froze (*vm.FrozenError: no heartbeat for minutes, seen when the
+// emulator's nested SVM wedged a 6.1 L1 beside a nested KVM guest), once
+// more in a new VM within what is left of timeout, saying so on w. A
+// second freeze, any other error, or too little time left is returned.
+func runAgainIfFrozen(run func(left time.Duration, again bool) (*vm.Result, error), timeout time.Duration, retry bool, elapsed func() time.Duration, w io.Writer) (*vm.Result, error) {
+	res, err := run(timeout, false)
 	var fz *vm.FrozenError
-	if !errors.As(err, &fz) {
+	if !retry || !errors.As(err, &fz) {
 		return res, err
 	}
-	fmt.Fprintf(w, "%s (once; a second freeze fails the run). The first run:\n%v\n", frozeAgain, err)
-	return run()
+	left := timeout - elapsed()
+	if left < minAgain {
+		fmt.Fprintf(w, "\nnetctl-vm: the guest froze with %s left of the run's timeout: not running it again\n", left.Round(time.Second))
+		return res, err
+	}
+	// A newline first: the binary's last line may have been cut by the freeze.
+	fmt.Fprintf(w, "\n%s (once, within the %s left; a second freeze fails the run). The first run:\n%v\n", frozeAgain, left.Round(time.Second), err)
+	return run(left, true)
 }
 
 // exitReport is what netctl-vm exec adds to go test's output when the test
@@ -296,9 +323,12 @@ func exitReport(kernel string, res *vm.Result) string {
 // one: a package whose VM tests need more than the defaults (a nested
 // guest) says so there, one key=value a line: smp=N, mem=MiB,
 // timeout=DURATION (at least this long), preload=MODULE[,MODULE] (on-demand
-// modules loaded before the test binary: vm.RunOptions.Preload). Anything
-// else is an error.
-func packageOptions(dir string, smp, mem *int, timeout *time.Duration, preload *[]string) error {
+// modules loaded before the test binary: vm.RunOptions.Preload),
+// retry=frozen (run the test binary once more in a new VM if its VM froze:
+// for packages whose nested KVM guests are known to wedge the emulator
+// now and then; elsewhere a freeze may be the code under test's lockup and
+// fails at once). Anything else is an error.
+func packageOptions(dir string, smp, mem *int, timeout *time.Duration, preload *[]string, retryFrozen *bool) error {
 	p := filepath.Join(dir, "testdata", "netctl-vm.conf")
 	b, err := os.ReadFile(p)
 	if errors.Is(err, os.ErrNotExist) {
@@ -307,7 +337,7 @@ func packageOptions(dir string, smp, mem *int, timeout *time.Duration, preload *
 	if err != nil {
 		return err
 	}
-	s, m, d, pre := *smp, *mem, *timeout, *preload // assigned only if the whole file is good
+	s, m, d, pre, rf := *smp, *mem, *timeout, *preload, *retryFrozen // assigned only if the whole file is good
 	for i, line := range strings.Split(string(b), "\n") {
 		line = strings.TrimSpace(line)
 		if line == "" || strings.HasPrefix(line, "#") {
@@ -338,11 +368,16 @@ func packageOptions(dir string, smp, mem *int, timeout *time.Duration, preload *
 				}
 				pre = append(pre, mod)
 			}
+		case "retry":
+			if strings.TrimSpace(v) != "frozen" {
+				return fmt.Errorf("%s:%d: retry knows only frozen (run the test binary again once if its VM froze), not %q", p, i+1, v)
+			}
+			rf = true
 		default:
-			return fmt.Errorf("%s:%d: unknown key %q (known: smp, mem, timeout, preload)", p, i+1, k)
+			return fmt.Errorf("%s:%d: unknown key %q (known: smp, mem, timeout, preload, retry)", p, i+1, k)
 		}
 	}
-	*smp, *mem, *timeout, *preload = s, m, d, pre
+	*smp, *mem, *timeout, *preload, *retryFrozen = s, m, d, pre, rf
 	return nil
 }
 

@@ -15,18 +15,19 @@ func TestPackageOptions(t *testing.T) {
 	dir := t.TempDir()
 	smp, mem, timeout := 1, 0, 11*time.Minute
 	var pre []string
-	if err := packageOptions(dir, &smp, &mem, &timeout, &pre); err != nil || smp != 1 || mem != 0 || timeout != 11*time.Minute {
+	retry := false
+	if err := packageOptions(dir, &smp, &mem, &timeout, &pre, &retry); err != nil || smp != 1 || mem != 0 || timeout != 11*time.Minute || retry {
 		t.Fatalf("no file: %d %d %v %v, want the defaults unchanged", smp, mem, timeout, err)
 	}
 	os.Mkdir(filepath.Join(dir, "testdata"), 0o755)
 	conf := filepath.Join(dir, "testdata", "netctl-vm.conf")
-	os.WriteFile(conf, []byte("# nested guest\nsmp=2\n\nmem=2048\ntimeout=15m\npreload=kvm_amd\n"), 0o644)
-	if err := packageOptions(dir, &smp, &mem, &timeout, &pre); err != nil || smp != 2 || mem != 2048 || timeout != 15*time.Minute || len(pre) != 1 || pre[0] != "kvm_amd" {
-		t.Fatalf("got %d %d %v %v %v, want 2 2048 15m [kvm_amd]", smp, mem, timeout, pre, err)
+	os.WriteFile(conf, []byte("# nested guest\nsmp=2\n\nmem=2048\ntimeout=15m\npreload=kvm_amd\nretry=frozen\n"), 0o644)
+	if err := packageOptions(dir, &smp, &mem, &timeout, &pre, &retry); err != nil || smp != 2 || mem != 2048 || timeout != 15*time.Minute || len(pre) != 1 || pre[0] != "kvm_amd" || !retry {
+		t.Fatalf("got %d %d %v %v %v %v, want 2 2048 15m [kvm_amd] retry", smp, mem, timeout, pre, retry, err)
 	}
 	// timeout only lengthens: go test's own -test.timeout stays if longer.
 	timeout = time.Hour
-	packageOptions(dir, &smp, &mem, &timeout, &pre)
+	packageOptions(dir, &smp, &mem, &timeout, &pre, &retry)
 	if timeout != time.Hour {
 		t.Errorf("timeout shortened to %v", timeout)
 	}
@@ -43,11 +44,12 @@ func TestPackageOptions(t *testing.T) {
 		// strict, as TestKVMPackagesHaveTwoVCPUs (test/l2) reads it
 		"smp=2 # nested": "wants a number",
 		"timeout=abc":    `"abc"`,
+		"retry=always":   "retry knows only frozen",
 	} {
 		os.WriteFile(conf, []byte(body+"\n"), 0o644)
 		s, m, d := 1, 0, time.Minute
 		var pr []string
-		err := packageOptions(dir, &s, &m, &d, &pr)
+		err := packageOptions(dir, &s, &m, &d, &pr, new(bool))
 		if err == nil || !strings.Contains(err.Error(), want) || s != 1 || m != 0 || d != time.Minute || pr != nil {
 			t.Errorf("%q: %v (smp %d mem %d timeout %v), want an error naming %q and nothing changed", body, err, s, m, d, want)
 		}
@@ -79,38 +81,55 @@ func TestExitReport(t *testing.T) {
 	}
 }
 
-// A VM that froze (no heartbeat) runs the test binary again once, saying
-// so; a second freeze and any other error are returned as they are.
+// A VM that froze (no heartbeat) runs the test binary again once, within
+// what is left of the timeout, if the package asks (retry=frozen); a second
+// freeze, any other error, or too little time left is returned as it is.
 func TestRunAgainIfFrozen(t *testing.T) {
 	frozen := &vm.FrozenError{After: 3 * time.Minute, LastBeat: "99.16"}
-	seq := func(errs ...error) (func() (*vm.Result, error), *int) {
-		n := 0
-		return func() (*vm.Result, error) {
-			err := errs[n]
-			n++
-			if err != nil {
-				return &vm.Result{}, err
-			}
-			return &vm.Result{ExitCode: 0}, nil
-		}, &n
+	type call struct {
+		left  time.Duration
+		again bool
 	}
+	seq := func(errs ...error) (func(time.Duration, bool) (*vm.Result, error), *[]call) {
+		var calls []call
+		return func(left time.Duration, again bool) (*vm.Result, error) {
+			err := errs[len(calls)]
+			calls = append(calls, call{left, again})
+			return &vm.Result{}, err
+		}, &calls
+	}
+	spent := func(d time.Duration) func() time.Duration { return func() time.Duration { return d } }
 	var w strings.Builder
-	run, n := seq(frozen, nil)
-	if res, err := runAgainIfFrozen(run, &w); err != nil || res.ExitCode != 0 || *n != 2 {
-		t.Errorf("frozen then fine: %v %v, %d runs", res, err, *n)
+	run, calls := seq(frozen, nil)
+	if res, err := runAgainIfFrozen(run, 31*time.Minute, true, spent(4*time.Minute), &w); err != nil || res.ExitCode != 0 ||
+		len(*calls) != 2 || (*calls)[0] != (call{31 * time.Minute, false}) || (*calls)[1] != (call{27 * time.Minute, true}) {
+		t.Errorf("frozen then fine: %v %v, calls %v", res, err, *calls)
 	}
-	if !strings.Contains(w.String(), frozeAgain) || !strings.Contains(w.String(), "99.16") {
-		t.Errorf("the retry is not said: %q", w.String())
+	if !strings.HasPrefix(w.String(), "\n"+frozeAgain) || !strings.Contains(w.String(), "99.16") {
+		t.Errorf("the retry is not said on a line of its own: %q", w.String())
 	}
 	w.Reset()
-	run, n = seq(frozen, frozen, nil)
-	if _, err := runAgainIfFrozen(run, &w); !errors.As(err, new(*vm.FrozenError)) || *n != 2 {
-		t.Errorf("frozen twice: %v, %d runs", err, *n)
+	run, calls = seq(frozen, frozen)
+	if _, err := runAgainIfFrozen(run, 31*time.Minute, true, spent(4*time.Minute), &w); !errors.As(err, new(*vm.FrozenError)) || len(*calls) != 2 {
+		t.Errorf("frozen twice: %v, calls %v", err, *calls)
+	}
+	// Not asked for: a freeze may be the code's own lockup.
+	w.Reset()
+	run, calls = seq(frozen, nil)
+	if _, err := runAgainIfFrozen(run, 31*time.Minute, false, spent(4*time.Minute), &w); !errors.As(err, new(*vm.FrozenError)) || len(*calls) != 1 || w.Len() != 0 {
+		t.Errorf("retry off: %v, calls %v, %q", err, *calls, w.String())
+	}
+	// Too little left: go test would kill netctl-vm before a second run ends.
+	w.Reset()
+	run, calls = seq(frozen, nil)
+	if _, err := runAgainIfFrozen(run, 31*time.Minute, true, spent(29*time.Minute), &w); !errors.As(err, new(*vm.FrozenError)) || len(*calls) != 1 ||
+		!strings.Contains(w.String(), "not running it again") {
+		t.Errorf("2 minutes left: %v, calls %v, %q", err, *calls, w.String())
 	}
 	w.Reset()
 	to := &vm.TimeoutError{After: time.Minute}
-	run, n = seq(to, nil)
-	if _, err := runAgainIfFrozen(run, &w); err != to || *n != 1 || w.Len() != 0 {
-		t.Errorf("a timeout was run again: %v, %d runs, %q", err, *n, w.String())
+	run, calls = seq(to, nil)
+	if _, err := runAgainIfFrozen(run, 31*time.Minute, true, spent(time.Minute), &w); err != to || len(*calls) != 1 || w.Len() != 0 {
+		t.Errorf("a timeout was run again: %v, calls %v, %q", err, *calls, w.String())
 	}
 }

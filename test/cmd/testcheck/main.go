@@ -61,7 +61,8 @@ type pkgState struct {
 	paused     map[string]bool   // tests waiting at t.Parallel
 	said       []string          // the package's own output lines (not a test's), the first 10
 	testFailed bool
-	frozeAgain bool // netctl-vm exec ran it again in a new VM
+	frozeAgain bool     // netctl-vm exec ran it again in a new VM
+	frozeIn    []string // where the first run froze: "TEST: its last lines", for the note
 	failed     bool
 }
 
@@ -180,8 +181,8 @@ func (c *checker) event(e event) {
 		return
 	}
 	p := c.pkg(e.Package)
-	if strings.HasPrefix(e.Output, frozeAgain) {
-		p.frozeAgain = true
+	if strings.Contains(e.Output, frozeAgain) {
+		c.froze(p)
 	}
 	if e.Test == "" {
 		switch e.Action {
@@ -243,49 +244,98 @@ func (c *checker) event(e event) {
 	}
 }
 
-// unfinished prints, when a package fails, the output of its tests that
-// started and never ended: the test binary (or the VM it ran in) died
-// mid-test, and test2json put its last words in that test's output. The
-// innermost running tests are named; a test paused at t.Parallel that
-// never resumed is not (it was not running).
-func (c *checker) unfinished(pkg string, p *pkgState) {
-	running := func(t string) bool {
+// running lists a package's innermost running tests, in the order they
+// began: started, not ended, not paused at t.Parallel, and with no running
+// subtest (that one is named instead).
+func (p *pkgState) running() []string {
+	live := func(t string) bool {
 		_, ok := p.output[t]
 		return ok && !p.paused[t]
 	}
+	var r []string
+	seen := map[string]bool{}
 	for _, t := range p.started {
-		if !running(t) {
+		if seen[t] || !live(t) {
 			continue
 		}
-		out := p.output[t]
-		fmt.Fprint(c.out, out)
+		seen[t] = true
 		inner := false
 		for _, u := range p.started {
-			inner = inner || strings.HasPrefix(u, t+"/") && running(u)
+			inner = inner || strings.HasPrefix(u, t+"/") && live(u)
 		}
-		if inner {
-			continue // its running subtest is named
+		if !inner {
+			r = append(r, t)
 		}
-		var last []string
-		for _, l := range strings.Split(out, "\n") {
-			if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "=== ") {
-				last = append(last, l)
-			}
-		}
-		if len(last) > 10 {
-			last = last[len(last)-10:]
-		}
-		for i, l := range last {
-			if len(l) > 300 {
-				last[i] = l[:300] + "..."
-			}
-		}
-		c.failures = append(c.failures, failure{pkg + " " + t + " did not finish (the test binary, or the VM it ran in, ended mid-test)", last})
 	}
+	return r
+}
+
+// lastLines are a test's last 10 output lines but the === headers, each
+// cut at 300 bytes.
+func lastLines(out string) []string {
+	var last []string
+	for _, l := range strings.Split(out, "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "=== ") {
+			last = append(last, l)
+		}
+	}
+	if len(last) > 10 {
+		last = last[len(last)-10:]
+	}
+	for i, l := range last {
+		if len(l) > 300 {
+			last[i] = l[:300] + "..."
+		}
+	}
+	return last
+}
+
+// forget drops the output of every test that began and did not end.
+func (p *pkgState) forget() {
 	for _, t := range p.started {
 		delete(p.output, t)
 	}
 	p.started = nil
+}
+
+// unfinished prints, when a package fails, the output of its tests that
+// started and never ended: the test binary (or the VM it ran in) died
+// mid-test, and test2json put its last words in that test's output. The
+// innermost running tests are named.
+func (c *checker) unfinished(pkg string, p *pkgState) {
+	printed := map[string]bool{}
+	for _, t := range p.started {
+		if out, ok := p.output[t]; ok && !p.paused[t] && !printed[t] {
+			printed[t] = true
+			fmt.Fprint(c.out, out)
+		}
+	}
+	for _, t := range p.running() {
+		c.failures = append(c.failures, failure{pkg + " " + t + " did not finish (the test binary, or the VM it ran in, ended mid-test)", lastLines(p.output[t])})
+	}
+	p.forget()
+}
+
+// froze: netctl-vm exec says the package's VM froze and it runs the test
+// binary again. What the first run's running tests said so far (an error
+// logged before the freeze among it) is kept for the note, and the second
+// run starts afresh.
+func (c *checker) froze(p *pkgState) {
+	p.frozeAgain = true
+	for _, t := range p.running() {
+		out := p.output[t]
+		if i := strings.Index(out, frozeAgain); i >= 0 {
+			out = out[:i]
+		}
+		p.frozeIn = append(p.frozeIn, t+":")
+		for _, l := range lastLines(out) {
+			p.frozeIn = append(p.frozeIn, "    "+l)
+		}
+	}
+	if len(p.frozeIn) == 0 {
+		p.frozeIn = []string{"(no test was running)"}
+	}
+	p.forget()
 }
 
 // frozeAgain starts the line netctl-vm exec prints when a test binary's VM
@@ -360,8 +410,11 @@ func (c *checker) finish() bool {
 		fmt.Fprintln(c.out, "testcheck: skipped:", s)
 	}
 	for _, name := range c.order {
-		if c.pkgs[name].frozeAgain {
-			fmt.Fprintf(c.out, "testcheck: note: %s: its VM froze (no heartbeat) and netctl-vm ran the package again in a new VM; its output shows the first run\n", name)
+		if p := c.pkgs[name]; p.frozeAgain {
+			fmt.Fprintf(c.out, "testcheck: note: %s: its VM froze (no heartbeat) and netctl-vm ran the package again in a new VM; the first run froze in:\n", name)
+			for _, l := range p.frozeIn {
+				fmt.Fprintln(c.out, "    "+l)
+			}
 		}
 	}
 	c.printSlowest()
