@@ -70,6 +70,10 @@ func (e *NoStatusError) Error() string {
 		"init died or something powered the VM off%s", e.Status, tail("console", e.Console))
 }
 
+// ConsoleTail is the last lines of the run's console, under a heading, as
+// the harness's errors show them ("" for an empty console).
+func (r *Result) ConsoleTail() string { return tail("console", r.Console) }
+
 func tail(what, s string) string {
 	s = strings.TrimRight(s, "\n")
 	if s == "" {

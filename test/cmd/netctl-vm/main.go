@@ -308,15 +308,7 @@ func exitReport(kernel string, res *vm.Result) string {
 	if res.ExitCode == 1 {
 		return s
 	}
-	lines := strings.Split(strings.TrimRight(res.Console, "\n"), "\n")
-	if len(lines) > 20 {
-		lines = lines[len(lines)-20:]
-	}
-	s += "netctl-vm: the guest console's last lines:\n"
-	for _, l := range lines {
-		s += "    " + l + "\n"
-	}
-	return s
+	return s + strings.TrimPrefix(res.ConsoleTail(), "\n") + "\n"
 }
 
 // packageOptions reads the package's testdata/netctl-vm.conf, if there is
