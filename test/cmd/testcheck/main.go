@@ -283,11 +283,17 @@ func lastLines(out string) []string {
 		last = last[len(last)-10:]
 	}
 	for i, l := range last {
-		if len(l) > 300 {
-			last[i] = l[:300] + "..."
-		}
+		last[i] = clip(l)
 	}
 	return last
+}
+
+// clip cuts a line at 300 bytes.
+func clip(l string) string {
+	if len(l) > 300 {
+		return l[:300] + "..."
+	}
+	return l
 }
 
 // forget drops the output of every test that began and did not end.
@@ -319,16 +325,13 @@ func (c *checker) unfinished(pkg string, p *pkgState) {
 // froze: netctl-vm exec says the package's VM froze and it runs the test
 // binary again. What the first run's running tests said so far (an error
 // logged before the freeze among it) is kept for the note, and the second
-// run starts afresh.
+// run starts afresh. It is called before the event carrying the line is
+// added to any test's output.
 func (c *checker) froze(p *pkgState) {
 	p.frozeAgain = true
 	for _, t := range p.running() {
-		out := p.output[t]
-		if i := strings.Index(out, frozeAgain); i >= 0 {
-			out = out[:i]
-		}
 		p.frozeIn = append(p.frozeIn, t+":")
-		for _, l := range lastLines(out) {
+		for _, l := range lastLines(p.output[t]) {
 			p.frozeIn = append(p.frozeIn, "    "+l)
 		}
 	}
@@ -352,10 +355,7 @@ func errorLines(out string) []string {
 		if i := strings.Index(t, "_test.go:"); i <= 0 || strings.ContainsAny(t[:i], " \t") {
 			continue
 		}
-		if len(t) > 300 {
-			t = t[:300] + "..."
-		}
-		if lines = append(lines, t); len(lines) == 10 {
+		if lines = append(lines, clip(t)); len(lines) == 10 {
 			break
 		}
 	}
